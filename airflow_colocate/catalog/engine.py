@@ -1,0 +1,65 @@
+"""Where the catalog lives and how transactions are made safe against concurrent writers.
+
+SQLite serialises writers with ``BEGIN IMMEDIATE`` (taking the write lock when a transaction
+starts, not when it first writes, so two tasks can never read-modify-write the same row); WAL
+journaling keeps readers unblocked. PostgreSQL runs every transaction SERIALIZABLE; a transaction
+that loses a race is retried from the start by :func:`airflow_colocate.catalog.catalog.Catalog._tx`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+from airflow_colocate.errors import InvalidArgument
+
+
+def colocate_home() -> Path:
+    return Path(os.environ.get("COLOCATE_HOME") or Path.home() / ".colocate").expanduser()
+
+
+def default_url() -> str:
+    """``COLOCATE_CATALOG_URL`` if set, else the embedded SQLite file under ``$COLOCATE_HOME``."""
+    url = os.environ.get("COLOCATE_CATALOG_URL")
+    if url:
+        return url
+    return f"sqlite:///{colocate_home() / 'catalog.db'}"
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except Exception as exc:  # sqlalchemy raises ArgumentError with a terse message
+        raise InvalidArgument(
+            f"invalid catalog URL {url!r}: expected e.g. 'sqlite:////path/catalog.db' or "
+            f"'postgresql://user:pass@host:5432/colocate'"
+        ) from exc
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_connect(dbapi_conn, _record):  # pragma: no cover - exercised by every test
+            # Let SQLAlchemy, not pysqlite, issue BEGIN, so that it can be BEGIN IMMEDIATE.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn):  # pragma: no cover - exercised by every test
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    if backend == "postgresql":
+        return create_engine(url, isolation_level="SERIALIZABLE", pool_pre_ping=True)
+    raise InvalidArgument(
+        f"unsupported catalog database {backend!r} in {url!r}: use sqlite:// (embedded) or postgresql://"
+    )

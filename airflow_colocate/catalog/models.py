@@ -1,0 +1,184 @@
+"""SQLAlchemy models of the colocation catalog.
+
+Only :mod:`airflow_colocate.catalog` imports this module: the rest of the package sees plain
+dataclasses from :mod:`airflow_colocate.catalog.views`, so no session or lazy load leaks out.
+The schema itself changes only through the migrations in ``catalog/migrations``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Database(Base):
+    __tablename__ = "databases"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Backend(Base):
+    __tablename__ = "backends"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    root_uri: Mapped[str] = mapped_column(String(1024), unique=True)
+    host: Mapped[str] = mapped_column(String(255))
+    capacity_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # alive | down | decommissioning | decommissioned
+    state: Mapped[str] = mapped_column(String(32))
+    state_since: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_heartbeat: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ColocateGroup(Base):
+    __tablename__ = "colocate_groups"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # NULL for a global group (name starts with __global__), which spans databases.
+    db_id: Mapped[int | None] = mapped_column(ForeignKey("databases.id"), nullable=True)
+    name: Mapped[str] = mapped_column(String(64))
+    dist_col_types: Mapped[list] = mapped_column(JSON)
+    bucket_num: Mapped[int] = mapped_column(Integer)
+    replication_num: Mapped[int] = mapped_column(Integer)
+    stable: Mapped[bool] = mapped_column(Boolean)
+    unstable_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Bumped by every change of the map or membership: lets a planner detect that it raced.
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (
+        Index("uq_group_db_name", "db_id", "name", unique=True, postgresql_where=text("db_id IS NOT NULL"),
+              sqlite_where=text("db_id IS NOT NULL")),
+        Index("uq_group_global_name", "name", unique=True, postgresql_where=text("db_id IS NULL"),
+              sqlite_where=text("db_id IS NULL")),
+    )
+
+
+class BucketMap(Base):
+    """Bucket seq -> ordered backend ids, one row per bucket of a group."""
+
+    __tablename__ = "bucket_map"
+    group_id: Mapped[int] = mapped_column(ForeignKey("colocate_groups.id", ondelete="CASCADE"), primary_key=True)
+    bucket_seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    backend_ids: Mapped[list] = mapped_column(JSON)
+
+
+class Table(Base):
+    __tablename__ = "tables"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    db_id: Mapped[int] = mapped_column(ForeignKey("databases.id"))
+    name: Mapped[str] = mapped_column(String(64))
+    columns: Mapped[list] = mapped_column(JSON)  # [[name, type], ...]
+    dist_cols: Mapped[list] = mapped_column(JSON)
+    partition_cols: Mapped[list] = mapped_column(JSON)
+    bucket_num: Mapped[int] = mapped_column(Integer)
+    replication_num: Mapped[int] = mapped_column(Integer)
+    group_id: Mapped[int | None] = mapped_column(ForeignKey("colocate_groups.id"), nullable=True)
+    # normal | dropped
+    state: Mapped[str] = mapped_column(String(16))
+    dropped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (
+        Index("uq_table_live_name", "db_id", "name", unique=True, postgresql_where=text("state = 'normal'"),
+              sqlite_where=text("state = 'normal'")),
+    )
+
+
+class Partition(Base):
+    __tablename__ = "partitions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    table_id: Mapped[int] = mapped_column(ForeignKey("tables.id", ondelete="CASCADE"))
+    value: Mapped[str] = mapped_column(String(128))
+    bucket_num: Mapped[int] = mapped_column(Integer)
+    replication_num: Mapped[int] = mapped_column(Integer)
+    visible_version: Mapped[int] = mapped_column(Integer)  # 0: nothing committed yet
+    next_version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (UniqueConstraint("table_id", "value", name="uq_partition_value"),)
+
+
+class PartitionVersion(Base):
+    __tablename__ = "partition_versions"
+    partition_id: Mapped[int] = mapped_column(ForeignKey("partitions.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # staging | committed | superseded | aborted
+    state: Mapped[str] = mapped_column(String(16))
+    mode: Mapped[str] = mapped_column(String(16))  # overwrite | append
+    base_version: Mapped[int] = mapped_column(Integer)  # the version an append builds on
+    rows: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Replica(Base):
+    """The files of one (table, partition, version, bucket) on one backend."""
+
+    __tablename__ = "replicas"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    table_id: Mapped[int] = mapped_column(ForeignKey("tables.id", ondelete="CASCADE"))
+    partition_id: Mapped[int] = mapped_column(ForeignKey("partitions.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    bucket_seq: Mapped[int] = mapped_column(Integer)
+    backend_id: Mapped[int] = mapped_column(ForeignKey("backends.id"))
+    # staging | verified | bad | dropping
+    state: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(String(2048))
+    rows: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    checksum: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (
+        UniqueConstraint("partition_id", "version", "bucket_seq", "backend_id", name="uq_replica"),
+        Index("ix_replica_backend", "backend_id"),
+    )
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))  # write | balance | relocate | gc
+    group_id: Mapped[int | None] = mapped_column(ForeignKey("colocate_groups.id", ondelete="SET NULL"), nullable=True)
+    state: Mapped[str] = mapped_column(String(32))
+    plan: Mapped[dict] = mapped_column(JSON)
+    progress: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Flag(Base):
+    __tablename__ = "flags"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[bool] = mapped_column(Boolean)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Event(Base):
+    """Append-only audit log, like Doris's edit log: one row per committed state change."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    kind: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(255))
+    detail: Mapped[dict] = mapped_column(JSON)
+    actor: Mapped[str] = mapped_column(String(128))
+

@@ -1,0 +1,343 @@
+"""The ``colocate`` command: administer backends, tables and colocation groups.
+
+Errors print one line on stderr (what was wrong, what would be right) and exit 2; the catalog is
+unchanged because every command is one catalog transaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, is_dataclass
+from datetime import datetime, timedelta
+
+from airflow_colocate.catalog import DEFAULT_DB, FLAGS, Catalog
+from airflow_colocate.errors import ColocateError, InvalidArgument
+from airflow_colocate.sqltypes import parse_columns
+
+GROUP_COLUMNS = ["GroupId", "GroupName", "TableIds", "BucketsNum", "ReplicationNum", "DistCols", "IsStable"]
+MAP_COLUMNS = ["BucketIndex", "BackendIds"]
+
+
+# ---------------------------------------------------------------------- output
+
+
+def _jsonable(value):
+    if is_dataclass(value):
+        return _jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def emit(args: argparse.Namespace, columns: Sequence[str], rows: Sequence[Sequence[object]], *, title: str | None = None) -> None:
+    """Print rows as an aligned table, or as a JSON list of objects with ``--json``."""
+    if getattr(args, "json", False):
+        print(json.dumps([dict(zip(columns, (_jsonable(v) for v in row))) for row in rows], indent=2))
+        return
+    if title:
+        print(title)
+    cells = [[str(c) for c in columns]] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    print(line)
+    print("| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths)) + " |")
+    print(line)
+    for r in cells[1:]:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+    print(line)
+    print(f"{len(rows)} row{'s' if len(rows) != 1 else ''} in set")
+
+
+def group_rows(catalog: Catalog) -> list[list[object]]:
+    """``SHOW PROC '/colocation_group'``."""
+    return [[g.group_id, g.full_name, ", ".join(map(str, g.table_ids)), g.bucket_num, g.replication_num,
+             ", ".join(g.dist_col_types), str(g.stable).lower()] for g in catalog.groups()]
+
+
+def map_rows(catalog: Catalog, ref: str, db: str) -> tuple[str, list[list[object]]]:
+    """``SHOW PROC '/colocation_group/<id>'``."""
+    g = catalog.group(ref, db=db)
+    title = f"group {g.full_name} ({g.group_id}): {'stable' if g.stable else 'UNSTABLE: ' + (g.unstable_reason or '')}"
+    return title, [[i, ", ".join(map(str, ids))] for i, ids in enumerate(g.bucket_map)]
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def cmd_init(c: Catalog, a) -> None:
+    c.init()
+    print(f"catalog ready at {c.engine.url.render_as_string(hide_password=True)}")
+
+
+def cmd_backend_add(c: Catalog, a) -> None:
+    b = c.add_backend(a.root, name=a.name, host=a.host, capacity_bytes=_size(a.capacity))
+    print(f"backend {b.name} (id {b.id}) added: root {b.root_uri}, host {b.host}")
+
+
+def cmd_backend_list(c: Catalog, a) -> None:
+    rows = [[b.id, b.name, b.root_uri, b.host, b.capacity_bytes, b.state, b.state_since.isoformat(timespec="seconds")]
+            for b in c.backends()]
+    emit(a, ["BackendId", "Name", "Root", "Host", "CapacityBytes", "State", "Since"], rows)
+
+
+def cmd_backend_decommission(c: Catalog, a) -> None:
+    b = c.decommission_backend(a.backend)
+    print(f"backend {b.name} (id {b.id}) is decommissioning: the next balance moves its replicas away")
+
+
+def cmd_backend_remove(c: Catalog, a) -> None:
+    c.remove_backend(a.backend)
+    print(f"backend {a.backend} removed")
+
+
+def cmd_backend_mark(c: Catalog, a) -> None:
+    b = c.set_backend_state(a.backend, "down" if a.command == "mark-down" else "alive", reason=a.reason or "admin")
+    print(f"backend {b.name} (id {b.id}) is now {b.state}")
+
+
+def cmd_table_create(c: Catalog, a) -> None:
+    t = c.create_table(a.table, parse_columns(a.columns), [x.strip() for x in a.distributed_by.split(",") if x.strip()],
+                       bucket_num=a.buckets, replication_num=a.replication,
+                       partition_cols=[x.strip() for x in (a.partition_by or "").split(",") if x.strip()],
+                       colocate_with=a.colocate_with, db=a.db, if_not_exists=a.if_not_exists)
+    where = f" in colocation group {t.group_name} ({t.group_id})" if t.group_id else ""
+    print(f"table {t.qualified_name} (id {t.id}) created{where}")
+
+
+def cmd_table_alter(c: Catalog, a) -> None:
+    if a.colocate_with is None and a.replication is None:
+        raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group) and/or --replication N")
+    if a.colocate_with is not None:
+        t = c.alter_colocate_with(a.table, a.colocate_with, db=a.db)
+    if a.replication is not None:
+        t = c.set_replication_num(a.table, a.replication, db=a.db)
+    print(f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}")
+
+
+def cmd_table_drop(c: Catalog, a) -> None:
+    t = c.drop_table(a.table, db=a.db, force=a.force)
+    if a.force:
+        print(f"table {t.qualified_name} (id {t.id}) dropped and purged")
+    else:
+        print(f"table {t.qualified_name} (id {t.id}) dropped; 'colocate table recover {t.qualified_name}' brings it back within the retention")
+
+
+def cmd_table_recover(c: Catalog, a) -> None:
+    t = c.recover_table(a.table, db=a.db)
+    print(f"table {t.qualified_name} (id {t.id}) recovered")
+
+
+def cmd_table_purge(c: Catalog, a) -> None:
+    purged = c.purge_dropped(retention=timedelta(hours=a.retention_hours))
+    emit(a, ["TableId", "Table"], [[t.id, t.qualified_name] for t in purged])
+
+
+def cmd_table_list(c: Catalog, a) -> None:
+    rows = [[t.id, t.qualified_name, ", ".join(t.dist_cols), ", ".join(t.partition_cols), t.bucket_num,
+             t.replication_num, t.group_name or "", t.state] for t in c.tables(include_dropped=a.all)]
+    emit(a, ["TableId", "Table", "DistCols", "PartitionCols", "BucketsNum", "ReplicationNum", "Group", "State"], rows)
+
+
+def cmd_table_show(c: Catalog, a) -> None:
+    t = c.table(a.table, db=a.db)
+    parts = c.partitions(a.table, db=a.db)
+    if a.json:
+        print(json.dumps({"table": _jsonable(t), "partitions": _jsonable(parts)}, indent=2))
+        return
+    print(f"table {t.qualified_name} (id {t.id})")
+    print(f"  columns:         {', '.join(f'{n} {ty}' for n, ty in t.columns)}")
+    print(f"  distributed by:  {', '.join(t.dist_cols)} into {t.bucket_num} buckets, replication_num {t.replication_num}")
+    print(f"  partitioned by:  {', '.join(t.partition_cols) or '(not partitioned)'}")
+    print(f"  colocate_with:   {t.group_name or '(none)'}{' (' + t.group_id + ')' if t.group_id else ''}")
+    emit(a, ["Partition", "BucketsNum", "ReplicationNum", "VisibleVersion"],
+         [[p.value, p.bucket_num, p.replication_num, p.visible_version] for p in parts])
+
+
+def cmd_partition_add(c: Catalog, a) -> None:
+    p = c.add_partition(a.table, a.value, bucket_num=a.buckets, replication_num=a.replication, db=a.db)
+    print(f"partition {p.value} added to {a.table} ({p.bucket_num} buckets, replication_num {p.replication_num})")
+
+
+def cmd_show_groups(c: Catalog, a) -> None:
+    emit(a, GROUP_COLUMNS, group_rows(c))
+
+
+def cmd_show_group(c: Catalog, a) -> None:
+    title, rows = map_rows(c, a.group, a.db)
+    emit(a, MAP_COLUMNS, rows, title=title)
+
+
+def cmd_group_mark(c: Catalog, a) -> None:
+    g = c.set_group_stable(a.group, a.command == "mark-stable", reason=a.reason, db=a.db)
+    print(f"group {g.full_name} ({g.group_id}) marked {'stable' if g.stable else 'unstable'}")
+
+
+def cmd_flag_set(c: Catalog, a) -> None:
+    c.set_flag(a.flag, _bool(a.value))
+    print(f"{a.flag} = {str(_bool(a.value)).lower()}")
+
+
+def cmd_flag_list(c: Catalog, a) -> None:
+    emit(a, ["Flag", "Value"], [[k, str(v).lower()] for k, v in c.flags().items()])
+
+
+def cmd_events(c: Catalog, a) -> None:
+    rows = [[e.id, e.ts.isoformat(timespec="seconds"), e.actor, e.kind, e.subject, json.dumps(e.detail, default=str)]
+            for e in c.events(limit=a.limit, kind=a.kind)]
+    emit(a, ["EventId", "Time", "Actor", "Kind", "Subject", "Detail"], rows)
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise InvalidArgument(f"invalid boolean {text!r}: expected true or false")
+
+
+def _size(text: str | None) -> int | None:
+    """``500G`` / ``2TiB`` / ``1048576`` -> bytes."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*", text.lower())
+    if not match or float(match.group(1)) <= 0:
+        raise InvalidArgument(f"invalid capacity {text!r}: expected a positive size such as 1048576, 500G or 2T")
+    return int(float(match.group(1)) * 1024 ** " kmgtp".index(match.group(2) or " "))
+
+
+# ---------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="colocate", description="Colocation groups for Spark data lakes.")
+    p.add_argument("--catalog", help="catalog URL (default: $COLOCATE_CATALOG_URL or sqlite under $COLOCATE_HOME)")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"database for bare table and group names (default {DEFAULT_DB})")
+    sub = p.add_subparsers(dest="area", required=True)
+
+    def listing(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        return parser
+
+    sub.add_parser("init", help="create or upgrade the catalog").set_defaults(fn=cmd_init, no_check=True)
+
+    be = sub.add_parser("backend", help="storage backends").add_subparsers(dest="command", required=True)
+    x = be.add_parser("add", help="register a backend root")
+    x.add_argument("root", help="root URI, e.g. file:///data/be1 or s3a://lake-be1/")
+    x.add_argument("--name")
+    x.add_argument("--host", help="failure domain; backends on one host never share a bucket (default: the backend name)")
+    x.add_argument("--capacity", help="capacity, e.g. 500G (used by the size balancer)")
+    x.set_defaults(fn=cmd_backend_add)
+    listing(be.add_parser("list", help="list backends")).set_defaults(fn=cmd_backend_list)
+    for name, fn, help_ in [("decommission", cmd_backend_decommission, "drain a backend"),
+                            ("remove", cmd_backend_remove, "delete an empty backend")]:
+        x = be.add_parser(name, help=help_)
+        x.add_argument("backend", help="backend id or name")
+        x.set_defaults(fn=fn)
+    for name in ("mark-down", "mark-up"):
+        x = be.add_parser(name, help=f"admin: {name.replace('-', ' ')} a backend")
+        x.add_argument("backend", help="backend id or name")
+        x.add_argument("--reason")
+        x.set_defaults(fn=cmd_backend_mark)
+
+    tb = sub.add_parser("table", help="tables").add_subparsers(dest="command", required=True)
+    x = tb.add_parser("create", help="create a table, optionally in a colocation group")
+    x.add_argument("table", help="table or db.table")
+    x.add_argument("--columns", required=True, help="'o_orderkey bigint, o_orderdate date, ...'")
+    x.add_argument("--distributed-by", required=True, help="bucket key column(s), comma separated")
+    x.add_argument("--buckets", type=int, required=True)
+    x.add_argument("--replication", type=int, default=1)
+    x.add_argument("--partition-by", help="partition column(s), comma separated")
+    x.add_argument("--colocate-with", help="group name; created from this table when missing")
+    x.add_argument("--if-not-exists", action="store_true")
+    x.set_defaults(fn=cmd_table_create)
+    x = tb.add_parser("alter", help="move to another group ('' leaves the group) or set replication")
+    x.add_argument("table")
+    x.add_argument("--colocate-with")
+    x.add_argument("--replication", type=int)
+    x.set_defaults(fn=cmd_table_alter)
+    x = tb.add_parser("drop", help="drop (recoverable for the retention, default one day)")
+    x.add_argument("table")
+    x.add_argument("--force", action="store_true", help="purge now; cannot be recovered")
+    x.set_defaults(fn=cmd_table_drop)
+    x = tb.add_parser("recover", help="bring back a dropped table")
+    x.add_argument("table")
+    x.set_defaults(fn=cmd_table_recover)
+    x = listing(tb.add_parser("purge", help="erase tables dropped longer than the retention ago"))
+    x.add_argument("--retention-hours", type=float, default=24.0)
+    x.set_defaults(fn=cmd_table_purge)
+    x = listing(tb.add_parser("list", help="list tables"))
+    x.add_argument("--all", action="store_true", help="include dropped tables")
+    x.set_defaults(fn=cmd_table_list)
+    x = listing(tb.add_parser("show", help="a table and its partitions"))
+    x.add_argument("table")
+    x.set_defaults(fn=cmd_table_show)
+
+    pt = sub.add_parser("partition", help="partitions").add_subparsers(dest="command", required=True)
+    x = pt.add_parser("add", help="add a partition, checked against the group schema")
+    x.add_argument("table")
+    x.add_argument("value", help="partition value, e.g. 2026-11-01")
+    x.add_argument("--buckets", type=int)
+    x.add_argument("--replication", type=int)
+    x.set_defaults(fn=cmd_partition_add)
+
+    sh = sub.add_parser("show", help="SHOW PROC '/colocation_group'").add_subparsers(dest="command", required=True)
+    listing(sh.add_parser("groups", help="all colocation groups")).set_defaults(fn=cmd_show_groups)
+    x = listing(sh.add_parser("group", help="one group's bucket map"))
+    x.add_argument("group", help="group id (dbId.grpId), full name (dbId_name) or name")
+    x.set_defaults(fn=cmd_show_group)
+
+    gr = sub.add_parser("group", help="operator overrides on a group").add_subparsers(dest="command", required=True)
+    for name in ("mark-stable", "mark-unstable"):
+        x = gr.add_parser(name)
+        x.add_argument("group")
+        x.add_argument("--reason")
+        x.set_defaults(fn=cmd_group_mark)
+
+    fl = sub.add_parser("flag", help="global switches").add_subparsers(dest="command", required=True)
+    x = fl.add_parser("set")
+    x.add_argument("flag", choices=FLAGS)
+    x.add_argument("value", help="true or false")
+    x.set_defaults(fn=cmd_flag_set)
+    listing(fl.add_parser("list")).set_defaults(fn=cmd_flag_list)
+
+    x = listing(sub.add_parser("events", help="the audit log, newest first"))
+    x.add_argument("--limit", type=int, default=50)
+    x.add_argument("--kind")
+    x.set_defaults(fn=cmd_events)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        catalog = Catalog(args.catalog)
+        if not getattr(args, "no_check", False):
+            catalog.check_schema()
+        args.fn(catalog, args)
+    except ColocateError as exc:
+        print(f"colocate: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("colocate: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an unexpected failure still gets one line, with where to look
+        print(f"colocate: internal error: {type(exc).__name__}: {exc} (set COLOCATE_DEBUG=1 for a traceback)", file=sys.stderr)
+        if os.environ.get("COLOCATE_DEBUG"):
+            raise
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

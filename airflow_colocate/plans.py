@@ -1,0 +1,149 @@
+"""The JSON contract between the control plane (Airflow task, CLI) and the Spark jobs.
+
+A Spark job gets a plan with exact input and output locations and returns a report; it never sees
+the catalog. Plans and reports are dataclasses so that both sides are checked by the same code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+
+def _build(cls, data):
+    """Rebuild nested dataclasses from parsed JSON."""
+    if is_dataclass(cls) and isinstance(data, dict):
+        hints = get_type_hints(cls)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: _build(hints[k], v) for k, v in data.items() if k in names})
+    origin = get_origin(cls)
+    if origin in (list, tuple) and isinstance(data, list):
+        (inner, *_) = get_args(cls) or (Any,)
+        return [_build(inner, v) for v in data]
+    if origin is dict and isinstance(data, dict):
+        _, inner = get_args(cls) or (Any, Any)
+        return {k: _build(inner, v) for k, v in data.items()}
+    if origin is not None and type(None) in get_args(cls):  # Optional[X] / X | None
+        inner = next(a for a in get_args(cls) if a is not type(None))
+        return None if data is None else _build(inner, data)
+    return data
+
+
+class JsonMixin:
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return _build(cls, json.loads(text))
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.to_json())
+        tmp.replace(path)  # a reader never sees half a plan
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path):
+        return cls.from_json(Path(path).read_text())
+
+
+# ---------------------------------------------------------------------- targets
+
+
+@dataclass
+class ReplicaTarget:
+    """Where one replica of one bucket goes: the directory that will hold its files."""
+
+    backend_id: int
+    path: str  # URI of the replica directory, e.g. file:///data/be1/default/orders/2026-11-01/v3/b00005
+
+
+@dataclass
+class BucketTarget:
+    bucket_seq: int
+    replicas: list[ReplicaTarget]  # first = primary (written by Spark), others = verified byte copies
+    # For append: the replica directories of the base version on the same backends (same order),
+    # whose files are carried into the new version.
+    base_paths: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Source:
+    """Either ``path`` + ``format`` (+ reader ``options``) or a Spark SQL ``query`` over ``tables``."""
+
+    format: str | None = None  # parquet | csv | json | orc
+    path: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    query: str | None = None
+    tables: list["ReadTable"] = field(default_factory=list)
+
+
+@dataclass
+class WritePlan(JsonMixin):
+    job_id: str
+    table: str  # db.table, for messages
+    columns: list[list[str]]  # [[name, spark sql type], ...] including partition columns
+    dist_cols: list[str]
+    partition_cols: list[str]
+    partition_value: str
+    bucket_num: int
+    mode: str  # overwrite | append
+    version: int
+    source: Source
+    buckets: list[BucketTarget]
+    staging_uri: str  # a directory for Spark's raw output, removed by the job when done
+    report_uri: str  # where the job writes its WriteReport
+    kind: str = "write"
+
+
+@dataclass
+class ReplicaReport:
+    bucket_seq: int
+    backend_id: int
+    path: str
+    files: list[str]  # file names inside path
+    rows: int
+    bytes: int
+    checksum: str  # sha256 over the sorted (name, sha256(file)) pairs: equal for byte-identical replicas
+
+
+@dataclass
+class WriteReport(JsonMixin):
+    job_id: str
+    table: str
+    partition_value: str
+    version: int
+    source_rows: int
+    replicas: list[ReplicaReport]
+    seconds: float
+    spark_version: str
+    kind: str = "write"
+
+
+# ---------------------------------------------------------------------- reads
+
+
+@dataclass
+class ReadPartition:
+    value: str
+    # bucket seq -> the replica directory chosen for this read (same backend for every table of a
+    # colocated join); an empty string means the bucket has no rows.
+    bucket_paths: list[str]
+
+
+@dataclass
+class ReadTable:
+    """How to register one catalog table in a Spark session."""
+
+    name: str  # the name queries use, e.g. orders
+    columns: list[list[str]]
+    dist_cols: list[str]
+    partition_cols: list[str]
+    bucket_num: int
+    partitions: list[ReadPartition]
+    bucketed: bool = True  # False: registered without a bucket spec (the fallback)

@@ -1,0 +1,34 @@
+"""Where files live on a backend. One place, so planner, jobs and gc agree.
+
+``{root}/{db}/{table}_{tableId}/{partition}/v{version}/b{bucket}/part-…_{bucket:05d}.c000.snappy.parquet``
+
+The table id in the path keeps a re-created table apart from a dropped one of the same name; the
+version directory makes every write land somewhere new, so a failed write never touches visible
+files; the ``_{bucket:05d}`` suffix is Spark's own bucket-file naming, which Spark's bucketed scan
+parses to assign files to buckets.
+"""
+
+from __future__ import annotations
+
+STAGING = "_staging"
+
+
+def table_dir(root: str, db: str, table: str, table_id: int) -> str:
+    return f"{root.rstrip('/')}/{db}/{table}_{table_id}"
+
+
+def version_dir(root: str, db: str, table: str, table_id: int, partition: str, version: int) -> str:
+    return f"{table_dir(root, db, table, table_id)}/{partition}/v{version:06d}"
+
+
+def replica_dir(root: str, db: str, table: str, table_id: int, partition: str, version: int, bucket: int) -> str:
+    return f"{version_dir(root, db, table, table_id, partition, version)}/b{bucket:05d}"
+
+
+def staging_dir(root: str, job_id: str) -> str:
+    return f"{root.rstrip('/')}/{STAGING}/{job_id}"
+
+
+def bucket_file_name(write_id: str, bucket: int, suffix: str = ".c000.snappy.parquet") -> str:
+    """Spark's ``BucketingUtils`` name: ``part-00000-<id>_<bucket:05d>.c000…``."""
+    return f"part-00000-{write_id}_{bucket:05d}{suffix}"

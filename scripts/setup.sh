@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Prepare a development/test environment for airflow-colocate. Idempotent, and fast when done.
+#
+#   scripts/setup.sh                  Java 17+, uv, .venv with requirements.lock + the project
+#   scripts/setup.sh --with-postgres  ... and PostgreSQL server binaries for the integration tests
+#
+# Environment:
+#   PYTHON=/path/to/python3.11   interpreter for a new .venv (default: python3 if >= 3.11)
+#   COLOCATE_APT_UPDATED=1       skip `apt-get update` (the caller has just run it; .ci/run does)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+STAMP=$VENV/.installed
+
+with_postgres=0
+for arg in "$@"; do
+    case "$arg" in
+        --with-postgres) with_postgres=1 ;;
+        -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "setup: unknown argument: $arg (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+say() { echo "setup: $*"; }
+die() { echo "setup: ERROR: $*" >&2; exit 1; }
+
+can_apt() { [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; }
+
+apt_updated=${COLOCATE_APT_UPDATED:-0}
+apt_install() {
+    export DEBIAN_FRONTEND=noninteractive
+    if [[ $apt_updated != 1 ]]; then
+        say "apt-get update"
+        apt-get update -qq
+        apt_updated=1
+    fi
+    say "apt-get install $*"
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- (a) Java 17+ ----------------------------------------------------------------------------
+# PySpark launches $JAVA_HOME/bin/java when JAVA_HOME is set, else `java` from PATH.
+java_bin() {
+    if [[ -n ${JAVA_HOME:-} ]]; then echo "$JAVA_HOME/bin/java"; else command -v java || true; fi
+}
+java_major() {  # prints the major version of $1, or nothing
+    local out ver
+    out=$("$1" -version 2>&1) || return 0
+    ver=$(sed -n 's/.* version "\([^"]*\)".*/\1/p' <<<"$out" | head -n1)
+    ver=${ver#1.}            # 1.8.0_292 -> 8.0_292
+    echo "${ver%%[!0-9]*}"   # 17.0.15 -> 17, 21 -> 21
+}
+JAVA_MSG="Java 17 is required by PySpark 4; install openjdk-17-jre-headless (Debian/Ubuntu) or set JAVA_HOME to a JDK 17, then re-run"
+check_java() {
+    local bin major
+    bin=$(java_bin)
+    [[ -n $bin && -x $bin ]] || return 1
+    major=$(java_major "$bin")
+    [[ -n $major && $major -ge 17 ]] || return 1
+    say "java $major ($bin)"
+}
+if ! check_java; then
+    if [[ -n ${JAVA_HOME:-} ]]; then
+        die "JAVA_HOME=$JAVA_HOME does not hold Java 17 or newer. $JAVA_MSG"
+    elif can_apt; then
+        say "Java 17+ not found; installing openjdk-17-jre-headless"
+        apt_install openjdk-17-jre-headless
+        hash -r
+        check_java || die "$JAVA_MSG"
+    else
+        die "$JAVA_MSG"
+    fi
+fi
+
+# --- (b) uv ----------------------------------------------------------------------------------
+find_uv() {
+    if command -v uv >/dev/null 2>&1; then UV=(uv)
+    elif [[ -x ${HOME:-/nonexistent}/.local/bin/uv ]]; then UV=("$HOME/.local/bin/uv")
+    elif python3 -m uv --version >/dev/null 2>&1; then UV=(python3 -m uv)
+    else return 1
+    fi
+}
+if ! find_uv; then
+    say "installing uv (pip install uv)"
+    if ! python3 -m pip install --quiet uv 2>/dev/null; then
+        # Debian's system Python refuses global installs (PEP 668): fall back to the user site.
+        python3 -m pip install --quiet --user --break-system-packages uv \
+            || die "could not install uv; install it (https://docs.astral.sh/uv/) and re-run"
+    fi
+    hash -r
+    find_uv || die "uv was installed but cannot be found; add ~/.local/bin to PATH and re-run"
+fi
+say "uv $("${UV[@]}" --version | awk '{print $2}')"
+
+# --- (c) + (d) .venv -------------------------------------------------------------------------
+py_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+
+if [[ -x $VENV/bin/python && -f $STAMP && $STAMP -nt pyproject.toml && $STAMP -nt requirements.lock ]] \
+    && py_ok "$VENV/bin/python"; then
+    say ".venv is up to date ($("$VENV/bin/python" -V 2>&1))"
+else
+    if [[ -e $VENV || -L $VENV ]] && ! py_ok "$VENV/bin/python"; then
+        say ".venv has no working Python >= 3.11; recreating it"
+        rm -rf "$VENV"
+    fi
+    if [[ ! -e $VENV ]]; then
+        python=${PYTHON:-}
+        if [[ -z $python ]] && command -v python3 >/dev/null 2>&1 && py_ok python3; then
+            python=$(python3 -c 'import sys; print(sys.executable)')  # through pyenv shims
+        fi
+        say "creating .venv (${python:-a Python >= 3.11 found by uv})"
+        "${UV[@]}" venv --quiet --python "${python:->=3.11}" "$VENV"
+        py_ok "$VENV/bin/python" || die ".venv was created with $("$VENV/bin/python" -V 2>&1); Python >= 3.11 is required (set PYTHON=...)"
+    fi
+    say "installing requirements.lock into .venv"
+    "${UV[@]}" pip install --quiet --python "$VENV/bin/python" -r requirements.lock
+    say "installing the project (editable, --no-deps)"
+    "${UV[@]}" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
+    touch "$STAMP"
+    say ".venv ready ($("$VENV/bin/python" -V 2>&1))"
+fi
+
+# --- (e) PostgreSQL server binaries ----------------------------------------------------------
+pg_bin() {
+    local d
+    for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+        [[ -x $d/initdb && -x $d/pg_ctl ]] && { echo "$d"; return; }
+    done
+    d=$(command -v initdb 2>/dev/null || true)
+    [[ -n $d ]] && dirname "$d"
+    return 0
+}
+if [[ $with_postgres == 1 ]]; then
+    if [[ -n $(pg_bin) ]]; then
+        say "postgresql server binaries in $(pg_bin)"
+    elif can_apt; then
+        say "PostgreSQL server not found; installing postgresql (the Debian cluster is not started)"
+        # Keep the package scripts from starting the default cluster; tests start their own.
+        policy=/usr/sbin/policy-rc.d
+        if [[ ! -e $policy ]]; then
+            printf '#!/bin/sh\nexit 101\n' >"$policy"
+            chmod 755 "$policy"
+            trap 'rm -f "$policy"' EXIT
+        fi
+        apt_install postgresql
+        if [[ $(trap -p EXIT) ]]; then rm -f "$policy"; trap - EXIT; fi
+        [[ -n $(pg_bin) ]] || die "postgresql was installed but initdb/pg_ctl were not found"
+        say "postgresql server binaries in $(pg_bin)"
+    else
+        say "WARNING: PostgreSQL server binaries (initdb, pg_ctl) not found."
+        say "  install them with: sudo apt-get install postgresql   (or: sudo scripts/setup.sh --with-postgres)"
+        say "  until then the PostgreSQL tests are skipped (they fail instead when CI=true)"
+    fi
+fi
+say "done"

@@ -1,0 +1,85 @@
+"""Shared fixtures: a fresh catalog on SQLite and on a real PostgreSQL server, local backends."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from airflow_colocate.catalog import Catalog
+
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory):
+    """A PostgreSQL server for the whole run: $COLOCATE_TEST_PG_URL, or one started from the
+    Debian binaries. In CI a missing server fails the run instead of skipping tests silently."""
+    url = os.environ.get("COLOCATE_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    from pgserver import find_pg_bin, start_postgres
+
+    if find_pg_bin() is None:
+        message = "PostgreSQL server binaries not found: 'apt-get install postgresql' (or set COLOCATE_TEST_PG_URL)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    server = start_postgres(tmp_path_factory.mktemp("pg"))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def fresh_pg_database(server_url: str) -> str:
+    """A new, empty database on the test server, so tests never see each other's rows."""
+    name = f"t{os.getpid()}_{next(_db_counter)}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def catalog_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'catalog.db'}"
+    return fresh_pg_database(request.getfixturevalue("pg_server_url"))
+
+
+@pytest.fixture
+def catalog(catalog_url) -> Catalog:
+    cat = Catalog(catalog_url, actor="pytest")
+    cat.init()
+    yield cat
+    cat.dispose()
+
+
+@pytest.fixture
+def sqlite_catalog(tmp_path) -> Catalog:
+    cat = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest")
+    cat.init()
+    yield cat
+    cat.dispose()
+
+
+def add_local_backends(catalog: Catalog, root: Path, n: int = 3, **kwargs) -> list:
+    """``n`` backends in local folders, each its own host (failure domain)."""
+    out = []
+    for i in range(1, n + 1):
+        path = root / f"be{i}"
+        path.mkdir(parents=True, exist_ok=True)
+        out.append(catalog.add_backend(path.as_uri(), name=f"be{i}", **kwargs))
+    return out
+
+
+@pytest.fixture
+def backends(catalog, tmp_path):
+    return add_local_backends(catalog, tmp_path / "backends")
