@@ -5,8 +5,8 @@
 #   scripts/setup.sh --with-postgres  ... and PostgreSQL server binaries for the integration tests
 #
 # Environment:
-#   PYTHON=/path/to/python3.11   interpreter for a new .venv (default: python3 if >= 3.11)
-#   COLOCATE_APT_UPDATED=1       skip `apt-get update` (the caller has just run it; .ci/run does)
+#   COLOCATE_PYTHON=/path/to/python3.11  interpreter for a new .venv (default: python3 if >= 3.11)
+#   COLOCATE_APT_UPDATED=1                skip `apt-get update` (the caller has just run it; .ci/run does)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -37,6 +37,7 @@ apt_install() {
         apt_updated=1
     fi
     say "apt-get install $*"
+    mkdir -p /usr/share/man/man1  # slim images drop it; openjdk's update-alternatives needs it
     apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
@@ -106,13 +107,13 @@ else
         rm -rf "$VENV"
     fi
     if [[ ! -e $VENV ]]; then
-        python=${PYTHON:-}
+        python=${COLOCATE_PYTHON:-}
         if [[ -z $python ]] && command -v python3 >/dev/null 2>&1 && py_ok python3; then
             python=$(python3 -c 'import sys; print(sys.executable)')  # through pyenv shims
         fi
         say "creating .venv (${python:-a Python >= 3.11 found by uv})"
         "${UV[@]}" venv --quiet --python "${python:->=3.11}" "$VENV"
-        py_ok "$VENV/bin/python" || die ".venv was created with $("$VENV/bin/python" -V 2>&1); Python >= 3.11 is required (set PYTHON=...)"
+        py_ok "$VENV/bin/python" || die ".venv was created with $("$VENV/bin/python" -V 2>&1); Python >= 3.11 is required (set COLOCATE_PYTHON=...)"
     fi
     say "installing requirements.lock into .venv"
     "${UV[@]}" pip install --quiet --python "$VENV/bin/python" -r requirements.lock

@@ -81,3 +81,52 @@ class EventView:
     subject: str
     detail: dict
     actor: str
+
+
+@dataclass(frozen=True)
+class WriteTicket:
+    """What a write may do, as the catalog granted it in :meth:`Catalog.begin_write`."""
+
+    job_id: int
+    table: TableView
+    partition_id: int
+    partition_value: str
+    version: int
+    base_version: int  # append: the version the new one extends; overwrite: 0
+    mode: str
+    # bucket seq -> [(backend id, backend root)], first = primary; only alive mapped backends
+    targets: tuple[tuple[tuple[int, str], ...], ...]
+    # bucket seq -> for each target: the base version's replica dir to carry over ('' if none)
+    base_paths: tuple[tuple[str, ...], ...]
+    missing: tuple[str, ...]  # mapped replicas skipped because their backend is not alive
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    bucket_seq: int
+    backend_id: int
+    path: str
+    rows: int
+    bytes: int
+    checksum: str
+    state: str
+
+
+@dataclass(frozen=True)
+class PartitionReplicas:
+    """The visible version of one partition and its verified replicas per bucket."""
+
+    value: str
+    version: int
+    buckets: tuple[tuple[ReplicaView, ...], ...]
+
+
+@dataclass(frozen=True)
+class GarbageItem:
+    """Files that no visible version needs any more, and the rows to forget once they are gone."""
+
+    reason: str
+    uri: str
+    partition_id: int | None = None
+    version: int | None = None
+    job_id: int | None = None

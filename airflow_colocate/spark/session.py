@@ -1,0 +1,44 @@
+"""A SparkSession with the settings colocated reads and writes rely on."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _submitted_master() -> str | None:
+    """The master spark-submit (or spark-defaults.conf) already set, if any."""
+    from pyspark import SparkConf, SparkContext
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT") is None and SparkContext._gateway is None:
+        return None  # plain ``python``: no JVM yet, so nothing was submitted
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", None)
+
+
+def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
+    """Build (or return the active) SparkSession.
+
+    The master is ``master``, else ``$SPARK_MASTER``, else what spark-submit set, else
+    ``local[*]``. Always on: bucketing, ``requireAllClusterKeysForCoPartition=false`` (a join on
+    ``(dt, key)`` bucketed by ``key`` stays shuffle-free) and an in-memory catalog. ``conf`` wins
+    over every default here.
+    """
+    from pyspark.sql import SparkSession
+
+    master = master or os.environ.get("SPARK_MASTER") or _submitted_master() or "local[*]"
+    settings: dict[str, str] = {
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.sources.bucketing.enabled": "true",
+        "spark.sql.requireAllClusterKeysForCoPartition": "false",
+    }
+    if master.startswith("local"):
+        # Executors are this machine's Python: the one running now, which has this package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * (os.cpu_count() or 2)))
+        settings["spark.driver.host"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
+    settings.update({k: str(v) for k, v in (conf or {}).items()})
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,238 @@
+"""A minimal file-system seam over URIs, shared by the Spark jobs and the control plane.
+
+``file://`` URIs (and bare paths) go through the standard library; every other scheme (``s3a`` is
+read as ``s3``, ``s3``, ``gs``, ``hdfs``, ``abfs``) goes through ``pyarrow.fs``. Nothing here knows
+about tables or buckets: that is :mod:`airflow_colocate.storage.layout`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from functools import lru_cache
+from typing import BinaryIO
+from urllib.parse import unquote, urlsplit
+
+from airflow_colocate.errors import ColocateError
+
+# Hadoop spellings that pyarrow knows under another name.
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs"}
+
+
+def is_local(uri: str) -> bool:
+    scheme = urlsplit(str(uri)).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def local_path(uri: str) -> str:
+    """The OS path of a ``file://`` URI or bare path (``file:///a/b``, ``file:/a/b``, ``/a/b``)."""
+    uri = str(uri)
+    parts = urlsplit(uri)
+    if parts.scheme == "":
+        return uri
+    if parts.scheme != "file":
+        raise ColocateError(f"not a local path: {uri!r}")
+    if parts.netloc not in ("", "localhost"):
+        raise ColocateError(f"file URI with a host is not supported: {uri!r} (use file:///path)")
+    return unquote(parts.path)
+
+
+def join(uri: str, name: str) -> str:
+    return f"{str(uri).rstrip('/')}/{name}"
+
+
+def basename(uri: str) -> str:
+    return str(uri).rstrip("/").rsplit("/", 1)[-1]
+
+
+def parent(uri: str) -> str:
+    return str(uri).rstrip("/").rsplit("/", 1)[0]
+
+
+@lru_cache(maxsize=32)
+def _arrow_fs(scheme: str, netloc: str):
+    try:
+        from pyarrow import fs as pafs
+    except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
+        raise ColocateError(f"pyarrow is needed for {scheme}:// URIs: {exc}") from exc
+    target = f"{_SCHEME_ALIASES.get(scheme, scheme)}://{netloc}/"
+    try:
+        filesystem, _ = pafs.FileSystem.from_uri(target)
+    except Exception as exc:
+        raise ColocateError(
+            f"cannot open a file system for {scheme}://{netloc}: pyarrow says {exc}. Supported schemes are "
+            f"file, s3/s3a, gs, hdfs (needs libhdfs) and abfs (needs a pyarrow built with Azure)"
+        ) from exc
+    return filesystem
+
+
+def _arrow(uri: str):
+    """(pyarrow FileSystem, path inside it) for a non-local URI."""
+    parts = urlsplit(str(uri))
+    filesystem = _arrow_fs(parts.scheme, parts.netloc)
+    path = unquote(parts.path)
+    scheme = _SCHEME_ALIASES.get(parts.scheme, parts.scheme)
+    if scheme in ("s3", "gs", "abfs"):  # object stores address "bucket/key"
+        path = f"{parts.netloc}{path}"
+    return filesystem, path.rstrip("/") or "/"
+
+
+def exists(uri: str) -> bool:
+    if is_local(uri):
+        return os.path.exists(local_path(uri))
+    from pyarrow.fs import FileType
+
+    filesystem, path = _arrow(uri)
+    return filesystem.get_file_info(path).type != FileType.NotFound
+
+
+def is_dir(uri: str) -> bool:
+    if is_local(uri):
+        return os.path.isdir(local_path(uri))
+    from pyarrow.fs import FileType
+
+    filesystem, path = _arrow(uri)
+    return filesystem.get_file_info(path).type == FileType.Directory
+
+
+def makedirs(uri: str) -> None:
+    if is_local(uri):
+        os.makedirs(local_path(uri), exist_ok=True)
+        return
+    filesystem, path = _arrow(uri)
+    filesystem.create_dir(path, recursive=True)
+
+
+def list_files(uri: str, missing_ok: bool = False) -> list[tuple[str, int]]:
+    """(name, size) of the regular files directly inside a directory, sorted by name."""
+    try:
+        if is_local(uri):
+            with os.scandir(local_path(uri)) as it:
+                out = [(e.name, e.stat().st_size) for e in it if e.is_file(follow_symlinks=False)]
+        else:
+            from pyarrow.fs import FileSelector, FileType
+
+            filesystem, path = _arrow(uri)
+            infos = filesystem.get_file_info(FileSelector(path, allow_not_found=False, recursive=False))
+            out = [(i.base_name, i.size) for i in infos if i.type == FileType.File]
+    except FileNotFoundError:
+        if missing_ok:
+            return []
+        raise
+    return sorted(out)
+
+
+def size(uri: str) -> int:
+    if is_local(uri):
+        return os.path.getsize(local_path(uri))
+    filesystem, path = _arrow(uri)
+    info = filesystem.get_file_info(path)
+    if info.size is None:
+        raise FileNotFoundError(uri)
+    return info.size
+
+
+def open_read(uri: str) -> BinaryIO:
+    """A seekable binary stream (good for ``pyarrow.parquet.read_metadata`` too)."""
+    if is_local(uri):
+        return open(local_path(uri), "rb")
+    filesystem, path = _arrow(uri)
+    return filesystem.open_input_file(path)
+
+
+def open_write(uri: str) -> BinaryIO:
+    """A binary stream that creates or truncates ``uri`` (its directory must exist on local disks)."""
+    if is_local(uri):
+        return open(local_path(uri), "wb")
+    filesystem, path = _arrow(uri)
+    return filesystem.open_output_stream(path)
+
+
+def _device(path: str) -> int | None:
+    """st_dev of the nearest existing ancestor of ``path`` (the file may not exist yet)."""
+    path = os.path.abspath(path)
+    while True:
+        try:
+            return os.stat(path).st_dev
+        except FileNotFoundError:
+            up = os.path.dirname(path)
+            if up == path:
+                return None
+            path = up
+
+
+def same_device(src_uri: str, dst_uri: str) -> bool:
+    """Both local and on one device: a rename or a hard link between them is possible."""
+    if not (is_local(src_uri) and is_local(dst_uri)):
+        return False
+    a = _device(os.path.dirname(local_path(src_uri).rstrip("/")))
+    b = _device(os.path.dirname(local_path(dst_uri).rstrip("/")))
+    return a is not None and a == b
+
+
+def can_rename(src_uri: str, dst_uri: str) -> bool:
+    """Whether :func:`rename` can move ``src`` to ``dst`` without copying through this process."""
+    if is_local(src_uri) or is_local(dst_uri):
+        return same_device(src_uri, dst_uri)
+    a, b = urlsplit(src_uri), urlsplit(dst_uri)
+    return (_SCHEME_ALIASES.get(a.scheme, a.scheme), a.netloc) == (_SCHEME_ALIASES.get(b.scheme, b.scheme), b.netloc)
+
+
+def rename(src_uri: str, dst_uri: str) -> None:
+    """Move a file within one file system, replacing ``dst``; raises if :func:`can_rename` is false."""
+    if not can_rename(src_uri, dst_uri):
+        raise ColocateError(f"cannot rename {src_uri} to {dst_uri}: not on the same file system; copy instead")
+    if is_local(src_uri):
+        os.replace(local_path(src_uri), local_path(dst_uri))
+        return
+    filesystem, src = _arrow(src_uri)
+    _, dst = _arrow(dst_uri)
+    filesystem.move(src, dst)
+
+
+def delete_file(uri: str, missing_ok: bool = True) -> None:
+    try:
+        if is_local(uri):
+            os.remove(local_path(uri))
+        else:
+            filesystem, path = _arrow(uri)
+            filesystem.delete_file(path)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+
+
+def delete_tree(uri: str) -> None:
+    """Remove a directory and everything below it; a missing directory is fine."""
+    if is_local(uri):
+        path = local_path(uri)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+        return
+    if not exists(uri):
+        return
+    filesystem, path = _arrow(uri)
+    filesystem.delete_dir(path)
+
+
+def read_text(uri: str) -> str:
+    with open_read(uri) as f:
+        return f.read().decode("utf-8")
+
+
+def write_text_atomic(uri: str, text: str) -> None:
+    """Write ``uri`` through a temporary sibling and a rename, so a reader never sees half of it."""
+    makedirs(parent(uri))
+    tmp = f"{uri}.tmp-{os.urandom(6).hex()}"
+    try:
+        with open_write(tmp) as f:
+            f.write(text.encode("utf-8"))
+            if hasattr(f, "fileno"):
+                f.flush()
+                os.fsync(f.fileno())
+        rename(tmp, uri)
+    except BaseException:
+        delete_file(tmp)
+        raise
