@@ -196,6 +196,19 @@ def cmd_events(c: Catalog, a) -> None:
     emit(a, ["EventId", "Time", "Actor", "Kind", "Subject", "Detail"], rows)
 
 
+def cmd_gc(c: Catalog, a) -> None:
+    """Delete files no visible version needs, then forget their rows (a crash in between only
+    means the next gc deletes nothing and forgets them)."""
+    from airflow_colocate.storage import fs
+
+    items = c.garbage(grace=timedelta(minutes=a.grace_minutes), stale_after=timedelta(hours=a.stale_hours))
+    if not a.dry_run:
+        for item in items:
+            fs.delete_tree(item.uri)
+        c.forget_garbage(items)
+    emit(a, ["Reason", "Uri", "Removed"], [[i.reason, i.uri, "no (dry run)" if a.dry_run else "yes"] for i in items])
+
+
 def _bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("true", "1", "yes", "on"):
@@ -309,6 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("value", help="true or false")
     x.set_defaults(fn=cmd_flag_set)
     listing(fl.add_parser("list")).set_defaults(fn=cmd_flag_list)
+
+    x = listing(sub.add_parser("gc", help="remove files of aborted, superseded and purged data"))
+    x.add_argument("--grace-minutes", type=float, default=60.0, help="keep superseded versions this long for running readers")
+    x.add_argument("--stale-hours", type=float, default=24.0, help="a write still staging after this long is dead")
+    x.add_argument("--dry-run", action="store_true")
+    x.set_defaults(fn=cmd_gc)
 
     x = listing(sub.add_parser("events", help="the audit log, newest first"))
     x.add_argument("--limit", type=int, default=50)

@@ -820,7 +820,7 @@ class Catalog:
         """Record the exact plan handed to Spark so that commit checks the report against it."""
         def run(s: Session) -> None:
             job = s.get(m.Job, job_id)
-            job.plan = dict(job.plan, targets={str(k): list(v) for k, v in targets.items()}, missing=list(missing), spark_plan=plan)
+            job.plan = dict(job.plan, **plan, targets={str(k): list(v) for k, v in targets.items()}, missing=list(missing))
             job.updated_at = self.now()
 
         self._tx(run)

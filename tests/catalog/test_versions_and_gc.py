@@ -1,0 +1,131 @@
+"""Versioned partitions in the catalog: commit checks the report, old versions stay readable until gc."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.cli import main
+from airflow_colocate.errors import ColocateError, PlacementError
+from airflow_colocate.plans import ReplicaReport, Source, WriteReport
+from airflow_colocate.planning import write_plan
+from conftest import add_local_backends
+
+
+def fake_job(ticket, payload: bytes) -> WriteReport:
+    """Do what the Spark job does, by hand: one file per bucket replica, then the report."""
+    plan = write_plan(ticket, Source(format="parquet", path="/unused"), "/tmp/unused")
+    replicas = []
+    for bucket in plan.buckets:
+        data = payload + bytes([bucket.bucket_seq])
+        digest = hashlib.sha256(f"f.parquet:{hashlib.sha256(data).hexdigest()}\n".encode()).hexdigest()
+        for target in bucket.replicas:
+            d = Path(target.path.removeprefix("file://"))
+            d.mkdir(parents=True)
+            (d / "f.parquet").write_bytes(data)
+            replicas.append(ReplicaReport(bucket.bucket_seq, target.backend_id, target.path, ["f.parquet"], 10, len(data), digest))
+    return plan, WriteReport(plan.job_id, ticket.table.qualified_name, ticket.partition_value, ticket.version, 10 * len(plan.buckets), replicas, 0.1, "test")
+
+
+@pytest.fixture
+def clocked(catalog_url, tmp_path):
+    now = [datetime(2026, 11, 1, tzinfo=timezone.utc)]
+    cat = Catalog(catalog_url, actor="pytest", clock=lambda: now[0])
+    cat.init()
+    add_local_backends(cat, tmp_path / "b")
+    cat.create_table("orders", [("k", "bigint"), ("dt", "date")], ["k"], bucket_num=3, replication_num=2,
+                     partition_cols=["dt"], colocate_with="g")
+    yield cat, now
+    cat.dispose()
+
+
+def commit(cat, payload=b"v", mode="overwrite"):
+    ticket = cat.begin_write("orders", "2026-11-01", mode=mode)
+    plan, report = fake_job(ticket, payload)
+    cat.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+                          ticket.missing, {"staging_uri": plan.staging_uri})
+    return ticket, report
+
+
+def test_commit_flips_version_and_gc_removes_superseded(clocked):
+    cat, now = clocked
+    t1, r1 = commit(cat, b"one")
+    cat.commit_write(t1.job_id, r1)
+    t2, r2 = commit(cat, b"two")
+    assert cat.partitions("orders")[0].visible_version == 1  # staging is invisible
+    cat.commit_write(t2.job_id, r2)
+    assert cat.partitions("orders")[0].visible_version == 2
+    old_dirs = [r.path for r in r1.replicas]
+    assert cat.garbage() == []  # superseded, but readers get an hour of grace
+    now[0] += timedelta(hours=2)
+    garbage = cat.garbage()
+    assert {p.rsplit("/", 1)[0] for p in old_dirs} <= {g.uri for g in garbage if g.version == 1}
+    from airflow_colocate.storage import fs
+    for g in garbage:
+        fs.delete_tree(g.uri)
+    cat.forget_garbage(garbage)
+    assert all(not Path(p.removeprefix("file://")).exists() for p in old_dirs)
+    assert all(Path(r.path.removeprefix("file://")).exists() for r in r2.replicas)
+    assert cat.garbage() == []
+
+
+def test_report_that_disagrees_is_refused_and_aborts(clocked):
+    cat, _ = clocked
+    t1, r1 = commit(cat)
+    r1.replicas[0].checksum = "0" * 64
+    with pytest.raises(ColocateError, match="bucket 0 replicas differ.*previous version stays visible|previous version stays visible"):
+        cat.commit_write(t1.job_id, r1)
+    assert cat.partitions("orders")[0].visible_version == 0
+    assert cat.job(t1.job_id)["state"] == "failed"
+    t2, r2 = commit(cat)
+    r2.replicas.pop()
+    with pytest.raises(ColocateError, match="expected"):
+        cat.commit_write(t2.job_id, r2)
+
+
+def test_append_that_raced_an_overwrite_is_refused(clocked):
+    cat, _ = clocked
+    t1, r1 = commit(cat)
+    cat.commit_write(t1.job_id, r1)
+    ta, ra = commit(cat, b"a", mode="append")
+    assert ta.base_version == 1 and all(p for b in ta.base_paths for p in b)
+    to, ro = commit(cat, b"o")
+    cat.commit_write(to.job_id, ro)
+    with pytest.raises(ColocateError, match="while this append ran"):
+        cat.commit_write(ta.job_id, ra)
+
+
+def test_dead_write_is_aborted_and_collected_after_stale_period(clocked):
+    cat, now = clocked
+    t1, r1 = commit(cat)  # never committed: the job "died"
+    now[0] += timedelta(hours=25)
+    garbage = cat.garbage()  # marks it aborted
+    now[0] += timedelta(hours=2)
+    garbage = cat.garbage()
+    assert {g.reason for g in garbage} >= {"aborted version"}
+    with pytest.raises(ColocateError, match="not running"):
+        cat.commit_write(t1.job_id, r1)
+
+
+def test_write_needs_enough_alive_backends(clocked):
+    cat, _ = clocked
+    cat.set_backend_state("be1", "down")
+    cat.set_backend_state("be2", "down")
+    with pytest.raises(PlacementError, match="needs 2 alive backends"):
+        cat.begin_write("orders", "2026-11-01")
+
+
+def test_gc_cli_dry_run_and_run(clocked, capsys):
+    cat, now = clocked
+    t1, r1 = commit(cat)
+    cat.commit_write(t1.job_id, r1)
+    t2, r2 = commit(cat)
+    cat.commit_write(t2.job_id, r2)
+    assert main(["--catalog", cat.url, "gc", "--grace-minutes", "0", "--dry-run", "--json"]) == 0
+    assert all(Path(r.path.removeprefix("file://")).exists() for r in r1.replicas)
+    assert main(["--catalog", cat.url, "gc", "--grace-minutes", "0"]) == 0
+    assert not any(Path(r.path.removeprefix("file://")).exists() for r in r1.replicas)
