@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from airflow_colocate.catalog import Catalog
+from colocate_testing import add_local_backends
 
 _db_counter = itertools.count()
 
@@ -68,16 +69,6 @@ def sqlite_catalog(tmp_path) -> Catalog:
     cat.init()
     yield cat
     cat.dispose()
-
-
-def add_local_backends(catalog: Catalog, root: Path, n: int = 3, **kwargs) -> list:
-    """``n`` backends in local folders, each its own host (failure domain)."""
-    out = []
-    for i in range(1, n + 1):
-        path = root / f"be{i}"
-        path.mkdir(parents=True, exist_ok=True)
-        out.append(catalog.add_backend(path.as_uri(), name=f"be{i}", **kwargs))
-    return out
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ from airflow_colocate.placement.model import (
 
 Strategy = Literal["count", "size"]
 _Unit = tuple[int, int]  # (group id, bucket seq)
-_Key = tuple[int, int, _Unit]  # (bytes of one replica, scatter, unit): sort order of a backend's units
+_Key = tuple[int, int, _Unit]  # (bytes of one replica, scatter, unit): a backend's units in order
 
 
 @dataclass(frozen=True)
@@ -144,12 +144,14 @@ def _even_out_counts(
     a move in group *g* also needs ``src`` to hold more slots of *g* than ``dst``, so the move
     never widens *g*'s own spread.
 
-    Why this is minimal: sources are always a current maximum and destinations a current
-    minimum, so no backend is ever both filled and drained, and the slots that end above
-    ``ceil(avg)`` are the fewest possible. When the host rule forbids every move from the fullest
-    backend, it is set aside for the rest of the pass and the pass repeats while it makes progress;
-    so the result is a local optimum: no single allowed move narrows a gap of ``min_gap`` or more.
-    Returns the number of moves made.
+    Why this is minimal: while every fullest backend can give to an emptiest one (always true
+    with one backend per host), sources are a current maximum and destinations a current minimum,
+    so no backend is ever both filled and drained and the ``ceil`` shares go to the backends that
+    were fullest: the number of moves is the exact minimum. When the host rule forbids every move
+    from the fullest backend, it is set aside for the rest of the pass and the pass repeats while
+    it makes progress; the result is then a local optimum (no single allowed move narrows a gap of
+    ``min_gap`` or more), and since every move narrows a gap of at least 2 it lowers the sum of
+    squared levels by at least 2, which bounds the plan. Returns the number of moves made.
     """
     tops = [(-lv, -prefer.get(be, 0), be) for be, lv in level.items()]
     bottoms = [(lv, prefer.get(be, 0), be) for be, lv in level.items()]
@@ -264,12 +266,13 @@ def _even_out_bytes(
     smallest one of at least ``min(a, b)`` bytes if it is at most ``max(a, b)``, else the biggest
     one that fits the deficit (or the smallest one above it, whichever gains more).
 
-    Guaranteed: each move shrinks the sum of ``|bytes - target|`` over backends by at least
-    ``max(1 byte, min_gain)`` (``gain`` = half that shrinkage), so the loop ends, and never moves
-    bytes without improving the balance. At the end no allowed move from the most-over backend to
-    any under-target backend has that gain; with buckets small against the targets (each at most
-    a few percent of the smallest target) every backend ends within about one bucket of its
-    target. Not guaranteed: the global minimum of bytes moved (that is a bin-packing problem).
+    Guaranteed: each move shrinks the sum of ``|bytes - target|`` over backends by a positive
+    amount, at least ``min_gain`` (``gain`` = half that shrinkage), so the loop ends and never
+    moves bytes without improving the balance. At the end no allowed move from an over-target
+    backend to an under-target one has that gain; so with buckets small against the targets
+    (each at most a few percent of the smallest target) every backend ends within about one
+    bucket of its target, well inside 10% of its fair share. Not guaranteed: the global minimum
+    of bytes moved (that is a bin-packing problem); greedy "biggest bucket that fits" is close.
     """
 
     def rel(be: int) -> float:
@@ -281,7 +284,8 @@ def _even_out_bytes(
     heapq.heapify(bottoms)
     held = layout.held
     fits = layout.fits
-    floor = max(1.0, min_gain)
+    # A move must gain something real: a hair above float noise, or the caller's threshold.
+    floor = max(1e-9 * sum(target.values()) / len(target), min_gain)
     made = 0
 
     def best_unit(src: int, dst: int) -> tuple[float, _Key] | None:
@@ -380,7 +384,8 @@ def _check_options(strategy: str, bucket_bytes: object, threshold: float, max_mo
         )
     if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or threshold < 0:
         raise PlacementError(f"threshold must be a fraction >= 0 (e.g. 0.1 for 10%), got {threshold!r}")
-    if max_moves is not None and (isinstance(max_moves, bool) or not isinstance(max_moves, int) or max_moves < 0):
+    bad_int = isinstance(max_moves, bool) or not isinstance(max_moves, int)
+    if max_moves is not None and (bad_int or max_moves < 0):
         raise PlacementError(f"max_moves must be an int >= 0 or None for no limit, got {max_moves!r}")
 
 
@@ -484,10 +489,10 @@ def balance_all(
        even out the slots the other groups already put on each backend;
     2. across groups: slots are moved from the backend with the most slots in total to the one
        with the fewest, each move inside one group and only where the source holds more of that
-       group than the destination. Such a move keeps every group's own spread, and one always
-       exists between two backends whose totals differ, so with one backend per host every group
-       ends within one slot per backend and the totals end within one slot too, with the minimum
-       number of pass-2 moves.
+       group than the destination. Such a move keeps every group's own spread, and some group
+       always allows one between two backends whose totals differ, so with one backend per host
+       (and no outside ``load`` too big to absorb) every group ends within one slot per backend
+       and the totals end within one slot too, with the minimum number of pass-2 moves.
 
     ``size`` pools the buckets of all groups and balances total bytes against capacity (a disk
     does not care which group filled it); each move is still one bucket of one group, and

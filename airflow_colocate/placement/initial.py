@@ -20,7 +20,9 @@ def _check_count(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise PlacementError(f"{name} must be an int >= 1, got {value!r}")
     if value < 1:
-        raise PlacementError(f"{name} must be >= 1, got {value}: a group needs at least one bucket and one replica")
+        raise PlacementError(
+            f"{name} must be >= 1, got {value}: a group needs at least one bucket and one replica"
+        )
     return value
 
 

@@ -36,7 +36,11 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
         # Executors are this machine's Python: the one running now, which has this package.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * (os.cpu_count() or 2)))
-        settings["spark.driver.host"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
+        # One machine: listing a few thousand replica directories on the driver beats a Spark job
+        # with one task per directory (Spark's default above 32 paths).
+        settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read when the JVM starts
+        settings["spark.driver.host"] = os.environ["SPARK_LOCAL_IP"]
     settings.update({k: str(v) for k, v in (conf or {}).items()})
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():

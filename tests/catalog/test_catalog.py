@@ -17,7 +17,7 @@ from airflow_colocate.errors import (
     PlacementError,
     SchemaMismatch,
 )
-from conftest import add_local_backends
+from colocate_testing import add_local_backends
 
 ORDERS = [("o_orderkey", "bigint"), ("o_custkey", "bigint"), ("o_orderdate", "date"), ("o_totalprice", "decimal(15,2)")]
 LINEITEM = [("l_orderkey", "long"), ("l_linenumber", "int"), ("l_quantity", "decimal(15,2)"), ("l_shipdate", "date")]

@@ -13,7 +13,7 @@ from airflow_colocate.cli import main
 from airflow_colocate.errors import ColocateError, PlacementError
 from airflow_colocate.plans import ReplicaReport, Source, WriteReport
 from airflow_colocate.planning import write_plan
-from conftest import add_local_backends
+from colocate_testing import add_local_backends
 
 
 def fake_job(ticket, payload: bytes) -> WriteReport:

@@ -1,0 +1,178 @@
+"""``ColocateWriteOperator``: load one partition of a table into its colocation group."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Asset
+
+from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.errors import ColocateError, InvalidArgument, SchemaMismatch
+from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.operators.spark_env import job_path, submit_env
+from airflow_colocate.planning import read_table, write_plan
+from airflow_colocate.plans import Source, WriteReport
+from airflow_colocate.sqltypes import parse_columns
+
+
+def table_asset(table: str) -> Asset:
+    """The Asset a write updates, so a DAG can be scheduled on a table's new partitions."""
+    db, _, name = table.rpartition(".")
+    return Asset(uri=f"colocate://{db or 'default'}/{name}", name=f"colocate.{db or 'default'}.{name}")
+
+
+class ColocateWriteOperator(SparkSubmitOperator):
+    """Plan the write in the catalog, run the Spark write job, check its report and commit the new
+    partition version in one transaction. A failed or killed job leaves the previous version
+    visible; ``colocate gc`` removes its leftovers.
+
+    :param table: ``table`` or ``db.table``; created on first use from ``columns``,
+        ``dist_cols``, ``bucket_num``, ``replication_num``, ``partition_col`` and ``colocate_with``.
+    :param source: a path (parquet/csv/json/orc, see ``source_format``) or None with ``source_query``.
+    :param source_query: Spark SQL over catalog tables named in ``source_tables``
+        (``{"orders": ["2026-11-01"]}``; a list of partitions, or None for every committed one).
+    :param partition: the partition value, templated (``{{ ds }}``); ``all`` for unpartitioned tables.
+    :param mode: ``overwrite`` (a re-run or backfill replaces the partition) or ``append``.
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "table",
+        "source",
+        "source_options",
+        "source_query",
+        "source_tables",
+        "partition",
+        "colocate_with",
+        "mode",
+    )
+    template_fields_renderers = {**getattr(SparkSubmitOperator, "template_fields_renderers", {}), "source_query": "sql"}
+    ui_color = "#d8ecf3"
+
+    def __init__(self, *, table: str, partition: str = "all", source: str | None = None,
+                 source_format: str = "parquet", source_options: dict[str, str] | None = None,
+                 source_query: str | None = None, source_tables: dict[str, list[str] | None] | None = None,
+                 columns: str | Sequence[tuple[str, str]] | None = None, dist_cols: Sequence[str] | None = None,
+                 bucket_num: int | None = None, replication_num: int = 1, partition_col: str | None = None,
+                 colocate_with: str | None = None, mode: str = "overwrite",
+                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
+        kwargs.setdefault("application", job_path("write_job.py"))
+        kwargs.setdefault("name", f"colocate-write-{table}")
+        kwargs.setdefault("outlets", [table_asset(table)])
+        super().__init__(**kwargs)
+        self.table = table
+        self.partition = partition
+        self.source = source
+        self.source_format = source_format
+        self.source_options = source_options or {}
+        self.source_query = source_query
+        self.source_tables = source_tables or {}
+        self.columns = columns
+        self.dist_cols = dist_cols
+        self.bucket_num = bucket_num
+        self.replication_num = replication_num
+        self.partition_col = partition_col
+        self.colocate_with = colocate_with
+        self.mode = mode
+        self.colocate_conn_id = colocate_conn_id
+
+    # -- planning (control plane) ---------------------------------------------------------------
+
+    def _ensure_table(self, catalog) -> None:
+        if self.columns is None:
+            catalog.table(self.table)  # must exist: a clear NotFound otherwise
+            return
+        if not self.dist_cols or not self.bucket_num:
+            raise InvalidArgument(f"creating {self.table} needs dist_cols and bucket_num as well as columns")
+        cols = parse_columns(self.columns) if isinstance(self.columns, str) else list(self.columns)
+        t = catalog.create_table(self.table, cols, list(self.dist_cols), bucket_num=self.bucket_num,
+                                 replication_num=self.replication_num,
+                                 partition_cols=[self.partition_col] if self.partition_col else [],
+                                 colocate_with=self.colocate_with, if_not_exists=True)
+        # An existing table must be the one this task describes, or the DAG and catalog disagree.
+        wanted = {"distribution columns": list(self.dist_cols), "bucket count": self.bucket_num,
+                  "replication_num": self.replication_num,
+                  "partition columns": [self.partition_col] if self.partition_col else [],
+                  "colocation group": self.colocate_with or None}
+        have = {"distribution columns": list(t.dist_cols), "bucket count": t.bucket_num,
+                "replication_num": t.replication_num, "partition columns": list(t.partition_cols),
+                "colocation group": t.group_name}
+        diffs = [f"{k} is {have[k]!r} in the catalog, {wanted[k]!r} in the task" for k in wanted if wanted[k] != have[k]]
+        if diffs:
+            raise SchemaMismatch(f"table {t.qualified_name} already exists and differs from this task: " + "; ".join(diffs)
+                                 + " (alter the table with 'colocate table alter', or fix the task)")
+
+    def _source(self, catalog) -> Source:
+        if bool(self.source) == bool(self.source_query):
+            raise InvalidArgument("give exactly one of source (a path) or source_query (Spark SQL over catalog tables)")
+        if self.source:
+            if self.source_format not in ("parquet", "csv", "json", "orc"):
+                raise InvalidArgument(f"invalid source_format {self.source_format!r}: expected parquet, csv, json or orc")
+            local = self.source.removeprefix("file://")
+            if "://" not in local and not any(c in local for c in "*?[{") and not os.path.exists(local):
+                raise InvalidArgument(f"source path {self.source!r} does not exist: check the path (and its templated date)")
+            return Source(format=self.source_format, path=self.source, options=dict(self.source_options))
+        available = {b.id for b in catalog.backends() if b.state == "alive"}
+        tables = []
+        for name, parts in self.source_tables.items():
+            view, replicas = catalog.read_replicas(name, parts)
+            tables.append(read_table(view, replicas, available=available, name=name.rpartition(".")[2], bucketed=False))
+        return Source(query=self.source_query, tables=tables)
+
+    def execute(self, context) -> dict:
+        hook = ColocateCatalogHook(self.colocate_conn_id)
+        catalog = hook.get_conn()
+        self._ensure_table(catalog)
+        source = self._source(catalog)
+        ticket: WriteTicket = catalog.begin_write(self.table, self.partition, mode=self.mode)
+        self.log.info("colocate: write job %s: %s partition %s -> version %s (%s, %d buckets)", ticket.job_id,
+                      ticket.table.qualified_name, ticket.partition_value, ticket.version, ticket.mode, len(ticket.targets))
+        if ticket.missing:
+            self.log.warning("colocate: backends not alive, these replicas will be repaired later: %s", "; ".join(ticket.missing))
+        try:
+            plan = write_plan(ticket, source, str(hook.work_dir()))
+            plan_path = hook.work_dir() / plan.job_id / "plan.json"
+            plan.save(plan_path)
+            catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+                                      ticket.missing, {"plan_path": str(plan_path), "staging_uri": plan.staging_uri})
+            self.application_args = ["--plan", str(plan_path)]
+            self.env_vars = submit_env(self.env_vars if isinstance(self.env_vars, dict) else None)
+            self._hook = None
+            super().execute(context)
+            report = WriteReport.load(plan.report_uri.removeprefix("file://"))
+        except BaseException as exc:
+            catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
+            raise
+        partition = catalog.commit_write(ticket.job_id, report)
+        summary = {
+            "table": ticket.table.qualified_name,
+            "partition": ticket.partition_value,
+            "version": partition.visible_version,
+            "mode": ticket.mode,
+            "job_id": ticket.job_id,
+            "rows": report.source_rows,
+            "bytes": sum(r.bytes for r in report.replicas),
+            "replicas": len(report.replicas),
+            "seconds": round(report.seconds, 2),
+            "missing_replicas": list(ticket.missing),
+            "buckets": [{"bucket": r.bucket_seq, "backend": r.backend_id, "rows": r.rows, "bytes": r.bytes,
+                         "checksum": r.checksum} for r in report.replicas],
+        }
+        self.log.info("colocate: committed %s/%s v%s: %d rows, %d bytes in %d replicas",
+                      summary["table"], summary["partition"], summary["version"], summary["rows"], summary["bytes"],
+                      summary["replicas"])
+        outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
+        if outlet_events is not None:
+            try:
+                outlet_events[table_asset(self.table)].extra = {
+                    "partition": ticket.partition_value, "version": partition.visible_version, "rows": report.source_rows}
+            except Exception as exc:  # an asset event is a convenience, never a reason to fail a committed write
+                self.log.warning("colocate: could not attach asset event extra: %s", exc)
+        return json.loads(json.dumps(summary))
+
+
+__all__ = ["ColocateWriteOperator", "ColocateError", "table_asset"]

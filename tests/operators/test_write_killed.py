@@ -1,0 +1,61 @@
+"""A write killed mid-job leaves the previous version visible and complete; gc removes the rest."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_colocate.cli import main as colocate
+from airflow_colocate.planning import write_plan
+from airflow_colocate.plans import Source
+from test_write_operator import make_source, read_back, write_op
+
+pytestmark = pytest.mark.spark
+
+
+def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, tmp_path, capsys):
+    catalog = colocate_env
+    write_op(make_source(tmp_path / "v1", 2000), "2026-11-01").execute(context={})
+    before = read_back(catalog, "2026-11-01")
+    assert len(before) == 2000
+
+    # version 2: planned like the operator does, then the Spark job is killed while it writes
+    big = make_source(tmp_path / "v2", 400_000, start=1_000_000)
+    ticket = catalog.begin_write("orders", "2026-11-01")
+    plan = write_plan(ticket, Source(format="parquet", path=str(big)), str(tmp_path / "runs"))
+    catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+                              ticket.missing, {"staging_uri": plan.staging_uri})
+    plan_path = plan.save(tmp_path / "runs" / "plan.json")
+    staging = Path(plan.staging_uri.removeprefix("file://"))
+    proc = subprocess.Popen([sys.executable, "-m", "airflow_colocate.spark.write_job", "--plan", str(plan_path),
+                             "--master", "local[2]"], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while not staging.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert staging.exists(), "the job never started writing"
+    os.killpg(proc.pid, signal.SIGKILL)  # like a worker node lost mid-task: no cleanup runs
+    proc.wait()
+
+    assert catalog.partitions("orders")[0].visible_version == 1
+    assert read_back(catalog, "2026-11-01") == before  # old version readable and complete
+    assert not Path(plan.report_uri).exists()
+
+    # gc: the dead write is aborted and its staging and version directories removed
+    assert colocate(["gc", "--grace-minutes", "0", "--stale-hours", "0", "--json"]) == 0
+    capsys.readouterr()
+    assert not staging.exists()
+    for bucket in plan.buckets:
+        for target in bucket.replicas:
+            assert not Path(target.path.removeprefix("file://")).exists()
+    assert read_back(catalog, "2026-11-01") == before
+    assert catalog.job(ticket.job_id)["state"] == "failed"
+    # and a new write after all this works
+    write_op(make_source(tmp_path / "v3", 10), "2026-11-01").execute(context={})
+    assert len(read_back(catalog, "2026-11-01")) == 10

@@ -1,0 +1,110 @@
+"""Registered tables: a join on the bucket key plans no Exchange; the fallback does."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from spark_helpers import make_plan, read_table
+
+from airflow_colocate.plans import ReadPartition, ReadTable, Source
+from airflow_colocate.spark.register import register_tables
+from airflow_colocate.spark.write_job import run_write
+
+pytestmark = pytest.mark.spark
+
+ORDERS = [["o_key", "bigint"], ["o_total", "double"], ["dt", "date"]]
+LINES = [["l_key", "bigint"], ["l_no", "int"], ["l_qty", "int"], ["dt", "date"]]
+
+
+def physical_plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+@pytest.fixture(scope="module")
+def joined(spark, tmp_path_factory):
+    """orders and lines written into one group schema (bigint key, 8 buckets), joins not broadcast."""
+    tmp = tmp_path_factory.mktemp("join")
+    (tmp / "o").mkdir()
+    (tmp / "l").mkdir()
+    n = 3000
+    pq.write_table(
+        pa.table({"o_key": pa.array(range(n), pa.int64()), "o_total": pa.array([k * 1.5 for k in range(n)])}),
+        tmp / "o" / "o.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "l_key": pa.array([k // 3 for k in range(3 * n)], pa.int64()),
+                "l_no": pa.array([k % 3 for k in range(3 * n)], pa.int32()),
+                "l_qty": pa.array([k % 17 for k in range(3 * n)], pa.int32()),
+            }
+        ),
+        tmp / "l" / "l.parquet",
+    )
+    po = make_plan(tmp, source=Source(format="parquet", path=(tmp / "o").as_uri()), columns=ORDERS,
+                   dist_cols=["o_key"], table="orders", table_id=1)
+    pl = make_plan(tmp, source=Source(format="parquet", path=(tmp / "l").as_uri()), columns=LINES,
+                   dist_cols=["l_key"], table="lines", table_id=2)
+    ro, rl = run_write(spark, po), run_write(spark, pl)
+    saved = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    yield po, ro, pl, rl
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", saved)
+
+
+JOIN_KEY = "SELECT o.o_key, o.o_total, l.l_no, l.l_qty FROM orders o JOIN lines l ON o.o_key = l.l_key"
+JOIN_DT_KEY = (
+    "SELECT o.o_key, o.dt, l.l_no FROM orders o JOIN lines l ON o.dt = l.dt AND o.o_key = l.l_key"
+)
+
+
+def test_bucketed_join_has_no_exchange(spark, joined):
+    po, ro, pl, rl = joined
+    register_tables(spark, [read_table(po, "orders", reports=ro), read_table(pl, "lines", reports=rl)])
+    for sql in (JOIN_KEY, JOIN_DT_KEY):
+        df = spark.sql(sql)
+        text = physical_plan(df)
+        assert "Exchange" not in text, text
+        assert "SortMergeJoin" in text and "Bucketed: true" in text
+    assert spark.sql(JOIN_KEY).count() == 9000
+    assert spark.table("orders").columns == ["o_key", "o_total", "dt"]  # __bucket stays hidden
+
+
+def test_fallback_join_shuffles_and_agrees(spark, joined):
+    po, ro, pl, rl = joined
+    register_tables(spark, [read_table(po, "orders", reports=ro), read_table(pl, "lines", reports=rl)])
+    colocated = spark.sql(JOIN_KEY)
+    register_tables(
+        spark,
+        [read_table(po, "orders", reports=ro, bucketed=False), read_table(pl, "lines", reports=rl, bucketed=False)],
+    )
+    for sql in (JOIN_KEY, JOIN_DT_KEY):
+        assert "Exchange" in physical_plan(spark.sql(sql))
+    fallback = sorted(spark.sql(JOIN_KEY).collect())
+    assert len(fallback) == 9000
+    assert sorted(colocated.collect()) == fallback
+
+
+def test_register_30_partitions_by_64_buckets_quickly(spark, tmp_path):
+    parts = []
+    for d in range(30):
+        paths = []
+        for b in range(64):
+            path = tmp_path / f"d{d:02d}" / f"b{b:05d}"
+            path.mkdir(parents=True)
+            paths.append(path.as_uri())
+        parts.append(ReadPartition(value=f"2026-01-{d + 1:02d}", bucket_paths=paths))
+    table = ReadTable(
+        name="big", columns=[["k", "bigint"], ["v", "string"], ["dt", "date"]], dist_cols=["k"],
+        partition_cols=["dt"], bucket_num=64, partitions=parts,
+    )
+    started = time.perf_counter()
+    register_tables(spark, [table])
+    seconds = time.perf_counter() - started
+    print(f"registered 30 x 64 partitions in {seconds:.2f}s")
+    assert seconds < 3.0
+    assert spark.sql("SHOW PARTITIONS `__cl_big`").count() == 30 * 64
+    assert spark.table("big").where("dt = DATE'2026-01-07'").count() == 0
