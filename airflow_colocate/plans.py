@@ -147,3 +147,51 @@ class ReadTable:
     bucket_num: int
     partitions: list[ReadPartition]
     bucketed: bool = True  # False: registered without a bucket spec (the fallback)
+
+
+# ---------------------------------------------------------------------- joins
+
+
+@dataclass
+class JoinPlan(JsonMixin):
+    """A query over registered catalog tables, and where its result goes."""
+
+    job_id: str
+    query: str
+    tables: list[ReadTable]
+    # alias -> why the table is registered without its bucket spec ('' when it is bucketed)
+    reasons: dict[str, str]
+    # alias -> colocation group id ('' when none); two sides of one group may join without shuffle
+    groups: dict[str, str]
+    require_colocate: bool
+    report_uri: str
+    output_path: str | None = None  # write the result as parquet here, or
+    output: WritePlan | None = None  # into a catalog table (maybe in the same group)
+    preview_rows: int = 20
+    kind: str = "join"
+
+
+@dataclass
+class JoinExplain:
+    """One join node of the executed physical plan."""
+
+    join: str  # e.g. "SortMergeJoin Inner [o_orderkey#1L], [l_orderkey#7L]"
+    left_tables: list[str]
+    right_tables: list[str]
+    exchanges_left: int
+    exchanges_right: int
+    colocate: bool
+    reason: str | None
+
+
+@dataclass
+class JoinReport(JsonMixin):
+    job_id: str
+    rows: int
+    joins: list[JoinExplain]
+    explain: str  # one line per join: "colocate: true" or "colocate: false, reason: ..."
+    physical_plan: str
+    seconds: float
+    write: WriteReport | None = None
+    preview: list[dict] = field(default_factory=list)
+    kind: str = "join"

@@ -74,3 +74,20 @@ def sqlite_catalog(tmp_path) -> Catalog:
 @pytest.fixture
 def backends(catalog, tmp_path):
     return add_local_backends(catalog, tmp_path / "backends")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run (master local[2], UI off, 4 shuffle partitions)."""
+    from airflow_colocate.spark.session import get_spark
+
+    session = get_spark("colocate-tests", master="local[2]", conf={
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.default.parallelism": "2",
+        "spark.sql.autoBroadcastJoinThreshold": "-1",  # shuffle joins in fallbacks, so Exchange counts are exact
+    })
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -224,6 +224,8 @@ def conform(spark, df, plan: WritePlan):
                 problems.append(f"column {name!r} ({table_type}) is missing from the source")
             continue
         src_name, src_type = source[key]
+        if key in part:
+            continue  # not written: only its values are checked (below), through try_cast
         if not widening_ok(src_type, table_type):
             problems.append(
                 f"column {name!r}: source type {src_type} cannot be written to table type {table_type} "
@@ -248,7 +250,7 @@ def conform(spark, df, plan: WritePlan):
         if pcol.lower() in source:
             src_name = source[pcol.lower()][0]
             value = F.lit(plan.partition_value).cast(table_type)
-            differs = ~_ref(src_name).cast(table_type).eqNullSafe(value)
+            differs = ~_ref(src_name).try_cast(table_type).eqNullSafe(value)
             row = df.select(
                 F.count(F.when(differs, 1)).alias("n"),
                 F.first(F.when(differs, F.coalesce(_ref(src_name).cast("string"), F.lit("NULL"))), ignorenulls=True).alias("example"),
@@ -365,17 +367,24 @@ def place_bucket(task: dict) -> list[dict]:
     new_rows = new_bytes = 0
     index = 0
     for staged in task["staged"]:
-        rows = _rows(staged)
-        if rows == 0:
-            continue  # Spark writes one empty file for an empty input: not a bucket file
         suffix = ".c000.snappy.parquet" if index == 0 else f".c{index:03d}.snappy.parquet"
         name = layout.bucket_file_name(write_id, bucket, suffix)
         dst = fs.join(primary, name)
-        if fs.can_rename(staged, dst):
-            fs.rename(staged, dst)
+        if not fs.exists(staged):
+            # A retried task: an earlier attempt already moved this (non-empty) file.
+            if not fs.exists(dst):
+                raise ColocateError(f"staged file {staged} of bucket {bucket} is gone and {dst} does not exist")
+            rows = _rows(dst)
             size, digest = fs.size(dst), copy_mod.sha256_file(dst)
         else:
-            size, digest = copy_mod.copy_file(staged, dst)
+            rows = _rows(staged)
+            if rows == 0:
+                continue  # Spark writes one empty file for an empty input: not a bucket file
+            if fs.can_rename(staged, dst):
+                fs.rename(staged, dst)
+                size, digest = fs.size(dst), copy_mod.sha256_file(dst)
+            else:
+                size, digest = copy_mod.copy_file(staged, dst)
         new_files.append((name, digest))
         new_rows += rows
         new_bytes += size

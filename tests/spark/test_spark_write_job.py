@@ -282,6 +282,11 @@ def test_bad_partition_values_and_missing_path(spark, tmp_path):
     plan = make_plan(tmp_path, source=Source(format="parquet", path=src), columns=COLUMNS, dist_cols=["key"])
     _fails(spark, plan, r"partition column 'dt' .* but 3 rows differ \(e\.g\. '(2026-11-02|NULL)'\)")
 
+    # a string partition column is fine when its values are the partition value
+    src = write_parquet(tmp_path / "dt_str", t.append_column("dt", pa.array(["2026-11-01"] * 99 + ["2026-11-1x"])))
+    plan = make_plan(tmp_path, source=Source(format="parquet", path=src), columns=COLUMNS, dist_cols=["key"])
+    _fails(spark, plan, r"but 1 rows differ \(e\.g\. '2026-11-1x'\)")
+
     plan = make_plan(tmp_path, source=Source(format="parquet", path=(tmp_path / "nope").as_uri()), columns=COLUMNS, dist_cols=["key"])
     _fails(spark, plan, r"source path .*nope does not exist")
 
@@ -307,3 +312,20 @@ def test_refuses_a_target_holding_foreign_files(spark, tmp_path):
         run_write(spark, plan)
     assert (victim / "part-00000-live_00003.c000.snappy.parquet").read_bytes() == b"live data"
     assert not fs.exists(plan.report_uri)
+
+
+def test_empty_source_and_unpartitioned_table(spark, tmp_path):
+    columns = [["key", "bigint"], ["name", "string"], ["amount", "decimal(12,2)"], ["day", "date"]]
+    src = write_parquet(tmp_path / "empty", source_table(0))
+    plan = make_plan(tmp_path, source=Source(format="parquet", path=src), columns=columns, dist_cols=["key"],
+                     partition_cols=[], value="all", bucket_num=4, table="empty")
+    report = run_write(spark, plan)
+    assert report.source_rows == 0 and all(r.rows == 0 and r.files == [] for r in report.replicas)
+    assert len(report.replicas) == 8
+
+    src = write_parquet(tmp_path / "some", source_table(200))
+    plan = make_plan(tmp_path, source=Source(format="parquet", path=src), columns=columns, dist_cols=["key"],
+                     partition_cols=[], value="all", bucket_num=4, table="flat")
+    report = run_write(spark, plan)
+    register_tables(spark, [read_table(plan, "flat", reports=report)])
+    assert_same_rows(spark, spark.table("flat"), spark.read.parquet(src))

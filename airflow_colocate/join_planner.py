@@ -1,0 +1,98 @@
+"""Decide, before Spark starts, which tables of a join are read as colocated.
+
+The rules are the seeds': a join is colocated when its tables are in one group, the group is
+stable, colocate join is not disabled (globally or for this run), and the equality keys cover the
+distribution columns position by position. Tables that cannot take part are registered without a
+bucket spec, so Spark shuffles exactly them, and the reason travels with the plan to the explain.
+Pure: the caller reads the catalog and passes what it read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from airflow_colocate.catalog.views import GroupView, PartitionReplicas, TableView
+from airflow_colocate.errors import PlacementError
+from airflow_colocate.placement.replica_choice import choose_replicas
+from airflow_colocate.planning import read_table
+from airflow_colocate.plans import ReadTable
+
+NOT_STABLE = "group is not stable"
+NOT_SAME_GROUP = "tables are not in the same group"
+NOT_COVERED = "join keys do not cover the distribution columns"
+DISABLED = "colocate join is disabled"
+NOT_COLOCATED = "table is not colocated"
+
+
+@dataclass(frozen=True)
+class JoinReads:
+    tables: list[ReadTable]
+    reasons: dict[str, str]  # alias -> reason it is not bucketed ('' if bucketed)
+    groups: dict[str, str]  # alias -> group id or ''
+    group: str | None  # the group read colocated, if any
+    chosen: list[int] | None  # backend per bucket seq for that group
+
+
+def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]], groups: Mapping[str, GroupView],
+               *, available: Collection[int], disabled: bool) -> JoinReads:
+    """Register every table of the query; tables of the best-represented stable group bucketed,
+    reading bucket *b* of all of them from one backend."""
+    in_group = Counter(view.group_id for view, _ in reads.values() if view.group_id)
+    group_id = in_group.most_common(1)[0][0] if in_group else None
+    reasons: dict[str, str] = {}
+    chosen = None
+    group_reason = ""
+    if disabled:
+        group_reason = DISABLED
+    elif group_id is not None:
+        g = groups[group_id]
+        down = sorted({b for ids in g.bucket_map for b in ids} - set(available))
+        if not g.stable:
+            group_reason = f"{NOT_STABLE}: {g.unstable_reason or 'marked unstable'}"
+        elif down:
+            # The seeds: a group whose map names an unavailable backend is unstable until repaired.
+            group_reason = f"{NOT_STABLE}: its bucket map names backend(s) {', '.join(map(str, down))}, which are not alive"
+        else:
+            try:
+                chosen = choose_replicas(g.bucket_map, available)
+            except PlacementError as exc:
+                group_reason = f"{NOT_STABLE}: {exc}"
+            if chosen is not None:
+                group_reason = _missing_replica(reads, group_id, chosen)
+                chosen = chosen if not group_reason else None
+    for alias, (view, _) in reads.items():
+        if view.group_id is None:
+            reasons[alias] = DISABLED if disabled else NOT_COLOCATED
+        elif view.group_id != group_id:
+            reasons[alias] = DISABLED if disabled else f"{NOT_SAME_GROUP}: {view.name} is in group {view.group_name}"
+        else:
+            reasons[alias] = group_reason
+    tables = [read_table(view, parts, available=available, chosen=chosen if not reasons[alias] else None,
+                         name=alias, bucketed=not reasons[alias])
+              for alias, (view, parts) in reads.items()]
+    return JoinReads(tables=tables, reasons=reasons,
+                     groups={alias: view.group_id or "" for alias, (view, _) in reads.items()},
+                     group=group_id if not group_reason else None, chosen=chosen)
+
+
+def _missing_replica(reads, group_id: str, chosen: Sequence[int]) -> str:
+    """A colocated read needs bucket *b* of every table on backend ``chosen[b]``."""
+    for view, parts in reads.values():
+        if view.group_id != group_id:
+            continue
+        for p in parts:
+            for seq, replicas in enumerate(p.buckets):
+                if chosen[seq] not in {r.backend_id for r in replicas}:
+                    return (f"{NOT_STABLE}: {view.qualified_name}/{p.value} bucket {seq} has no verified replica on "
+                            f"backend {chosen[seq]}")
+    return ""
+
+
+def keys_cover(left: TableView, right: TableView, pairs: Sequence[tuple[str, str]]) -> bool:
+    """Equality keys cover the distribution columns position by position: for every i, the pair
+    (left.dist_cols[i], right.dist_cols[i]) is among the join's equality pairs."""
+    have = {(a.lower(), b.lower()) for a, b in pairs}
+    return len(left.dist_cols) == len(right.dist_cols) and all(
+        (lc.lower(), rc.lower()) in have for lc, rc in zip(left.dist_cols, right.dist_cols))

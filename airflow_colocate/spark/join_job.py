@@ -1,0 +1,128 @@
+"""Spark join job: register the plan's tables, run the query, prove from the physical plan which
+joins ran without a shuffle, and write the result (to a path or, as a colocated write, into a
+catalog table). Runs under spark-submit; never touches the catalog.
+
+    spark-submit …/join_job.py --plan plan.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from airflow_colocate.errors import ColocateError
+from airflow_colocate.join_planner import NOT_COVERED, NOT_SAME_GROUP
+from airflow_colocate.plans import JoinExplain, JoinPlan, JoinReport
+from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
+from airflow_colocate.spark.register import register_tables
+from airflow_colocate.storage import fs
+
+
+def log(message: str) -> None:
+    print(f"colocate-join: {message}", flush=True)
+
+
+def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
+    """colocate: true exactly when no Exchange feeds the join; otherwise the first reason that
+    applies to a shuffled side."""
+    colocate = j.left.exchanges == 0 and j.right.exchanges == 0
+    reason = None
+    if not colocate:
+        shuffled = (j.left.tables if j.left.exchanges else []) + (j.right.tables if j.right.exchanges else [])
+        reason = next((plan.reasons.get(t) for t in shuffled if plan.reasons.get(t)), None)
+        if reason is None:
+            left_groups = {plan.groups.get(t, "") for t in j.left.tables}
+            right_groups = {plan.groups.get(t, "") for t in j.right.tables}
+            reason = NOT_SAME_GROUP if left_groups != right_groups or len(left_groups) != 1 else NOT_COVERED
+    return JoinExplain(join=j.description, left_tables=j.left.tables, right_tables=j.right.tables,
+                       exchanges_left=j.left.exchanges, exchanges_right=j.right.exchanges,
+                       colocate=colocate, reason=reason)
+
+
+def should_be_colocated(e: JoinExplain, plan: JoinPlan) -> bool:
+    """Both sides come from one colocation group: the user asked for this join to be local."""
+    groups = {plan.groups.get(t, "") for t in e.left_tables + e.right_tables}
+    return len(groups) == 1 and "" not in groups and bool(e.left_tables) and bool(e.right_tables)
+
+
+def explain_text(explains: list[JoinExplain]) -> str:
+    lines = []
+    for i, e in enumerate(explains, 1):
+        verdict = "colocate: true" if e.colocate else f"colocate: false, reason: {e.reason}"
+        lines.append(f"join {i}: {' ⋈ '.join(['+'.join(e.left_tables) or '?', '+'.join(e.right_tables) or '?'])} "
+                     f"[{e.join}] exchanges {e.exchanges_left}/{e.exchanges_right} -> {verdict}")
+    return "\n".join(lines) or "no join in the query"
+
+
+def run_join(spark, plan: JoinPlan) -> JoinReport:
+    started = time.time()
+    names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
+    log(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
+    register_tables(spark, plan.tables)
+    try:
+        df = spark.sql(plan.query)
+        explains = [explain_join(j, plan) for j in joins_of(df)]
+    except Exception as exc:
+        raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
+    text = explain_text(explains)
+    for line in text.splitlines():
+        log(line)
+    if plan.require_colocate:
+        bad = [e for e in explains if not e.colocate and should_be_colocated(e, plan)]
+        if bad:
+            raise ColocateError(
+                "require_colocate is set but the plan shuffles a colocated side, nothing was written: "
+                + "; ".join(f"{'+'.join(e.left_tables)} ⋈ {'+'.join(e.right_tables)}: {e.reason}" for e in bad))
+    write_report = None
+    if plan.output is not None:
+        from airflow_colocate.spark.write_job import run_write
+
+        write_report = run_write(spark, plan.output)
+        rows = write_report.source_rows
+        preview_df = spark.sql(plan.query).limit(plan.preview_rows)
+    elif plan.output_path:
+        df.write.mode("overwrite").parquet(plan.output_path)
+        result = spark.read.parquet(plan.output_path)
+        rows = result.count()
+        preview_df = result.limit(plan.preview_rows)
+    else:
+        rows = df.count()
+        preview_df = df.limit(plan.preview_rows)
+    preview = [json.loads(json.dumps(r.asDict(), default=str)) for r in preview_df.collect()]
+    report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text, physical_plan=plan_text(df),
+                        seconds=time.time() - started, write=write_report, preview=preview)
+    fs.write_text_atomic(plan.report_uri, report.to_json())
+    log(f"{rows} rows in {report.seconds:.1f}s; report written to {plan.report_uri}")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="airflow_colocate.spark.join_job")
+    parser.add_argument("--plan", required=True)
+    parser.add_argument("--master", default=None)
+    args = parser.parse_args(argv)
+    plan = JoinPlan.from_json(fs.read_text(args.plan))
+    from pyspark.sql import SparkSession
+
+    from airflow_colocate.spark.session import get_spark
+
+    owned = SparkSession.getActiveSession() is None
+    spark = get_spark(f"colocate-join {plan.job_id}", master=args.master)
+    try:
+        run_join(spark, plan)
+    except ColocateError as exc:
+        log(f"FAILED: {exc}")
+        fs.write_text_atomic(plan.report_uri + ".error", str(exc))
+        return 1
+    finally:
+        if owned:
+            spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    from airflow_colocate.spark import join_job as _job
+
+    sys.exit(_job.main())

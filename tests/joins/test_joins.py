@@ -1,0 +1,122 @@
+"""Colocated joins return exactly what plain Spark returns, with zero Exchange under a join exactly
+when the planner said colocate: true; otherwise the fallback names its reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_colocate.errors import ColocateError
+from airflow_colocate.jobs import join_in_session
+
+pytestmark = pytest.mark.spark
+
+TWO_DAYS = ["2026-11-01", "2026-11-02"]
+BOTH = {"orders": TWO_DAYS, "lineitem": TWO_DAYS}
+
+
+def same_rows(spark, ours: str, reference: str, tables, catalog, **kw) -> dict:
+    """Run ``ours`` as a colocate join and ``reference`` on plain views; compare as multisets."""
+    result = join_in_session(spark, catalog, ours, tables, **kw)
+    mine = spark.sql(ours)
+    ref = spark.sql(reference)
+    assert mine.count() == ref.count() == result["rows"]
+    assert mine.exceptAll(ref).count() == 0 and ref.exceptAll(mine).count() == 0
+    return result
+
+
+def exchanges(result) -> list[int]:
+    return [j["exchanges_left"] + j["exchanges_right"] for j in result["joins"]]
+
+
+JOIN_TYPES = {
+    "inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL OUTER JOIN",
+    "semi": "LEFT SEMI JOIN", "anti": "LEFT ANTI JOIN",
+}
+
+
+@pytest.mark.parametrize("kind", list(JOIN_TYPES))
+def test_two_table_join_types_on_dt_and_key(spark, tpch_catalog, plain, kind):
+    cols = "o.dt, o.o_orderkey, o.o_totalprice" + ("" if kind in ("semi", "anti") else ", l.l_linenumber, l.l_quantity")
+    q = (f"SELECT {cols} FROM {{o}} o {JOIN_TYPES[kind]} {{l}} l "
+         f"ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey AND l.l_quantity > 25")
+    result = same_rows(spark, q.format(o="orders", l="lineitem"), q.format(o="ref_orders", l="ref_lineitem"), BOTH, tpch_catalog)
+    assert result["colocate"] is True and exchanges(result) == [0]
+    assert "colocate: true" in result["explain"]
+
+
+def test_three_table_join_in_one_group(spark, tpch_catalog, plain):
+    q = ("SELECT o.o_orderpriority, count(*) AS n, sum(l.l_extendedprice) AS revenue FROM {o} o "
+         "JOIN {l} l ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey "
+         "JOIN {n} n ON n.dt = o.dt AND n.n_orderkey = o.o_orderkey GROUP BY o.o_orderpriority")
+    result = same_rows(spark, q.format(o="orders", l="lineitem", n="notes"),
+                       q.format(o="ref_orders", l="ref_lineitem", n="ref_notes"),
+                       {"orders": TWO_DAYS, "lineitem": TWO_DAYS, "notes": TWO_DAYS}, tpch_catalog)
+    assert len(result["joins"]) == 2 and exchanges(result) == [0, 0] and result["colocate"]
+
+
+def test_colocated_table_with_a_plain_one_shuffles_only_the_plain_side(spark, tpch_catalog, plain):
+    q = "SELECT o.o_orderkey, f.f_flag FROM {o} o JOIN {f} f ON o.dt = f.dt AND o.o_orderkey = f.f_orderkey"
+    result = same_rows(spark, q.format(o="orders", f="flags"), q.format(o="ref_orders", f="ref_flags"),
+                       {"orders": TWO_DAYS, "flags": TWO_DAYS}, tpch_catalog)
+    (j,) = result["joins"]
+    assert not j["colocate"] and j["reason"] == "table is not colocated"
+    sides = {tuple(j["left"]): j["exchanges_left"], tuple(j["right"]): j["exchanges_right"]}
+    assert sides[("orders",)] == 0 and sides[("flags",)] >= 1
+
+
+def test_join_on_a_non_bucket_key_falls_back(spark, tpch_catalog, plain):
+    q = "SELECT o.o_orderkey, l.l_orderkey FROM {o} o JOIN {l} l ON o.o_custkey = l.l_linenumber AND o.dt = l.dt"
+    result = same_rows(spark, q.format(o="orders", l="lineitem"), q.format(o="ref_orders", l="ref_lineitem"), BOTH, tpch_catalog)
+    (j,) = result["joins"]
+    assert not j["colocate"] and j["reason"] == "join keys do not cover the distribution columns"
+    assert j["exchanges_left"] >= 1 and j["exchanges_right"] >= 1
+
+
+def test_one_partition_of_several(spark, tpch_catalog, plain):
+    q = ("SELECT o.o_orderkey, l.l_linenumber FROM {o} o JOIN {l} l ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey"
+         " WHERE o.dt = DATE'2026-11-02'")
+    one = {"orders": ["2026-11-02"], "lineitem": ["2026-11-02"]}
+    result = same_rows(spark, q.format(o="orders", l="lineitem"), q.format(o="ref_orders", l="ref_lineitem"), one, tpch_catalog)
+    assert result["colocate"] and result["rows"] > 0
+
+
+def test_unstable_group_and_down_backend_fall_back_with_reason(spark, tpch_catalog, plain):
+    q = "SELECT o.o_orderkey, l.l_linenumber FROM {o} o JOIN {l} l ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey"
+    ours, ref = q.format(o="orders", l="lineitem"), q.format(o="ref_orders", l="ref_lineitem")
+    tpch_catalog.set_group_stable("g_tpch", False, reason="maintenance")
+    try:
+        result = same_rows(spark, ours, ref, BOTH, tpch_catalog)
+        assert not result["colocate"] and "colocate: false, reason: group is not stable: maintenance" in result["explain"]
+        assert all(e >= 2 for e in exchanges(result))
+        with pytest.raises(ColocateError, match="require_colocate"):
+            join_in_session(spark, tpch_catalog, ours, BOTH, require_colocate=True)
+    finally:
+        tpch_catalog.set_group_stable("g_tpch", True)
+    tpch_catalog.set_backend_state("be2", "down")
+    try:
+        result = same_rows(spark, ours, ref, BOTH, tpch_catalog)
+        assert not result["colocate"] and "group is not stable" in result["joins"][0]["reason"]
+    finally:
+        tpch_catalog.set_backend_state("be2", "alive")
+    result = same_rows(spark, ours, ref, BOTH, tpch_catalog, disable_colocate_join=True)
+    assert result["joins"][0]["reason"] == "colocate join is disabled"
+    assert join_in_session(spark, tpch_catalog, ours, BOTH, require_colocate=True)["colocate"]
+
+
+def test_output_into_the_group_is_colocated_next_time(spark, tpch_catalog, plain):
+    from airflow_colocate.sqltypes import parse_columns
+
+    tpch_catalog.create_table("order_revenue", parse_columns("r_orderkey bigint, revenue decimal(25,2), dt date"),
+                              ["r_orderkey"], bucket_num=8, replication_num=2, partition_cols=["dt"],
+                              colocate_with="g_tpch", if_not_exists=True)
+    q = ("SELECT l.l_orderkey AS r_orderkey, sum(l.l_extendedprice) AS revenue, l.dt FROM lineitem l "
+         "WHERE l.dt = DATE'2026-11-01' GROUP BY l.l_orderkey, l.dt")
+    out = join_in_session(spark, tpch_catalog, q, {"lineitem": ["2026-11-01"]}, output_table="order_revenue",
+                          output_partition="2026-11-01")
+    assert out["output"]["rows"] == out["rows"] > 0
+    q2 = ("SELECT o.o_orderkey, r.revenue FROM {o} o JOIN {r} r ON o.dt = r.dt AND o.o_orderkey = r.r_orderkey")
+    ref_rev = ("(SELECT l_orderkey AS r_orderkey, sum(l_extendedprice) AS revenue, dt FROM ref_lineitem "
+               "WHERE dt = DATE'2026-11-01' GROUP BY l_orderkey, dt)")
+    result = same_rows(spark, q2.format(o="orders", r="order_revenue"), q2.format(o="ref_orders", r=ref_rev),
+                       {"orders": ["2026-11-01"], "order_revenue": ["2026-11-01"]}, tpch_catalog)
+    assert result["colocate"] and exchanges(result) == [0]
