@@ -96,3 +96,36 @@ def keys_cover(left: TableView, right: TableView, pairs: Sequence[tuple[str, str
     have = {(a.lower(), b.lower()) for a, b in pairs}
     return len(left.dist_cols) == len(right.dist_cols) and all(
         (lc.lower(), rc.lower()) in have for lc, rc in zip(left.dist_cols, right.dist_cols))
+
+
+JOIN_SQL = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL OUTER JOIN",
+            "semi": "LEFT SEMI JOIN", "anti": "LEFT ANTI JOIN"}
+
+
+def structured_sql(views: Sequence[TableView], on: Sequence[Sequence[Sequence[str]]], how: str,
+                   columns: Sequence[str]) -> str:
+    """SQL for ``views[0] JOIN views[1] ON on[0] JOIN views[2] ON on[1] …``; tables partitioned
+    alike also join on the partition column, the seeds' ``(dt, id)`` shape."""
+    from airflow_colocate.errors import InvalidArgument
+
+    if how not in JOIN_SQL:
+        raise InvalidArgument(f"invalid join type {how!r}: expected one of {', '.join(JOIN_SQL)}")
+    if len(views) < 2 or len(on) != len(views) - 1:
+        raise InvalidArgument(f"a structured join of {len(views)} tables needs {max(len(views) - 1, 1)} key lists in 'on', got {len(on)}")
+    known = {c.lower() for v in views for c, _ in v.columns}
+    for col in columns:
+        if col.lower() not in known:
+            raise InvalidArgument(f"column {col!r} is in none of the joined tables ({', '.join(v.name for v in views)})")
+    sql = f"SELECT {', '.join(columns) or '*'} FROM {views[0].name}"
+    for i, (view, pairs) in enumerate(zip(views[1:], on), 1):
+        conds = []
+        if view.partition_cols and views[0].partition_cols:
+            conds.append(f"{views[0].name}.{views[0].partition_cols[0]} = {view.name}.{view.partition_cols[0]}")
+        for pair in pairs:
+            if len(pair) != 2:
+                raise InvalidArgument(f"join key {pair!r} must be a [left column, right column] pair")
+            conds.append(f"{pair[0]} = {view.name}.{pair[1]}")
+        if not pairs:
+            raise InvalidArgument(f"join {i} ({view.name}) has no equality keys")
+        sql += f" {JOIN_SQL[how]} {view.name} ON " + " AND ".join(conds)
+    return sql

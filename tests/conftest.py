@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from pathlib import Path
 
@@ -91,3 +92,4 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter hits closed streams

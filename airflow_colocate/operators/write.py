@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -10,11 +9,12 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
-from airflow_colocate.catalog.views import WriteTicket
 from airflow_colocate.errors import ColocateError, InvalidArgument, SchemaMismatch
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
-from airflow_colocate.operators.spark_env import job_path, submit_env
-from airflow_colocate.planning import read_table, write_plan
+from airflow_colocate.jobs import finish_write, prepare_write
+from airflow_colocate.operators.base import ColocateSparkOperator
+from airflow_colocate.operators.spark_env import job_path
+from airflow_colocate.planning import read_table
 from airflow_colocate.plans import Source, WriteReport
 from airflow_colocate.sqltypes import parse_columns
 
@@ -25,7 +25,7 @@ def table_asset(table: str) -> Asset:
     return Asset(uri=f"colocate://{db or 'default'}/{name}", name=f"colocate.{db or 'default'}.{name}")
 
 
-class ColocateWriteOperator(SparkSubmitOperator):
+class ColocateWriteOperator(ColocateSparkOperator):
     """Plan the write in the catalog, run the Spark write job, check its report and commit the new
     partition version in one transaction. A failed or killed job leaves the previous version
     visible; ``colocate gc`` removes its leftovers.
@@ -128,40 +128,19 @@ class ColocateWriteOperator(SparkSubmitOperator):
         catalog = hook.get_conn()
         self._ensure_table(catalog)
         source = self._source(catalog)
-        ticket: WriteTicket = catalog.begin_write(self.table, self.partition, mode=self.mode)
+        ticket, plan = prepare_write(catalog, self.table, self.partition, source, mode=self.mode, work_dir=hook.work_dir())
         self.log.info("colocate: write job %s: %s partition %s -> version %s (%s, %d buckets)", ticket.job_id,
                       ticket.table.qualified_name, ticket.partition_value, ticket.version, ticket.mode, len(ticket.targets))
         if ticket.missing:
             self.log.warning("colocate: backends not alive, these replicas will be repaired later: %s", "; ".join(ticket.missing))
         try:
-            plan = write_plan(ticket, source, str(hook.work_dir()))
-            plan_path = hook.work_dir() / plan.job_id / "plan.json"
-            plan.save(plan_path)
-            catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
-                                      ticket.missing, {"plan_path": str(plan_path), "staging_uri": plan.staging_uri})
-            self.application_args = ["--plan", str(plan_path)]
-            self.env_vars = submit_env(self.env_vars if isinstance(self.env_vars, dict) else None)
-            self._hook = None
-            super().execute(context)
+            plan_path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
+            self.run_plan(context, plan_path, plan.report_uri)
             report = WriteReport.load(plan.report_uri.removeprefix("file://"))
         except BaseException as exc:
             catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
             raise
-        partition = catalog.commit_write(ticket.job_id, report)
-        summary = {
-            "table": ticket.table.qualified_name,
-            "partition": ticket.partition_value,
-            "version": partition.visible_version,
-            "mode": ticket.mode,
-            "job_id": ticket.job_id,
-            "rows": report.source_rows,
-            "bytes": sum(r.bytes for r in report.replicas),
-            "replicas": len(report.replicas),
-            "seconds": round(report.seconds, 2),
-            "missing_replicas": list(ticket.missing),
-            "buckets": [{"bucket": r.bucket_seq, "backend": r.backend_id, "rows": r.rows, "bytes": r.bytes,
-                         "checksum": r.checksum} for r in report.replicas],
-        }
+        summary = finish_write(catalog, ticket, report)
         self.log.info("colocate: committed %s/%s v%s: %d rows, %d bytes in %d replicas",
                       summary["table"], summary["partition"], summary["version"], summary["rows"], summary["bytes"],
                       summary["replicas"])
@@ -169,10 +148,10 @@ class ColocateWriteOperator(SparkSubmitOperator):
         if outlet_events is not None:
             try:
                 outlet_events[table_asset(self.table)].extra = {
-                    "partition": ticket.partition_value, "version": partition.visible_version, "rows": report.source_rows}
+                    "partition": ticket.partition_value, "version": summary["version"], "rows": summary["rows"]}
             except Exception as exc:  # an asset event is a convenience, never a reason to fail a committed write
                 self.log.warning("colocate: could not attach asset event extra: %s", exc)
-        return json.loads(json.dumps(summary))
+        return summary
 
 
 __all__ = ["ColocateWriteOperator", "ColocateError", "table_asset"]

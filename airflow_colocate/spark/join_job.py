@@ -35,7 +35,12 @@ def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
         if reason is None:
             left_groups = {plan.groups.get(t, "") for t in j.left.tables}
             right_groups = {plan.groups.get(t, "") for t in j.right.tables}
-            reason = NOT_SAME_GROUP if left_groups != right_groups or len(left_groups) != 1 else NOT_COVERED
+            if left_groups != right_groups or len(left_groups) != 1:
+                reason = NOT_SAME_GROUP
+            elif j.description.startswith("Broadcast"):
+                reason = "Spark chose a broadcast join"
+            else:
+                reason = NOT_COVERED
     return JoinExplain(join=j.description, left_tables=j.left.tables, right_tables=j.right.tables,
                        exchanges_left=j.left.exchanges, exchanges_right=j.right.exchanges,
                        colocate=colocate, reason=reason)
@@ -61,6 +66,10 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
     register_tables(spark, plan.tables)
+    if any(t.bucketed for t in plan.tables):
+        # A colocated join reads each bucket where it lies; a broadcast would ship a whole table to
+        # every executor instead, so Doris-style we prefer the colocated sort-merge join.
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
         df = spark.sql(plan.query)
         explains = [explain_join(j, plan) for j in joins_of(df)]

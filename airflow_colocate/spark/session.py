@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 
 def _submitted_master() -> str | None:
@@ -40,6 +42,8 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
         # with one task per directory (Spark's default above 32 paths).
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read when the JVM starts
+        # The in-memory catalog never needs a warehouse; keep Spark from creating one in the cwd.
+        settings["spark.sql.warehouse.dir"] = Path(tempfile.gettempdir(), "colocate-spark-warehouse").as_uri()
         settings["spark.driver.host"] = os.environ["SPARK_LOCAL_IP"]
     settings.update({k: str(v) for k, v in (conf or {}).items()})
     builder = SparkSession.builder.appName(app_name).master(master)

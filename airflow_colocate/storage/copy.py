@@ -119,7 +119,10 @@ def copy_replica(
     ``link=True`` hard-links instead of copying when both directories are on one local device (the
     carry-over of base files on append: the files are immutable, so sharing the inode is safe).
     """
-    names = replica_files(src_dir)
+    try:
+        names = replica_files(src_dir)
+    except FileNotFoundError:
+        raise ColocateError(f"replica directory {src_dir} does not exist") from None
     if expect is not None and sorted(expect) != [n for n, _ in names]:
         raise ColocateError(
             f"replica {src_dir} does not hold the expected files: has {[n for n, _ in names]}, "

@@ -72,8 +72,10 @@ def _arrow(uri: str):
     filesystem = _arrow_fs(parts.scheme, parts.netloc)
     path = unquote(parts.path)
     scheme = _SCHEME_ALIASES.get(parts.scheme, parts.scheme)
-    if scheme in ("s3", "gs", "abfs"):  # object stores address "bucket/key"
+    if scheme in ("s3", "gs"):  # object stores address "bucket/key"
         path = f"{parts.netloc}{path}"
+    elif scheme == "abfs":  # abfs://container@account.dfs.core.windows.net/key -> "container/key"
+        path = f"{parts.netloc.split('@', 1)[0]}{path}"
     return filesystem, path.rstrip("/") or "/"
 
 

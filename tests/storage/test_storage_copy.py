@@ -128,3 +128,8 @@ def test_copy_replica_of_empty_directory(tmp_path):
     (tmp_path / "empty").mkdir()
     assert copy_replica((tmp_path / "empty").as_uri(), (tmp_path / "out").as_uri()) == ([], 0)
     assert (tmp_path / "out").is_dir()
+
+
+def test_copy_replica_of_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(ColocateError, match="replica directory .*gone does not exist"):
+        copy_replica((tmp_path / "gone").as_uri(), (tmp_path / "out").as_uri())

@@ -1,0 +1,93 @@
+"""``ColocateJoinOperator``: a join over catalog tables, bucket by bucket when the group allows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.errors import InvalidArgument
+from airflow_colocate.join_planner import structured_sql
+from airflow_colocate.jobs import finish_join, prepare_join
+from airflow_colocate.operators.base import ColocateSparkOperator
+from airflow_colocate.operators.spark_env import job_path
+from airflow_colocate.plans import JoinReport
+
+
+class ColocateJoinOperator(ColocateSparkOperator):
+    """Run a Spark SQL ``query`` over catalog ``tables`` (``{"orders": ["{{ ds }}"], ...}``), or a
+    structured join (``join_tables`` + ``on`` + ``how`` + ``columns`` for ``partitions``), with the
+    result going to ``output_table`` (a catalog table, maybe in the same group: the next join on
+    it is colocated too) or ``output_path`` (parquet). The explain (``colocate: true`` or
+    ``colocate: false, reason: …`` per join) and the report go to the log and XCom.
+
+    :param require_colocate: fail, before any output is committed, when a join between tables of
+        one group would shuffle.
+    :param disable_colocate_join: fall back to a shuffle join for this run only.
+    """
+
+    template_fields: Sequence[str] = (
+        *ColocateSparkOperator.template_fields,
+        "query", "tables", "partitions", "output_table", "output_partition", "output_path",
+    )
+    template_fields_renderers = {"query": "sql", "tables": "json"}
+    ui_color = "#c9e4c5"
+
+    def __init__(self, *, query: str | None = None, tables: dict[str, list[str] | None] | None = None,
+                 join_tables: Sequence[str] | None = None, on: Sequence[Sequence[Sequence[str]]] | None = None,
+                 how: str = "inner", columns: Sequence[str] = (), partitions: list[str] | None = None,
+                 output_table: str | None = None, output_partition: str = "all", output_mode: str = "overwrite",
+                 output_path: str | None = None, require_colocate: bool = False, disable_colocate_join: bool = False,
+                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
+        kwargs.setdefault("application", job_path("join_job.py"))
+        kwargs.setdefault("name", f"colocate-join-{kwargs.get('task_id', 'join')}")
+        super().__init__(**kwargs)
+        self.query = query
+        self.tables = tables or {}
+        self.join_tables = list(join_tables or [])
+        self.on = on or []
+        self.how = how
+        self.columns = list(columns)
+        self.partitions = partitions
+        self.output_table = output_table
+        self.output_partition = output_partition
+        self.output_mode = output_mode
+        self.output_path = output_path
+        self.require_colocate = require_colocate
+        self.disable_colocate_join = disable_colocate_join
+        self.colocate_conn_id = colocate_conn_id
+
+    def _query(self, catalog) -> tuple[str, dict[str, list[str] | None]]:
+        if bool(self.query) == bool(self.join_tables):
+            raise InvalidArgument("give either query (+ tables) or a structured join (join_tables + on + columns)")
+        if self.query:
+            if not self.tables:
+                raise InvalidArgument("query needs tables: the catalog tables it reads, e.g. {'orders': ['2026-11-01']}")
+            return self.query, dict(self.tables)
+        views = [catalog.table(t) for t in self.join_tables]
+        return structured_sql(views, self.on, self.how, self.columns), {t: self.partitions for t in self.join_tables}
+
+    def execute(self, context) -> dict:
+        hook = ColocateCatalogHook(self.colocate_conn_id)
+        catalog = hook.get_conn()
+        query, tables = self._query(catalog)
+        plan, ticket = prepare_join(catalog, query, tables, require_colocate=self.require_colocate,
+                                    disable_colocate_join=self.disable_colocate_join, output_table=self.output_table,
+                                    output_partition=self.output_partition, output_mode=self.output_mode,
+                                    output_path=self.output_path, work_dir=hook.work_dir(), job_name=self.task_id)
+        for t in plan.tables:
+            why = plan.reasons.get(t.name)
+            self.log.info("colocate: %s registered %s", t.name, "bucketed (colocated)" if not why else f"plain: {why}")
+        try:
+            plan_path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
+            self.run_plan(context, plan_path, plan.report_uri)
+            report = JoinReport.load(plan.report_uri.removeprefix("file://"))
+        except BaseException as exc:
+            if ticket is not None:
+                catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
+            raise
+        summary = finish_join(catalog, ticket, report)
+        for line in report.explain.splitlines():
+            self.log.info("colocate explain: %s", line)
+        self.log.info("colocate: %d result rows in %.1fs", report.rows, report.seconds)
+        return summary

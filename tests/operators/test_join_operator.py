@@ -1,0 +1,64 @@
+"""ColocateJoinOperator through spark-submit: explain and report in XCom, output committed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_colocate.jobs import write_in_session
+from airflow_colocate.operators.join import ColocateJoinOperator
+from airflow_colocate.plans import Source
+from airflow_colocate.sqltypes import parse_columns
+
+pytestmark = pytest.mark.spark
+CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+
+
+@pytest.fixture
+def loaded(colocate_env, spark, tmp_path):
+    cat = colocate_env
+    cat.create_table("orders", parse_columns("o_orderkey bigint, o_priority string, dt date"), ["o_orderkey"],
+                     bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with="g")
+    cat.create_table("lineitem", parse_columns("l_orderkey bigint, l_price bigint, dt date"), ["l_orderkey"],
+                     bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with="g")
+    o, li = tmp_path / "o", tmp_path / "l"
+    o.mkdir(), li.mkdir()
+    pq.write_table(pa.table({"o_orderkey": pa.array(range(100), pa.int64()),
+                             "o_priority": [f"{k % 3}-PRIO" for k in range(100)]}), o / "p.parquet")
+    pq.write_table(pa.table({"l_orderkey": pa.array([k // 3 for k in range(300)], pa.int64()),
+                             "l_price": pa.array(range(300), pa.int64())}), li / "p.parquet")
+    write_in_session(spark, cat, "orders", "2026-11-01", Source(format="parquet", path=str(o)), work_dir=tmp_path / "runs")
+    write_in_session(spark, cat, "lineitem", "2026-11-01", Source(format="parquet", path=str(li)), work_dir=tmp_path / "runs")
+    return cat
+
+
+def test_sql_join_into_a_catalog_table_and_structured_join(loaded, tmp_path):
+    cat = loaded
+    cat.create_table("revenue", parse_columns("o_priority string, revenue bigint"), ["o_priority"], bucket_num=2)
+    op = ColocateJoinOperator(
+        task_id="revenue", conf=CONF, require_colocate=True,
+        query=("SELECT o.o_priority, sum(l.l_price) AS revenue FROM orders o JOIN lineitem l "
+               "ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey GROUP BY o.o_priority"),
+        tables={"orders": ["2026-11-01"], "lineitem": ["2026-11-01"]}, output_table="revenue")
+    result = op.execute(context={})
+    assert result["colocate"] is True and "colocate: true" in result["explain"]
+    assert result["joins"][0]["exchanges_left"] == 0 and result["joins"][0]["exchanges_right"] == 0
+    assert result["output"]["rows"] == 3 and result["output"]["version"] == 1
+    expected = {f"{p}-PRIO": sum(i for i in range(300) if (i // 3) % 3 == p) for p in range(3)}
+    _, parts = cat.read_replicas("revenue")
+    got = {}
+    for bucket in parts[0].buckets:
+        for f in Path(bucket[0].path.removeprefix("file://")).glob("*.parquet"):
+            got.update({r["o_priority"]: r["revenue"] for r in pq.read_table(f).to_pylist()})
+    assert got == expected
+
+    out = tmp_path / "joined"
+    op = ColocateJoinOperator(task_id="structured", conf=CONF, join_tables=["orders", "lineitem"],
+                              on=[[["o_orderkey", "l_orderkey"]]], how="left", columns=["o_orderkey", "l_price"],
+                              partitions=["2026-11-01"], output_path=out.as_uri(), disable_colocate_join=True)
+    result = op.execute(context={})
+    assert result["rows"] == 300 and result["colocate"] is False
+    assert result["joins"][0]["reason"] == "colocate join is disabled"
