@@ -61,6 +61,10 @@ def explain_text(explains: list[JoinExplain]) -> str:
     return "\n".join(lines) or "no join in the query"
 
 
+def _rows(df) -> list[dict]:
+    return [json.loads(json.dumps(r.asDict(), default=str)) for r in df.collect()]
+
+
 def run_join(spark, plan: JoinPlan) -> JoinReport:
     started = time.time()
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
@@ -84,22 +88,24 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
             raise ColocateError(
                 "require_colocate is set but the plan shuffles a colocated side, nothing was written: "
                 + "; ".join(f"{'+'.join(e.left_tables)} ⋈ {'+'.join(e.right_tables)}: {e.reason}" for e in bad))
+    # The query runs once: into its output, then the preview is read back from what was written.
     write_report = None
+    preview: list[dict] = []
     if plan.output is not None:
         from airflow_colocate.spark.write_job import run_write
 
         write_report = run_write(spark, plan.output)
         rows = write_report.source_rows
-        preview_df = spark.sql(plan.query).limit(plan.preview_rows)
+        written = [r.path for r in write_report.replicas if r.rows and r.backend_id == plan.output.buckets[r.bucket_seq].replicas[0].backend_id]
+        if written:
+            preview = _rows(spark.read.parquet(*written).limit(plan.preview_rows))
     elif plan.output_path:
         df.write.mode("overwrite").parquet(plan.output_path)
         result = spark.read.parquet(plan.output_path)
-        rows = result.count()
-        preview_df = result.limit(plan.preview_rows)
+        rows = result.count()  # from parquet footers
+        preview = _rows(result.limit(plan.preview_rows))
     else:
-        rows = df.count()
-        preview_df = df.limit(plan.preview_rows)
-    preview = [json.loads(json.dumps(r.asDict(), default=str)) for r in preview_df.collect()]
+        rows = df.count()  # explain-only run: no output, no preview
     report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text, physical_plan=plan_text(df),
                         seconds=time.time() - started, write=write_report, preview=preview)
     fs.write_text_atomic(plan.report_uri, report.to_json())

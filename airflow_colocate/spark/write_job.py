@@ -423,6 +423,13 @@ def place_bucket(task: dict) -> list[dict]:
             raise ColocateError(f"replica {path} of bucket {bucket} does not match the primary {primary}")
         reports.append(((backend_id, path), sorted(got)))
 
+    # Leftovers of an earlier attempt of this same write (an extra file, a temporary copy) must not
+    # be read as part of the bucket.
+    for _, path in replicas:
+        for name, _ in fs.list_files(path):
+            if name not in expected and _own_name(name, write_id):
+                fs.delete_file(fs.join(path, name))
+
     return [
         {
             "bucket_seq": bucket,

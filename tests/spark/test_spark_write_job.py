@@ -329,3 +329,17 @@ def test_empty_source_and_unpartitioned_table(spark, tmp_path):
     report = run_write(spark, plan)
     register_tables(spark, [read_table(plan, "flat", reports=report)])
     assert_same_rows(spark, spark.table("flat"), spark.read.parquet(src))
+
+
+def test_a_rerun_of_the_same_plan_replaces_its_own_files(spark, tmp_path):
+    src = write_parquet(tmp_path / "src", source_table(300))
+    plan = make_plan(tmp_path, source=Source(format="parquet", path=src), columns=COLUMNS, dist_cols=["key"], bucket_num=4)
+    first = run_write(spark, plan)
+    # leftovers of a crashed attempt of this job: a second file and a temporary copy
+    target = Path(fs.local_path(plan.buckets[1].replicas[0].path))
+    leftover = target / layout.bucket_file_name(plan.job_id, 1, ".c001.snappy.parquet")
+    leftover.write_bytes(b"stale")
+    (target / (first.replicas[2].files[0] + ".tmp-abc")).write_bytes(b"half")
+    second = run_write(spark, plan)
+    assert [(r.path, r.files, r.rows) for r in second.replicas] == [(r.path, r.files, r.rows) for r in first.replicas]
+    assert sorted(os.listdir(target)) == first.replicas[2].files
