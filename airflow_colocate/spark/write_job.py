@@ -596,6 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         run_write(spark, plan)
     except ColocateError as exc:
         log(f"FAILED: {exc}")
+        fs.write_text_atomic(plan.report_uri + ".error", str(exc))  # the operator raises this one line
         return 1
     finally:
         if owned:
