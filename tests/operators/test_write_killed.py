@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from airflow_colocate.cli import main as colocate
+from airflow_colocate.jobs import write_in_session
 from airflow_colocate.planning import write_plan
 from airflow_colocate.plans import Source
 from test_write_operator import make_source, read_back, write_op
@@ -19,14 +20,16 @@ from test_write_operator import make_source, read_back, write_op
 pytestmark = pytest.mark.spark
 
 
-def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, tmp_path, capsys):
+def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tmp_path, capsys):
     catalog = colocate_env
-    write_op(make_source(tmp_path / "v1", 2000), "2026-11-01").execute(context={})
+    write_op(tmp_path, "2026-11-01")._ensure_table(catalog)
+    write_in_session(spark, catalog, "orders", "2026-11-01", Source(format="parquet", path=str(make_source(tmp_path / "v1", 2000))),
+                     work_dir=tmp_path / "runs")
     before = read_back(catalog, "2026-11-01")
     assert len(before) == 2000
 
     # version 2: planned like the operator does, then the Spark job is killed while it writes
-    big = make_source(tmp_path / "v2", 400_000, start=1_000_000)
+    big = make_source(tmp_path / "v2", 300_000, start=1_000_000)
     ticket = catalog.begin_write("orders", "2026-11-01")
     plan = write_plan(ticket, Source(format="parquet", path=str(big)), str(tmp_path / "runs"))
     catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
@@ -57,5 +60,6 @@ def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, tmp_path,
     assert read_back(catalog, "2026-11-01") == before
     assert catalog.job(ticket.job_id)["state"] == "failed"
     # and a new write after all this works
-    write_op(make_source(tmp_path / "v3", 10), "2026-11-01").execute(context={})
+    write_in_session(spark, catalog, "orders", "2026-11-01", Source(format="parquet", path=str(make_source(tmp_path / "v3", 10))),
+                     work_dir=tmp_path / "runs")
     assert len(read_back(catalog, "2026-11-01")) == 10
