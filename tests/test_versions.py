@@ -61,27 +61,10 @@ def test_pyspark_client_overwrites_pyspark_byte_for_byte() -> None:
 
 
 @pytest.mark.spark
-def test_python_side_matches_jvm_side(monkeypatch: pytest.MonkeyPatch) -> None:
-    # make sure we get a classic (JVM) session, not a Spark Connect client
-    for var in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
-        monkeypatch.delenv(var, raising=False)
-
+def test_python_side_matches_jvm_side(spark) -> None:
+    """The Python files (from pyspark or pyspark-client) and the jars the JVM runs are one release."""
     import pyspark
-    from pyspark.sql import SparkSession
 
-    existing = SparkSession.getActiveSession()
-    spark = existing or (
-        SparkSession.builder.master("local[1]")
-        .appName("test_versions")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.driver.memory", "512m")
-        .getOrCreate()
-    )
-    try:
-        assert pyspark.__version__ == spark.version
-        assert pyspark.__version__.startswith("4."), pyspark.__version__
-        assert spark.range(3).count() == 3
-    finally:
-        if existing is None:  # never stop a session a fixture shares with other tests
-            spark.stop()
+    assert pyspark.__version__ == spark.version
+    assert pyspark.__version__.startswith("4."), pyspark.__version__
+    assert spark.range(3).count() == 3
