@@ -91,6 +91,7 @@ def cmd_backend_list(c: Catalog, a) -> None:
 
 def cmd_backend_decommission(c: Catalog, a) -> None:
     b = c.decommission_backend(a.backend)
+    c.check_groups()
     print(f"backend {b.name} (id {b.id}) is decommissioning: the next balance moves its replicas away")
 
 
@@ -101,6 +102,7 @@ def cmd_backend_remove(c: Catalog, a) -> None:
 
 def cmd_backend_mark(c: Catalog, a) -> None:
     b = c.set_backend_state(a.backend, "down" if a.command == "mark-down" else "alive", reason=a.reason or "admin")
+    c.check_groups()
     print(f"backend {b.name} (id {b.id}) is now {b.state}")
 
 
@@ -174,6 +176,11 @@ def cmd_show_groups(c: Catalog, a) -> None:
 def cmd_show_group(c: Catalog, a) -> None:
     title, rows = map_rows(c, a.group, a.db)
     emit(a, MAP_COLUMNS, rows, title=title)
+    health = c.group_health(a.group, db=a.db)
+    if not health.stable and not getattr(a, "json", False):
+        print(f"unstable because ({health.problems} problems, checked {health.checked_at.isoformat(timespec='seconds')}):")
+        for r in health.reasons:
+            print(f"  - {r.text}")
 
 
 def cmd_group_mark(c: Catalog, a) -> None:
@@ -207,6 +214,94 @@ def cmd_gc(c: Catalog, a) -> None:
             fs.delete_tree(item.uri)
         c.forget_garbage(items)
     emit(a, ["Reason", "Uri", "Removed"], [[i.reason, i.uri, "no (dry run)" if a.dry_run else "yes"] for i in items])
+
+
+def _delay(a):
+    from airflow_colocate.health import relocate_delay_from_env
+
+    minutes = getattr(a, "relocate_delay_minutes", None)
+    return relocate_delay_from_env() if minutes is None else timedelta(minutes=minutes)
+
+
+def cmd_backend_probe(c: Catalog, a) -> None:
+    from airflow_colocate.health import probe_backends
+
+    results = probe_backends(c, backends=a.backends or None, timeout=a.timeout, relocate_delay=_delay(a))
+    rows = [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else f"FAILED: {r.error}",
+             r.backend.state_since.isoformat(timespec="seconds") if r.backend.state != "alive" else "",
+             r.backend.last_heartbeat.isoformat(timespec="seconds") if r.backend.last_heartbeat else "",
+             str(r.backend.unavailable).lower()] for r in results]
+    emit(a, ["BackendId", "Name", "State", "Probe", "DownSince", "LastHeartbeat", "Unavailable"], rows)
+
+
+def cmd_group_check(c: Catalog, a) -> None:
+    healths = [c.check_group(a.group, db=a.db)] if a.group else c.check_groups()
+    if a.json:
+        print(json.dumps([h.to_dict() for h in healths], indent=2))
+        return
+    emit(a, ["GroupId", "GroupName", "IsStable", "Problems", "Reason"],
+         [[h.group_id, h.full_name, str(h.stable).lower(), h.problems, h.reason or ""] for h in healths])
+    if a.group and not healths[0].stable:
+        for r in healths[0].reasons:
+            print(f"  - {r.text}")
+
+
+def cmd_balance(c: Catalog, a) -> None:
+    from airflow_colocate.balancer import Balancer, BalanceOptions, describe_plans, plan, summary_json
+
+    options = BalanceOptions(strategy=a.strategy, threshold=a.threshold, relocate_delay=_delay(a),
+                             grace=timedelta(minutes=a.grace_minutes), groups=a.group or None, verify=a.verify)
+    names = {b.id: b.name for b in c.backends()}
+    if a.dry_run:
+        plans = plan(c, options)
+        if a.json:
+            print(json.dumps([dict(p.to_plan(), group=p.full_name, kind=p.kind, bytes=p.bytes) for p in plans], indent=2))
+            return
+        print("dry run: nothing is changed")
+        for line in describe_plans(plans, names):
+            print(line)
+        moves = [[p.full_name, mv.bucket_seq, names.get(mv.src, mv.src), names.get(mv.dst, mv.dst), mv.bytes, mv.why]
+                 for p in plans for mv in p.moves]
+        if moves:
+            emit(a, ["Group", "Bucket", "From", "To", "Bytes", "Why"], moves)
+        return
+    from pyspark.sql import SparkSession
+
+    from airflow_colocate.balancer import session_runner
+    from airflow_colocate.spark.session import get_spark
+
+    owned = SparkSession.getActiveSession() is None  # stop only a session this command started
+    spark = get_spark("colocate-balance", master=a.master, conf={"spark.ui.enabled": "false"})
+    try:
+        if owned:
+            spark.sparkContext.setLogLevel("ERROR")
+        echo = (lambda line: None) if a.json else (lambda line: print(line, flush=True))
+        summary = Balancer(c, session_runner(spark), options, echo=echo).run()
+    finally:
+        if owned:
+            spark.stop()
+    out = summary_json(summary)
+    if a.json:
+        print(json.dumps(out, indent=2, default=str))
+        return
+    emit(a, ["JobId", "Group", "Kind", "State", "Step", "Moves", "Cloned", "Bytes"],
+         [[j["job_id"], j["group"], j["kind"], j["state"], j["step"], j["moves"], j["cloned"], j["bytes"]]
+          for j in out["jobs"]], title="balance jobs")
+    print(f"dropped {out['dropped']} redundant replicas; decommissioned: {', '.join(out['decommissioned']) or 'none'}")
+    emit(a, ["GroupId", "GroupName", "IsStable", "Reason"],
+         [[g["group_id"], g["group"], str(g["stable"]).lower(), g["reason"] or ""] for g in out["groups"]])
+
+
+def cmd_jobs_list(c: Catalog, a) -> None:
+    rows = [[j.id, j.kind, j.state, j.group, j.step, len(j.plan.get("moves", [])) if j.kind != "write" else "",
+             j.progress.get("cloned", j.progress.get("rows", "")), j.updated_at.isoformat(timespec="seconds")]
+            for j in c.jobs(kind=a.kind, state=a.state, limit=a.limit)]
+    emit(a, ["JobId", "Kind", "State", "Group", "Step", "Moves", "Done", "Updated"], rows)
+
+
+def cmd_jobs_cancel(c: Catalog, a) -> None:
+    j = c.cancel_balance_job(a.job_id, a.reason or "cancelled by an operator")
+    print(f"balance job {j.id} is {j.state}")
 
 
 def _bool(text: str) -> bool:
@@ -256,6 +351,11 @@ def build_parser() -> argparse.ArgumentParser:
         x = be.add_parser(name, help=help_)
         x.add_argument("backend", help="backend id or name")
         x.set_defaults(fn=fn)
+    x = listing(be.add_parser("probe", help="write, read and delete a heartbeat on each backend; record alive / down"))
+    x.add_argument("backends", nargs="*", help="backend ids or names (default: all that are not decommissioned)")
+    x.add_argument("--timeout", type=float, default=20.0, help="seconds before a backend counts as down")
+    x.add_argument("--relocate-delay-minutes", type=float, help="down longer than this is unavailable (default 30)")
+    x.set_defaults(fn=cmd_backend_probe)
     for name in ("mark-down", "mark-up"):
         x = be.add_parser(name, help=f"admin: {name.replace('-', ' ')} a backend")
         x.add_argument("backend", help="backend id or name")
@@ -309,7 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("group", help="group id (dbId.grpId), full name (dbId_name) or name")
     x.set_defaults(fn=cmd_show_group)
 
-    gr = sub.add_parser("group", help="operator overrides on a group").add_subparsers(dest="command", required=True)
+    gr = sub.add_parser("group", help="stability of groups, operator overrides").add_subparsers(dest="command", required=True)
+    x = listing(gr.add_parser("check", help="recompute stability from the replicas and say why a group is unstable"))
+    x.add_argument("group", nargs="?", help="one group (default: all)")
+    x.set_defaults(fn=cmd_group_check)
     for name in ("mark-stable", "mark-unstable"):
         x = gr.add_parser(name)
         x.add_argument("group")
@@ -328,6 +431,29 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--stale-hours", type=float, default=24.0, help="a write still staging after this long is dead")
     x.add_argument("--dry-run", action="store_true")
     x.set_defaults(fn=cmd_gc)
+
+    x = listing(sub.add_parser("balance", help="repair and balance groups with clone-and-drop (Spark clone job)"))
+    x.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    x.add_argument("--strategy", choices=("count", "size"), default="count",
+                   help="count: even bucket slots per backend; size: bytes against capacity")
+    x.add_argument("--group", action="append", help="only this group (repeatable)")
+    x.add_argument("--threshold", type=float, default=0.0, help="skip moves that gain less than this fraction")
+    x.add_argument("--relocate-delay-minutes", type=float, help="down longer than this is relocated (default 30)")
+    x.add_argument("--grace-minutes", type=float, default=10.0, help="keep replicas the map dropped this long")
+    x.add_argument("--verify", action="store_true", help="re-hash replicas first; repair the ones that changed")
+    x.add_argument("--master", help="Spark master for the clone job (default $SPARK_MASTER or local[*])")
+    x.set_defaults(fn=cmd_balance)
+
+    jb = sub.add_parser("jobs", help="write, balance and gc jobs").add_subparsers(dest="command", required=True)
+    x = listing(jb.add_parser("list", help="jobs, newest first"))
+    x.add_argument("--kind", help="write, relocate, balance, repair or gc")
+    x.add_argument("--state", help="running, done, cancelled, committed, failed, ...")
+    x.add_argument("--limit", type=int, default=50)
+    x.set_defaults(fn=cmd_jobs_list)
+    x = jb.add_parser("cancel", help="cancel a balance job that has not switched its map yet")
+    x.add_argument("job_id", type=int)
+    x.add_argument("--reason")
+    x.set_defaults(fn=cmd_jobs_cancel)
 
     x = listing(sub.add_parser("events", help="the audit log, newest first"))
     x.add_argument("--limit", type=int, default=50)

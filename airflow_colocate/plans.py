@@ -195,3 +195,88 @@ class JoinReport(JsonMixin):
     write: WriteReport | None = None
     preview: list[dict] = field(default_factory=list)
     kind: str = "join"
+
+
+# ---------------------------------------------------------------------- clones (repair, balance)
+
+
+@dataclass
+class CloneTask:
+    """Copy one replica directory (every data file of one (table, partition, version, bucket)) from
+    ``src`` on backend ``src_backend_id`` to ``dst`` on backend ``backend_id``. The copy must hash
+    to ``checksum`` (the replica checksum over its files' sha256) and hold ``bytes`` bytes; a file
+    listed in ``files`` must also have that sha256."""
+
+    key: str  # "<partition id>:<version>:<bucket>:<backend id>", unique in a plan
+    table: str  # db.table, for messages
+    partition_id: int
+    partition: str
+    version: int
+    bucket_seq: int
+    backend_id: int
+    src_backend_id: int
+    src: str
+    dst: str
+    checksum: str
+    bytes: int
+    rows: int
+    files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class VerifyTask:
+    """Re-hash one replica's files and compare with its recorded checksum and size."""
+
+    replica_id: int
+    backend_id: int
+    path: str
+    checksum: str
+    bytes: int
+
+
+@dataclass
+class ClonePlan(JsonMixin):
+    job_id: str
+    copies: list[CloneTask]
+    report_uri: str
+    verifies: list[VerifyTask] = field(default_factory=list)
+    kind: str = "clone"
+
+
+@dataclass
+class CloneResult:
+    key: str
+    partition_id: int
+    version: int
+    bucket_seq: int
+    backend_id: int
+    src_backend_id: int
+    path: str
+    ok: bool
+    rows: int = 0
+    bytes: int = 0
+    checksum: str = ""
+    files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    source_bad: bool = False  # the bytes read from the source do not match the catalog: the source is corrupt
+    error: str | None = None
+
+
+@dataclass
+class VerifyResult:
+    replica_id: int
+    ok: bool
+    bytes: int = 0
+    checksum: str = ""
+    error: str | None = None
+
+
+@dataclass
+class CloneReport(JsonMixin):
+    job_id: str
+    copies: list[CloneResult]
+    verifies: list[VerifyResult]
+    seconds: float
+    bytes: int  # bytes copied by successful clones
+    spark_version: str
+    kind: str = "clone"

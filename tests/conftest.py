@@ -5,7 +5,16 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import tempfile
 from pathlib import Path
+
+# Airflow reads its configuration at import: point it at a throwaway home before anything imports
+# it, so tests never touch a developer's ~/airflow.
+REPO = Path(__file__).resolve().parent.parent
+os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="colocate-airflow-")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import pytest
 from sqlalchemy import create_engine, text

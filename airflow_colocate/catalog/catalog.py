@@ -26,6 +26,7 @@ from airflow_colocate import naming
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.engine import default_url, make_engine
 from airflow_colocate.catalog.migrate import current_revision, head_revision, migrate
+from airflow_colocate.catalog.stability import StabilityMixin
 from airflow_colocate.catalog.views import (
     BackendView,
     EventView,
@@ -101,8 +102,10 @@ def _nested(a: str, b: str) -> bool:
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
-class Catalog:
-    """Handle on one catalog database. Cheap to create; share one per process."""
+class Catalog(StabilityMixin):
+    """Handle on one catalog database. Cheap to create; share one per process.
+
+    Health, stability checks and balance jobs live in :class:`StabilityMixin`."""
 
     def __init__(self, url: str | None = None, *, actor: str | None = None,
                  clock: Callable[[], datetime] | None = None, engine: Engine | None = None):
@@ -243,7 +246,8 @@ class Catalog:
         return self._tx(lambda s: _backend_view(self._backend(s, ref)))
 
     def set_backend_state(self, ref: int | str, state: str, *, reason: str = "") -> BackendView:
-        """Admin override (mark-down / mark-up) and the health probe's way to record state."""
+        """Admin override (mark-down / mark-up). The health probe records through
+        :meth:`record_probe`, which never overrides a state set here."""
         if state not in BACKEND_STATES:
             raise InvalidArgument(f"invalid backend state {state!r}: expected one of {', '.join(BACKEND_STATES)}")
 
@@ -254,6 +258,8 @@ class Catalog:
             if row.state != state:
                 self._event(s, "backend.state", row.name, id=row.id, old=row.state, new=state, reason=reason)
                 row.state, row.state_since = state, self.now()
+            # An admin's mark holds: the health probe never brings up a backend marked down here.
+            row.state_reason = None if state == "alive" else f"admin: {reason or 'marked ' + state}"[:1000]
             return _backend_view(row)
 
         return self._tx(run)
@@ -931,6 +937,149 @@ class Catalog:
             self._event(s, "gc", "catalog", versions=len(done), items=len(items))
 
         self._tx(run)
+
+    # ------------------------------------------------------------------ admin API (plugins/)
+
+    def set_bucket_map(self, ref: str, bucket_map: Sequence[Sequence[int]], *, force: bool = False,
+                       db: str = DEFAULT_DB) -> GroupView:
+        """Force a group's bucket sequence (the seeds' ``POST /api/colocate/bucketseq``).
+
+        The map must have one entry per bucket and one backend per replica; every backend must
+        exist and be alive, and a bucket may not name one backend, or one host, twice. Refused
+        while repair or balance could move the map back (``disable_colocate_balance`` and
+        ``disable_colocate_relocate`` not both set) or a balance job is changing the group, unless
+        ``force``. Replicas are not moved here: if committed data is not where the new map says,
+        the group becomes unstable until a repair clones it there.
+        """
+        if not isinstance(bucket_map, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in bucket_map):
+            raise InvalidArgument(f"invalid bucket map {bucket_map!r}: expected a list with one list of backend ids per bucket, e.g. [[1, 2], [2, 3]]")
+        rows = [list(r) for r in bucket_map]
+        for seq, row in enumerate(rows):
+            for be in row:
+                if isinstance(be, bool) or not isinstance(be, int):
+                    raise InvalidArgument(f"invalid bucket map: bucket {seq} has {be!r}, expected backend ids (integers)")
+
+        def run(s: Session) -> GroupView:
+            g = self._group(s, ref, db)
+            name = self._group_view(s, g).full_name
+            problems: list[str] = []
+            if len(rows) != g.bucket_num:
+                problems.append(f"it has {len(rows)} entries, the group has {g.bucket_num} buckets: give one entry per bucket")
+            backends = {b.id: b for b in s.scalars(select(m.Backend))}
+            for seq, row in enumerate(rows):
+                if len(row) != g.replication_num:
+                    problems.append(f"bucket {seq} lists {len(row)} backends, the group has replication_num "
+                                    f"{g.replication_num}: give one backend per replica")
+                if len(set(row)) != len(row):
+                    twice = sorted({be for be in row if row.count(be) > 1})
+                    problems.append(f"bucket {seq} lists backend {twice[0]} twice: each replica of a bucket must be on a different backend")
+                for be in dict.fromkeys(row):
+                    b = backends.get(be)
+                    if b is None:
+                        known = ", ".join(f"{x.id} ({x.name})" for x in sorted(backends.values(), key=lambda x: x.id)) or "none"
+                        problems.append(f"bucket {seq} names backend {be}, which does not exist (backends: {known})")
+                    elif b.state != "alive":
+                        problems.append(f"bucket {seq} names backend {be} ({b.name}), which is {b.state}: only alive backends may hold a bucket")
+                hosts = [backends[be].host for be in dict.fromkeys(row) if be in backends]
+                if len(set(hosts)) != len(hosts):
+                    clash = sorted({h for h in hosts if hosts.count(h) > 1})
+                    problems.append(f"bucket {seq} puts two replicas on host {clash[0]}: replicas of a bucket need distinct hosts")
+            if problems:
+                shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more problems" if len(problems) > 8 else "")
+                raise InvalidArgument(f"invalid bucket map for group {name}: {shown}")
+            flags = {f: False for f in FLAGS}
+            flags.update({r.name: r.value for r in s.scalars(select(m.Flag))})
+            running = s.scalar(select(m.Job).where(m.Job.group_id == g.id, m.Job.kind.in_(("relocate", "balance", "repair")),
+                                                   m.Job.state == "running").order_by(m.Job.id))
+            if not force:
+                why = []
+                unset = [f for f in ("disable_colocate_balance", "disable_colocate_relocate") if not flags[f]]
+                if unset:
+                    why.append(f"{' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so repair and "
+                               f"balance would move the map back (set them with 'colocate flag set <flag> true')")
+                if running is not None:
+                    why.append(f"balance job {running.id} ({running.kind}) is changing the group")
+                if why:
+                    raise Conflict(f"refusing to force the bucket map of group {name}: " + "; ".join(why) + "; or pass force")
+            old = [list(r.backend_ids) for r in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id)
+                                                           .order_by(m.BucketMap.bucket_seq))]
+            missing: list[str] = []
+            if rows != old:
+                for r in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id)):
+                    r.backend_ids = list(rows[r.bucket_seq])
+                g.version += 1
+                missing = self._unplaced(s, g, rows, backends)
+                if missing:
+                    g.stable = False
+                    g.unstable_reason = (f"bucket map forced by {self.actor}: {len(missing)} replicas are not on the backends "
+                                         f"the map names (first: {missing[0]}); a repair clones them there")[:2000]
+            self._event(s, "group.set_bucket_map", name, group_id=self._group_view(s, g).group_id, old_map=old,
+                        new_map=rows, changed=rows != old, force=bool(force), flags=flags,
+                        running_job=running.id if running is not None else None, unplaced=len(missing))
+            return self._group_view(s, g, with_map=True)
+
+        return self._tx(run)
+
+    def _unplaced(self, s: Session, g: m.ColocateGroup, rows: list[list[int]], backends: dict) -> list[str]:
+        """(table/partition, bucket, backend) of ``rows`` without a verified replica of the visible version."""
+        out: list[str] = []
+        tables = {t.id: t for t in s.scalars(select(m.Table).where(m.Table.group_id == g.id, m.Table.state == "normal"))}
+        if not tables:
+            return out
+        parts = s.scalars(select(m.Partition).where(m.Partition.table_id.in_(list(tables)), m.Partition.visible_version > 0)
+                          .order_by(m.Partition.table_id, m.Partition.value))
+        for p in parts:
+            have: dict[int, set[int]] = {}
+            for seq, be in s.execute(select(m.Replica.bucket_seq, m.Replica.backend_id).where(
+                    m.Replica.partition_id == p.id, m.Replica.version == p.visible_version, m.Replica.state == "verified")):
+                have.setdefault(seq, set()).add(be)
+            for seq, row in enumerate(rows[:p.bucket_num]):
+                for be in row:
+                    if be not in have.get(seq, set()):
+                        out.append(f"{tables[p.table_id].name}/{p.value} bucket {seq} on backend {backends[be].name}")
+        return out
+
+    def backend_loads(self) -> dict[int, dict[str, int]]:
+        """Per backend id: ``slots`` (bucket-replica entries of every group's map), and ``replicas``
+        and ``bytes`` of the verified replicas of visible versions it holds."""
+        def run(s: Session) -> dict[int, dict[str, int]]:
+            out = {b: {"slots": 0, "replicas": 0, "bytes": 0} for b in s.scalars(select(m.Backend.id))}
+            for ids in s.scalars(select(m.BucketMap.backend_ids)):
+                for be in ids:
+                    out.setdefault(be, {"slots": 0, "replicas": 0, "bytes": 0})["slots"] += 1
+            q = (select(m.Replica.backend_id, func.count(), func.coalesce(func.sum(m.Replica.bytes), 0))
+                 .join(m.Partition, m.Partition.id == m.Replica.partition_id)
+                 .where(m.Replica.state == "verified", m.Replica.version == m.Partition.visible_version)
+                 .group_by(m.Replica.backend_id))
+            for be, count, size in s.execute(q):
+                row = out.setdefault(be, {"slots": 0, "replicas": 0, "bytes": 0})
+                row["replicas"], row["bytes"] = int(count), int(size)
+            return out
+
+        return self._tx(run)
+
+    def list_jobs(self, *, kinds: Sequence[str] | None = None, states: Sequence[str] | None = None,
+                  limit: int = 100) -> list[dict]:
+        """Jobs newest first as plain dicts (id, kind, state, group_id, group, plan, progress, times);
+        read-only, for the admin API and the Colocation page."""
+        def run(s: Session) -> list[dict]:
+            q = select(m.Job).order_by(m.Job.id.desc()).limit(max(0, int(limit)))
+            if kinds:
+                q = q.where(m.Job.kind.in_(list(kinds)))
+            if states:
+                q = q.where(m.Job.state.in_(list(states)))
+            out = []
+            for j in s.scalars(q):
+                g = s.get(m.ColocateGroup, j.group_id) if j.group_id is not None else None
+                view = self._group_view(s, g) if g is not None else None
+                out.append({"id": j.id, "kind": j.kind, "state": j.state,
+                            "group_id": view.group_id if view else None,
+                            "group": view.full_name if view else (j.plan or {}).get("group"),
+                            "plan": j.plan or {}, "progress": j.progress or {},
+                            "created_at": _utc(j.created_at), "updated_at": _utc(j.updated_at)})
+            return out
+
+        return self._tx(run)
 
     # ------------------------------------------------------------------ events
 

@@ -48,6 +48,8 @@ class Backend(Base):
     state_since: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_heartbeat: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Who set the state: "probe: <error>" or "admin: <reason>"; the probe never overrides an admin.
+    state_reason: Mapped[str | None] = mapped_column(String(1024), nullable=True)
 
 
 class ColocateGroup(Base):
@@ -64,6 +66,10 @@ class ColocateGroup(Base):
     # Bumped by every change of the map or membership: lets a planner detect that it raced.
     version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The last stability check: why the group is unstable, one dict per (table, partition, bucket,
+    # backend) problem (capped), and when the check ran.
+    unstable_detail: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    checked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     __table_args__ = (
         Index("uq_group_db_name", "db_id", "name", unique=True, postgresql_where=text("db_id IS NOT NULL"),
               sqlite_where=text("db_id IS NOT NULL")),
@@ -139,13 +145,15 @@ class Replica(Base):
     version: Mapped[int] = mapped_column(Integer)
     bucket_seq: Mapped[int] = mapped_column(Integer)
     backend_id: Mapped[int] = mapped_column(ForeignKey("backends.id"))
-    # staging | verified | bad | dropping
+    # staging | verified | bad | dropping (redundant, files kept until drop_after) | deleting
     state: Mapped[str] = mapped_column(String(16))
     path: Mapped[str] = mapped_column(String(2048))
     rows: Mapped[int] = mapped_column(BigInteger)
     bytes: Mapped[int] = mapped_column(BigInteger)
     checksum: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)  # last re-hash
+    drop_after: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)  # dropping: grace end
     __table_args__ = (
         UniqueConstraint("partition_id", "version", "bucket_seq", "backend_id", name="uq_replica"),
         Index("ix_replica_backend", "backend_id"),
@@ -155,13 +163,14 @@ class Replica(Base):
 class Job(Base):
     __tablename__ = "jobs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(32))  # write | balance | relocate | gc
+    kind: Mapped[str] = mapped_column(String(32))  # write | balance | relocate | repair | gc
     group_id: Mapped[int | None] = mapped_column(ForeignKey("colocate_groups.id", ondelete="SET NULL"), nullable=True)
     state: Mapped[str] = mapped_column(String(32))
     plan: Mapped[dict] = mapped_column(JSON)
     progress: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (Index("ix_jobs_kind_state", "kind", "state"),)
 
 
 class Flag(Base):

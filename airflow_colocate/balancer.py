@@ -1,0 +1,411 @@
+"""Clone-and-drop: run repair and balance jobs to the end, resumably.
+
+The control-plane loop behind ``ColocateBalanceOperator`` and ``colocate balance``. For each group:
+
+1. **plan** (:func:`airflow_colocate.balance_planner.plan_balance`) and persist the plan as a job;
+2. mark the group **unstable** (joins fall back to a shuffle from here on);
+3. **clone** every (table, partition, bucket) replica the new map needs from a healthy source with
+   the Spark clone job, verified by size and checksum, and register the verified copies;
+4. **switch** the bucket map (refused until every replica it adds is verified);
+5. clone what landed on the old map meanwhile (writes that ran during the balance), then mark the
+   group **stable** once every replica matches;
+6. **drop** replicas the map no longer names after a grace period.
+
+Every step is one catalog transaction that records the job's ``progress.step``; a run killed at any
+point is picked up by the next run, which redoes only what is not recorded. Nothing is dropped
+before its replacement is verified, and a bucket never loses its last verified replica (see
+:meth:`Catalog.finish_balance_job` and :meth:`Catalog.take_droppable`).
+
+The Spark part is a ``runner``: a function from :class:`~airflow_colocate.plans.ClonePlan` to
+:class:`~airflow_colocate.plans.CloneReport` — in a Spark session (:func:`session_runner`) or
+through ``spark-submit`` (the operator).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from airflow_colocate.balance_planner import GroupPlan, plan_balance
+from airflow_colocate.catalog.stability import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, BalanceJobView, CloneNeed
+from airflow_colocate.errors import Conflict
+from airflow_colocate.plans import ClonePlan, CloneReport, CloneTask, VerifyTask
+from airflow_colocate.storage import fs
+
+Runner = Callable[[ClonePlan], CloneReport]
+StepHook = Callable[[str, int | None], None]
+
+log = logging.getLogger("airflow_colocate.balancer")
+
+
+@dataclass
+class BalanceOptions:
+    """How a balance run behaves.
+
+    :param strategy: ``count`` (slots per backend, the seeds') or ``size`` (bytes against capacity).
+    :param threshold: skip moves that gain less than this fraction of the average (0 = none).
+    :param relocate_delay: how long a backend may be down before its buckets are relocated.
+    :param grace: how long a replica the map no longer names is kept for readers that planned
+        before the switch.
+    :param comeback_fraction: a backend that comes back before its relocation copied this share of
+        its bytes gets its buckets back (the partial copies are dropped) instead of a full re-clone.
+    :param max_rounds: clone rounds per step before the run leaves the job for the next run.
+    :param groups: group refs to work on (default all).
+    :param verify: re-hash replicas first; a replica whose checksum no longer matches is bad and repaired.
+    :param verify_limit: at most this many replicas re-hashed per run (the least recently verified).
+    """
+
+    strategy: str = "count"
+    threshold: float = 0.0
+    relocate_delay: timedelta = DEFAULT_RELOCATE_DELAY
+    grace: timedelta = DEFAULT_GRACE
+    comeback_fraction: float = 0.5
+    max_rounds: int = 4
+    groups: Sequence[str] | None = None
+    verify: bool = False
+    verify_limit: int | None = None
+    cross_group: bool = True
+
+
+@dataclass
+class JobOutcome:
+    job_id: int
+    group: str
+    kind: str
+    state: str  # done | running (left for the next run) | cancelled
+    step: str
+    moves: int
+    cloned: int = 0
+    bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- runners
+
+
+def session_runner(spark) -> Runner:
+    """Run clone plans in an existing Spark session (tests, notebooks, the CLI)."""
+    from airflow_colocate.spark.clone_job import run_clone
+
+    return lambda plan: run_clone(spark, plan)
+
+
+def _noop(step: str, job_id: int | None) -> None:
+    return None
+
+
+# ---------------------------------------------------------------------- planning
+
+
+def group_ids(catalog, refs: Sequence[str] | None) -> set[int] | None:
+    if not refs:
+        return None
+    return {catalog.group(ref).grp_id for ref in refs}
+
+
+def plan(catalog, options: BalanceOptions | None = None) -> list[GroupPlan]:
+    """What a run would do now (the dry run): one plan per group in scope."""
+    options = options or BalanceOptions()
+    snapshot = catalog.placement_snapshot(relocate_delay=options.relocate_delay)
+    return plan_balance(snapshot, strategy=options.strategy, threshold=options.threshold,
+                        groups=group_ids(catalog, options.groups), cross_group=options.cross_group)
+
+
+def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None = None) -> list[str]:
+    """Human-readable lines of a dry run."""
+    name = (lambda be: backends.get(be, str(be))) if backends else str
+    lines = []
+    for p in plans:
+        head = (f"group {p.full_name} ({p.group_id}): {p.kind}, {len(p.moves)} moves, {p.bytes} bytes, "
+                f"{p.repairs} in-place repairs, {p.redundant} redundant replicas")
+        lines.append(head if p.needs_job else f"group {p.full_name} ({p.group_id}): nothing to do")
+        for note in p.notes:
+            lines.append(f"  note: {note}")
+        for mv in p.moves:
+            lines.append(f"  bucket {mv.bucket_seq:>4} [{mv.index}]: {name(mv.src)} -> {name(mv.dst)}  "
+                         f"{mv.bytes} bytes  ({mv.why})")
+    return lines
+
+
+# ---------------------------------------------------------------------- clone plans
+
+
+def clone_plan(job_id: str, needs: Sequence[CloneNeed], report_uri: str,
+               verifies: Sequence[VerifyTask] = ()) -> ClonePlan:
+    """One task per needed replica; each source is the first-ranked healthy replica, spread so that
+    no backend is read more than needed (least-used source among the equally ranked ones)."""
+    used: Counter[int] = Counter()
+    tasks = []
+    for need in needs:
+        best_rank = None
+        choice = None
+        for rank, (be, path) in enumerate(need.sources):
+            key = (rank > 0, used[be])  # the preferred source (the move's own) when it is healthy
+            if choice is None or key < best_rank:
+                best_rank, choice = key, (be, path)
+        used[choice[0]] += 1
+        tasks.append(CloneTask(key=f"{need.partition_id}:{need.version}:{need.bucket_seq}:{need.backend_id}",
+                               table=need.table, partition_id=need.partition_id, partition=need.partition,
+                               version=need.version, bucket_seq=need.bucket_seq, backend_id=need.backend_id,
+                               src_backend_id=choice[0], src=choice[1], dst=need.path, checksum=need.checksum,
+                               bytes=need.bytes, rows=need.rows))
+    return ClonePlan(job_id=job_id, copies=tasks, report_uri=report_uri, verifies=list(verifies))
+
+
+class Balancer:
+    """One balance run over the catalog. ``on_step(step, job_id)`` is called after each recorded
+    step (``planned``, ``unstable``, ``cloned``, ``switched``, ``finished``, ``dropping``,
+    ``dropped``): tests raise from it to kill a run at exactly that point."""
+
+    def __init__(self, catalog, runner: Runner, options: BalanceOptions | None = None, *,
+                 work_dir: str | Path | None = None, on_step: StepHook | None = None,
+                 echo: Callable[[str], None] | None = None):
+        self.catalog = catalog
+        self.runner = runner
+        self.options = options or BalanceOptions()
+        self.work_dir = str(work_dir or _default_work_dir())
+        self.on_step = on_step or _noop
+        self.echo = echo or log.info
+        self._plans = 0
+
+    # -- spark ------------------------------------------------------------------------------
+
+    def _run_plan(self, label: str, needs: Sequence[CloneNeed], verifies: Sequence[VerifyTask] = ()) -> CloneReport:
+        self._plans += 1
+        job = f"{label}-{self.catalog.now().strftime('%Y%m%dT%H%M%S')}-{self._plans}-{os.urandom(3).hex()}"
+        report_uri = f"{self.work_dir.rstrip('/')}/{job}/report.json"
+        plan_obj = clone_plan(job, needs, report_uri, verifies)
+        self.echo(f"clone job {job}: {len(plan_obj.copies)} copies ({sum(t.bytes for t in plan_obj.copies)} bytes), "
+                  f"{len(plan_obj.verifies)} verifies")
+        return self.runner(plan_obj)
+
+    def _clone_round(self, job: BalanceJobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:
+        report = self._run_plan(f"balance-{job.id}", needs)
+        added, stale = self.catalog.register_clones(job.id, report.copies)
+        for path in stale:
+            fs.delete_tree(path)
+        for c in report.copies:
+            if not c.ok:
+                self.echo(f"job {job.id}: clone to {c.path} failed: {c.error}")
+        return added, sum(c.bytes for c in report.copies if c.ok)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _paused_by_flags(self, job: BalanceJobView) -> str | None:
+        flags = self.catalog.flags()
+        whys = {mv["why"] for mv in job.plan.get("moves", [])}
+        if flags.get("disable_colocate_relocate") and whys & {"relocate", "decommission"}:
+            return "disable_colocate_relocate is set"
+        if flags.get("disable_colocate_balance") and "balance" in whys:
+            return "disable_colocate_balance is set"
+        return None
+
+    def _comeback(self, job: BalanceJobView) -> tuple[BalanceJobView, list[str]]:
+        """A relocated backend that is alive again before much of it was copied keeps its buckets."""
+        moves = job.plan.get("moves", [])
+        health = {b.id: b for b in self.catalog.backend_health(relocate_delay=self.options.relocate_delay)}
+        back = {mv["src"] for mv in moves if mv["why"] == "relocate" and health.get(mv["src"]) is not None
+                and health[mv["src"]].alive}
+        if not back:
+            return job, []
+        progress = self.catalog.move_progress(job.id)
+        new_map = [list(r) for r in job.plan["new_map"]]
+        keep = list(range(len(moves)))
+        notes = []
+        for be in sorted(back):
+            mine = [i for i, mv in enumerate(moves) if mv["src"] == be and mv["why"] == "relocate"]
+            copied = sum(progress[i][0] for i in mine)
+            total = sum(progress[i][1] for i in mine)
+            share = copied / total if total else 0.0
+            if share >= self.options.comeback_fraction:
+                notes.append(f"backend {health[be].name} is back but {share:.0%} of its relocation is copied: continuing")
+                continue
+            for i in mine:
+                mv = moves[i]
+                new_map[mv["bucket_seq"]][mv["index"]] = be
+                keep.remove(i)
+            notes.append(f"backend {health[be].name} came back after {share:.0%} of its relocation was copied: "
+                         f"it keeps its {len(mine)} bucket replicas; partial copies are dropped")
+        for n in notes:
+            self.echo(f"job {job.id}: {n}")
+        if len(keep) < len(moves):
+            job = self.catalog.revise_balance_job(job.id, new_map, [moves[i] for i in keep], "; ".join(notes))
+        return job, notes
+
+    def run_job(self, job: BalanceJobView) -> JobOutcome:
+        """Take one job from wherever it stopped to the end (or as far as it can go now)."""
+        opts = self.options
+        out = JobOutcome(job.id, job.group, job.kind, job.state, job.step, len(job.plan.get("moves", [])))
+        if job.step in ("planned", "unstable"):
+            paused = self._paused_by_flags(job)
+            if paused:
+                job = self.catalog.cancel_balance_job(job.id, f"{paused}: the map was not switched")
+                out.state, out.notes = job.state, [f"cancelled before its switch: {paused}"]
+                self.echo(f"job {job.id} ({job.group}): {out.notes[0]}")
+                return out
+        if job.step == "planned":
+            job = self.catalog.begin_balance(job.id)
+            self.on_step("unstable", job.id)
+        if job.step == "unstable":
+            job, notes = self._comeback(job)
+            out.notes += notes
+            out.moves = len(job.plan.get("moves", []))
+            health = {b.id: b for b in self.catalog.backend_health(relocate_delay=opts.relocate_delay)}
+            gone = sorted({be for row in job.plan["new_map"] for be in row if be not in health or health[be].unavailable})
+            if gone:
+                names = ", ".join(health[be].name if be in health else str(be) for be in gone)
+                reason = f"backend(s) {names} of its target map became unavailable"
+                job = self.catalog.cancel_balance_job(job.id, f"{reason}: planned again")
+                out.state, out.step, out.notes = job.state, job.step, [reason]
+                self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
+                return out
+            switched = False
+            blocked = []
+            for _ in range(opts.max_rounds):
+                needs, blocked = self.catalog.clone_needs(job.id)
+                down = [b for b in blocked if b.target_down]
+                if down:
+                    reason = f"target backend of {down[0].table}/{down[0].partition} bucket {down[0].bucket_seq} is not alive"
+                    job = self.catalog.cancel_balance_job(job.id, f"{reason}: planned again")
+                    out.state, out.step, out.notes = job.state, job.step, [reason]
+                    self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
+                    return out
+                if needs:
+                    added, size = self._clone_round(job, needs)
+                    out.cloned += added
+                    out.bytes += size
+                    self.on_step("cloned", job.id)
+                    continue  # clone again until nothing is missing (failed copies retry)
+                if blocked:
+                    break
+                result = self.catalog.switch_map(job.id)
+                if result.cancelled:
+                    out.state, out.notes = "cancelled", [result.reason]
+                    return out
+                if result.switched:
+                    switched = True
+                    self.on_step("switched", job.id)
+                    break
+            job = self.catalog.balance_job(job.id)
+            if not switched:
+                out.state, out.step = job.state, job.step
+                out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq} -> backend {b.backend_id}: {b.why}"
+                              for b in blocked[:5]]
+                out.notes.append("not switched yet: the next run continues")
+                return out
+        if job.step == "switched":
+            for _ in range(opts.max_rounds):
+                result = self.catalog.finish_balance_job(job.id, grace=opts.grace)
+                if result.done:
+                    self.on_step("finished", job.id)
+                    if result.health is not None:
+                        self.echo(f"job {job.id} ({job.group}) finished; group "
+                                  f"{'stable' if result.health.stable else 'UNSTABLE: ' + (result.health.reason or '')}")
+                    break
+                needs, blocked = self.catalog.clone_needs(job.id)
+                if not needs:
+                    out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq}: {b.why}" for b in blocked[:5]]
+                    break
+                added, size = self._clone_round(job, needs)
+                out.cloned += added
+                out.bytes += size
+                self.on_step("cloned", job.id)
+            job = self.catalog.balance_job(job.id)
+        out.state, out.step = job.state, job.step
+        return out
+
+    def drop_expired(self) -> int:
+        """Delete the files of replicas whose grace period is over, then their rows."""
+        items = self.catalog.take_droppable()
+        if not items:
+            return 0
+        self.on_step("dropping", None)
+        gone = []
+        for item in items:
+            try:
+                fs.delete_tree(item.path)
+            except Exception as exc:  # stays 'deleting': the next run tries again
+                self.echo(f"cannot delete {item.path}: {type(exc).__name__}: {exc}")
+                continue
+            gone.append(item.replica_id)
+        n = self.catalog.forget_replicas(gone)
+        self.on_step("dropped", None)
+        self.echo(f"dropped {n} redundant replicas")
+        return n
+
+    def verify(self) -> list[str]:
+        """Re-hash replicas; mark the ones whose bytes changed ``bad`` (repaired by this run)."""
+        needs = self.catalog.replicas_to_verify(groups=self.options.groups, limit=self.options.verify_limit)
+        if not needs:
+            return []
+        tasks = [VerifyTask(n.replica_id, n.backend_id, n.path, n.checksum, n.bytes) for n in needs]
+        report = self._run_plan("verify", [], tasks)
+        bad = self.catalog.record_verify(report.verifies)
+        for path in bad:
+            self.echo(f"replica {path} failed its checksum: marked bad, it is repaired from a good copy")
+        return bad
+
+    def run(self) -> dict:
+        """Verify (optional) → drop expired → resume running jobs → plan and run new ones → drop →
+        finish decommissions → check every group in scope."""
+        opts = self.options
+        summary: dict = {"jobs": [], "plans": [], "verified_bad": [], "dropped": 0, "decommissioned": []}
+        scope = group_ids(self.catalog, opts.groups)
+        if opts.verify:
+            summary["verified_bad"] = self.verify()
+        summary["dropped"] += self.drop_expired()
+        for job in self.catalog.active_balance_jobs():
+            if scope is None or job.grp_id in scope:
+                self.echo(f"resuming balance job {job.id} ({job.group}) at step {job.step}")
+                summary["jobs"].append(self.run_job(job))
+        for p in plan(self.catalog, opts):
+            if not p.needs_job:
+                if p.notes:
+                    summary["plans"].append(p)
+                continue
+            summary["plans"].append(p)
+            try:
+                job = self.catalog.create_balance_job(p.grp_id, p.kind, p.to_plan())
+            except Conflict as exc:  # another run got there first, or the map moved: next run
+                self.echo(f"group {p.full_name}: {exc}")
+                continue
+            self.echo(f"balance job {job.id} ({p.full_name}): {p.kind}, {len(p.moves)} moves, {p.bytes} bytes")
+            self.on_step("planned", job.id)
+            summary["jobs"].append(self.run_job(job))
+        summary["dropped"] += self.drop_expired()
+        summary["decommissioned"] = self.catalog.finish_decommissions()
+        refs = list(opts.groups) if opts.groups else [g.group_id for g in self.catalog.groups()]
+        summary["groups"] = [self.catalog.check_group(ref).to_dict() for ref in refs]
+        return summary
+
+
+def run_balance(catalog, runner: Runner, options: BalanceOptions | None = None, **kwargs) -> dict:
+    """One balance run; see :class:`Balancer`."""
+    return Balancer(catalog, runner, options, **kwargs).run()
+
+
+def summary_json(summary: dict) -> dict:
+    """The run summary as plain JSON (XCom, ``--json``)."""
+    return {
+        "jobs": [vars(j) for j in summary["jobs"]],
+        "plans": [dict(p.to_plan(), group=p.full_name, kind=p.kind, bytes=p.bytes) for p in summary["plans"]],
+        "verified_bad": summary["verified_bad"],
+        "dropped": summary["dropped"],
+        "decommissioned": summary["decommissioned"],
+        "groups": summary.get("groups", []),
+    }
+
+
+def _default_work_dir() -> Path:
+    from airflow_colocate.catalog.engine import colocate_home
+
+    return colocate_home() / "runs"
+
+
+__all__ = ["Balancer", "BalanceOptions", "JobOutcome", "Runner", "clone_plan", "describe_plans", "plan",
+           "run_balance", "session_runner", "summary_json"]

@@ -1,0 +1,102 @@
+"""Backend health: a heartbeat probe on each backend root, and the group state a sensor reports.
+
+The probe writes a small heartbeat object under ``{root}/_colocate/heartbeat/``, reads it back,
+compares and deletes it: a backend that cannot do all three (within a timeout) is down. The
+catalog records alive / down-since (:meth:`Catalog.record_probe`); a backend down longer than the
+relocate delay, or decommissioning, is *unavailable* and the balancer replaces it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from datetime import timedelta
+
+from airflow_colocate.catalog.stability import DEFAULT_RELOCATE_DELAY, BackendHealth
+from airflow_colocate.storage import fs
+
+HEARTBEAT_DIR = "_colocate/heartbeat"
+DEFAULT_PROBE_TIMEOUT = 20.0
+
+
+def relocate_delay_from_env(default: timedelta = DEFAULT_RELOCATE_DELAY) -> timedelta:
+    """``COLOCATE_RELOCATE_DELAY_MINUTES`` if set, else 30 minutes (the seeds' default)."""
+    text = os.environ.get("COLOCATE_RELOCATE_DELAY_MINUTES")
+    if not text:
+        return default
+    try:
+        minutes = float(text)
+    except ValueError:
+        raise ValueError(f"COLOCATE_RELOCATE_DELAY_MINUTES={text!r}: expected a number of minutes, e.g. 30") from None
+    return timedelta(minutes=max(0.0, minutes))
+
+
+def probe_root(root_uri: str) -> None:
+    """Write, read back and delete one heartbeat object; raise on any failure."""
+    name = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(6).hex()}"
+    uri = fs.join(fs.join(root_uri, HEARTBEAT_DIR), name)
+    payload = f"colocate heartbeat {time.time():.6f} {name}\n"
+    fs.write_text_atomic(uri, payload)
+    try:
+        got = fs.read_text(uri)
+        if got != payload:
+            raise OSError(f"heartbeat read back {len(got)} bytes that differ from the {len(payload)} written")
+    finally:
+        fs.delete_file(uri)
+    if fs.exists(uri):
+        raise OSError("heartbeat object is still there after delete")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    backend: BackendHealth  # as recorded after this probe
+    ok: bool
+    error: str | None
+    seconds: float
+
+
+def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIMEOUT,
+                   relocate_delay: timedelta | None = None) -> list[ProbeResult]:
+    """Probe every backend that is not decommissioned (in parallel, each within ``timeout``
+    seconds) and record the outcome in the catalog."""
+    delay = relocate_delay if relocate_delay is not None else relocate_delay_from_env()
+    wanted = set(backends) if backends else None
+    targets = [b for b in catalog.backend_health(relocate_delay=delay) if b.state != "decommissioned"
+               and (wanted is None or b.name in wanted or str(b.id) in wanted)]
+    if not targets:
+        return []
+    pool = ThreadPoolExecutor(max_workers=min(16, len(targets)), thread_name_prefix="colocate-probe")
+    started = {b.id: time.monotonic() for b in targets}
+    futures = {b.id: pool.submit(probe_root, b.root_uri) for b in targets}
+    results = []
+    try:
+        for b in targets:
+            error = None
+            try:
+                futures[b.id].result(timeout=max(0.1, timeout - (time.monotonic() - started[b.id])))
+            except FutureTimeout:
+                error = f"no answer within {timeout:g}s"
+            except Exception as exc:  # any I/O failure means the backend is not usable
+                error = f"{type(exc).__name__}: {exc}"[:500]
+            recorded = catalog.record_probe(b.id, error is None, error, relocate_delay=delay)
+            results.append(ProbeResult(recorded, error is None, error, round(time.monotonic() - started[b.id], 3)))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a hung probe must not hang the caller
+    if any(r.backend.state != b.state for r, b in zip(results, targets)):
+        catalog.check_groups()  # a backend went down or came back: groups say so at once
+    return results
+
+
+def group_state(catalog, group: str, *, check: bool = True, db: str = "default") -> dict:
+    """The state a sensor or trigger reports: ``{"group", "group_id", "stable", "reason",
+    "reasons", "problems", "checked_at"}``. With ``check`` the stability is recomputed from the
+    replicas (and recorded); else the last recorded state is read."""
+    health = catalog.check_group(group, db=db) if check else catalog.group_health(group, db=db)
+    return health.to_dict()
+
+
+__all__ = ["HEARTBEAT_DIR", "ProbeResult", "group_state", "probe_backends", "probe_root", "relocate_delay_from_env"]

@@ -1,0 +1,116 @@
+"""``ColocateBalanceOperator``: probe, repair and balance colocation groups with clone-and-drop."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow_colocate.balancer import Balancer, BalanceOptions, describe_plans, plan, summary_json
+from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.operators.base import ColocateSparkOperator
+from airflow_colocate.operators.spark_env import job_path
+from airflow_colocate.plans import ClonePlan, CloneReport
+
+
+class ColocateBalanceOperator(ColocateSparkOperator):
+    """Keep every group's buckets local and whole while backends fail, come back, join and leave.
+
+    One run: probe every backend (heartbeat), optionally re-hash replicas (``verify``), resume any
+    balance job a killed run left behind, plan relocation (backends down longer than
+    ``relocate_delay_minutes`` or decommissioning) and balance (``strategy``) per group, and run
+    each plan as a job: mark the group unstable → clone the replicas with the Spark clone job
+    (``spark/clone_job.py`` through spark-submit; verified by size and checksum) → switch the
+    bucket map → clone writes that landed meanwhile → mark stable → drop the old replicas after
+    ``grace_minutes``. Honours ``disable_colocate_relocate`` and ``disable_colocate_balance``.
+
+    The plan (moves per group) and a summary go to the log and XCom; ``dry_run=True`` only plans.
+
+    :param groups: a group (name, ``dbId_name`` or ``dbId.grpId``) or a list; default every group.
+    :param strategy: ``count`` (even bucket slots per backend) or ``size`` (bytes against capacity).
+    :param threshold: skip moves that gain less than this fraction of the average load.
+    """
+
+    template_fields: Sequence[str] = (
+        *ColocateSparkOperator.template_fields,
+        "groups", "strategy", "threshold", "dry_run", "relocate_delay_minutes", "grace_minutes", "verify",
+    )
+    ui_color = "#f3e3c8"
+
+    def __init__(self, *, groups: str | Sequence[str] | None = None, strategy: str = "count", threshold: float = 0.0,
+                 dry_run: bool = False, probe: bool = True, verify: bool = False, verify_limit: int | None = None,
+                 relocate_delay_minutes: float | None = None, grace_minutes: float = 10.0,
+                 comeback_fraction: float = 0.5, max_rounds: int = 4,
+                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
+        kwargs.setdefault("application", job_path("clone_job.py"))
+        kwargs.setdefault("name", f"colocate-balance-{kwargs.get('task_id', 'balance')}")
+        super().__init__(**kwargs)
+        self.groups = groups
+        self.strategy = strategy
+        self.threshold = threshold
+        self.dry_run = dry_run
+        self.probe = probe
+        self.verify = verify
+        self.verify_limit = verify_limit
+        self.relocate_delay_minutes = relocate_delay_minutes
+        self.grace_minutes = grace_minutes
+        self.comeback_fraction = comeback_fraction
+        self.max_rounds = max_rounds
+        self.colocate_conn_id = colocate_conn_id
+
+    def _options(self) -> BalanceOptions:
+        from airflow_colocate.health import relocate_delay_from_env
+
+        groups = [self.groups] if isinstance(self.groups, str) else list(self.groups or [])
+        groups = [g for g in groups if g and g not in ("None", "null")]  # a template rendered to text
+        delay = (relocate_delay_from_env() if self.relocate_delay_minutes in (None, "")
+                 else timedelta(minutes=float(self.relocate_delay_minutes)))
+        return BalanceOptions(strategy=self.strategy, threshold=float(self.threshold), relocate_delay=delay,
+                              grace=timedelta(minutes=float(self.grace_minutes)),
+                              comeback_fraction=float(self.comeback_fraction), max_rounds=int(self.max_rounds),
+                              groups=groups or None, verify=_truthy(self.verify), verify_limit=self.verify_limit)
+
+    def _runner(self, context, hook: ColocateCatalogHook):
+        def run(clone: ClonePlan) -> CloneReport:
+            path = clone.save(hook.work_dir() / clone.job_id / "plan.json")
+            self.run_plan(context, path, clone.report_uri)
+            return CloneReport.load(clone.report_uri.removeprefix("file://"))
+
+        return run
+
+    def execute(self, context) -> dict:
+        hook = ColocateCatalogHook(self.colocate_conn_id)
+        catalog = hook.get_conn()
+        options = self._options()
+        if self.probe:
+            from airflow_colocate.health import probe_backends
+
+            for r in probe_backends(catalog, relocate_delay=options.relocate_delay):
+                self.log.info("colocate: backend %s: %s%s", r.backend.name, r.backend.state,
+                              "" if r.ok else f" (probe failed: {r.error})")
+        names = {b.id: b.name for b in catalog.backends()}
+        if _truthy(self.dry_run):
+            plans = plan(catalog, options)
+            for line in describe_plans(plans, names):
+                self.log.info("colocate plan: %s", line)
+            return {"dry_run": True, "plans": [dict(p.to_plan(), group=p.full_name, kind=p.kind, bytes=p.bytes)
+                                               for p in plans]}
+        balancer = Balancer(catalog, self._runner(context, hook), options, work_dir=hook.work_dir(),
+                            echo=lambda line: self.log.info("colocate: %s", line))
+        summary = balancer.run()
+        for line in describe_plans(summary["plans"], names):
+            self.log.info("colocate plan: %s", line)
+        out = summary_json(summary)
+        for g in out["groups"]:
+            self.log.info("colocate: group %s: %s", g["group"], "stable" if g["stable"] else f"UNSTABLE: {g['reason']}")
+        return out
+
+
+def _truthy(value) -> bool:
+    """A flag that may arrive as text from a template ("False", "true", "0")."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+__all__ = ["ColocateBalanceOperator"]

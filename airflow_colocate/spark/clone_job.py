@@ -1,0 +1,196 @@
+"""The clone job: copy replicas between backends and re-hash replicas, on Spark executors.
+
+Repair and balance (clone-and-drop) hand this job a :class:`~airflow_colocate.plans.ClonePlan`:
+``copies`` (one replica directory each, from a healthy source to its new backend) and
+``verifies`` (re-hash one replica and compare with the catalog). Each task runs on an executor in
+Python with :func:`airflow_colocate.storage.copy.copy_file` — the primitive the write job uses, so
+every file goes through ``tmp + fsync + rename`` and is hashed while it is copied. A clone is good
+only when the sha256 of its files combine to the replica checksum the catalog holds and its size
+matches; otherwise its files are deleted and the result says whether the *source* read back
+different bytes (then the source replica is corrupt and the control plane marks it ``bad``).
+
+One task failing never fails the job: every task returns a result, and the control plane
+(:mod:`airflow_colocate.balancer`) records good clones, marks bad sources and retries the rest.
+The job never touches the catalog.
+
+    spark-submit airflow_colocate/spark/clone_job.py --plan /path/clone-plan.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from airflow_colocate.errors import ColocateError
+from airflow_colocate.plans import CloneReport, CloneResult, ClonePlan, VerifyResult
+from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import fs
+
+
+def log(message: str) -> None:
+    print(f"colocate-clone: {message}", flush=True)
+
+
+def _remove(dst: str, names: list[str]) -> None:
+    for name in names:
+        fs.delete_file(fs.join(dst, name))
+
+
+def clone_task(task: dict) -> dict:
+    """Executor side: copy one replica directory and check it against the catalog's checksum."""
+    started = time.monotonic()
+    out = {k: task[k] for k in ("key", "partition_id", "version", "bucket_seq", "backend_id", "src_backend_id")}
+    out.update(path=task["dst"], ok=False, rows=task["rows"])
+    expect = task.get("files") or {}
+    copied: list[str] = []
+    try:
+        try:
+            names = copy_mod.replica_files(task["src"])
+        except FileNotFoundError:
+            return dict(out, source_bad=True, error=f"source replica {task['src']} does not exist")
+        if expect and sorted(expect) != [n for n, _ in names]:
+            return dict(out, source_bad=True,
+                        error=f"source {task['src']} holds {[n for n, _ in names]}, expected {sorted(expect)}")
+        fs.makedirs(task["dst"])
+        before = {n for n, _ in copy_mod.replica_files(task["dst"])}
+        digests, total = [], 0
+        for name, _ in names:
+            try:
+                n, digest = copy_mod.copy_file(fs.join(task["src"], name), fs.join(task["dst"], name),
+                                               expect_sha256=expect.get(name))
+            except ColocateError as exc:  # a listed file hashed differently: the source is corrupt
+                _remove(task["dst"], copied)
+                return dict(out, source_bad=True, error=str(exc))
+            copied.append(name)
+            digests.append((name, digest))
+            total += n
+        checksum = copy_mod.replica_checksum(digests)
+        if checksum != task["checksum"] or total != task["bytes"]:
+            _remove(task["dst"], copied)
+            return dict(out, source_bad=True, error=(
+                f"source {task['src']} read back {total} bytes with replica checksum {checksum}, the catalog "
+                f"recorded {task['bytes']} bytes and {task['checksum']}: the source is corrupt; the copy was deleted"))
+        # Files of an older, corrupt replica in the same directory that the source does not have.
+        _remove(task["dst"], sorted(before - set(copied)))
+        return dict(out, ok=True, bytes=total, checksum=checksum, files=copied,
+                    seconds=round(time.monotonic() - started, 3))
+    except Exception as exc:  # the destination failed (disk full, permissions, ...): retried later
+        try:
+            _remove(task["dst"], copied)
+        except Exception:
+            pass
+        return dict(out, error=f"{type(exc).__name__}: {exc}"[:2000], seconds=round(time.monotonic() - started, 3))
+
+
+def verify_task(task: dict) -> dict:
+    """Executor side: re-hash one replica's files and compare with the catalog."""
+    out = {"replica_id": task["replica_id"], "ok": False}
+    try:
+        names = copy_mod.replica_files(task["path"])
+    except FileNotFoundError:
+        return dict(out, error=f"replica directory {task['path']} is gone")
+    except Exception as exc:
+        return dict(out, error=f"{type(exc).__name__}: {exc}"[:2000])
+    try:
+        digests = [(name, copy_mod.sha256_file(fs.join(task["path"], name))) for name, _ in names]
+    except Exception as exc:
+        return dict(out, error=f"cannot read {task['path']}: {type(exc).__name__}: {exc}"[:2000])
+    total = sum(size for _, size in names)
+    checksum = copy_mod.replica_checksum(digests)
+    if checksum != task["checksum"] or total != task["bytes"]:
+        return dict(out, bytes=total, checksum=checksum, error=(
+            f"holds {total} bytes with checksum {checksum}; the catalog recorded {task['bytes']} bytes and {task['checksum']}"))
+    return dict(out, ok=True, bytes=total, checksum=checksum)
+
+
+def _run(item: tuple[str, dict]) -> tuple[str, dict]:
+    kind, task = item
+    return kind, (clone_task(task) if kind == "copy" else verify_task(task))
+
+
+def _run_partition(items, threads: int):
+    """Executor side: the tasks of one Spark partition, ``threads`` at a time. Copies wait on
+    fsync and hash with the GIL released, so a few threads per core keep the disk busy."""
+    items = list(items)
+    if threads <= 1 or len(items) <= 1:
+        return [_run(i) for i in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="colocate-clone") as pool:
+        return list(pool.map(_run, items))
+
+
+DEFAULT_THREADS = 4
+
+
+def run_clone(spark, plan: ClonePlan, *, threads: int | None = None) -> CloneReport:
+    """Run every copy and verify of ``plan`` as one Spark job.
+
+    Tasks are spread biggest first over Spark partitions of about ``threads`` replicas each
+    (``spark.colocate.clone.threads``, default 4), and each partition runs its replicas on that
+    many threads."""
+    from dataclasses import asdict
+
+    started = time.time()
+    items = [("copy", asdict(t)) for t in sorted(plan.copies, key=lambda t: -t.bytes)]
+    items += [("verify", asdict(t)) for t in sorted(plan.verifies, key=lambda t: -t.bytes)]
+    results: list[tuple[str, dict]] = []
+    if items:
+        sc = spark.sparkContext
+        if threads is None:
+            threads = int(sc.getConf().get("spark.colocate.clone.threads", str(DEFAULT_THREADS)))
+        threads = max(1, threads)
+        slices = min(len(items), 10_000, max(sc.defaultParallelism, -(-len(items) // threads)))
+        # deal the size-sorted items round robin, so every partition gets a fair share of bytes
+        dealt = [items[i::slices] for i in range(slices)]
+        sc.setJobDescription(f"colocate-clone {plan.job_id}: {len(plan.copies)} copies, {len(plan.verifies)} verifies")
+        results = (sc.parallelize(dealt, slices).flatMap(lambda part: part)
+                   .mapPartitions(lambda it: _run_partition(it, threads)).collect())
+    copies = [CloneResult(**r) for kind, r in results if kind == "copy"]
+    verifies = [VerifyResult(**r) for kind, r in results if kind == "verify"]
+    report = CloneReport(job_id=plan.job_id, copies=copies, verifies=verifies, seconds=round(time.time() - started, 3),
+                         bytes=sum(c.bytes for c in copies if c.ok), spark_version=spark.version)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="airflow_colocate.spark.clone_job", description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", required=True, help="path or URI of the ClonePlan JSON")
+    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, $SPARK_MASTER, local[*])")
+    args = parser.parse_args(argv)
+    plan = ClonePlan.from_json(fs.read_text(args.plan))
+    if plan.kind != "clone":
+        log(f"FAILED: {args.plan} is a {plan.kind!r} plan, not a clone plan")
+        return 2
+    from pyspark.sql import SparkSession
+
+    from airflow_colocate.spark.session import get_spark
+
+    owned = SparkSession.getActiveSession() is None
+    spark = get_spark(f"colocate-clone {plan.job_id}", master=args.master)
+    try:
+        report = run_clone(spark, plan)
+        fs.write_text_atomic(plan.report_uri, report.to_json())
+        bad = sum(1 for c in report.copies if not c.ok) + sum(1 for v in report.verifies if not v.ok)
+        log(f"{len(report.copies)} copies ({report.bytes} bytes) and {len(report.verifies)} verifies in "
+            f"{report.seconds:.1f}s, {bad} not ok; report written to {plan.report_uri}")
+    except Exception as exc:
+        message = f"clone job {plan.job_id} failed: {type(exc).__name__}: {exc}"
+        log(f"FAILED: {message}")
+        try:
+            fs.write_text_atomic(plan.report_uri + ".error", message[:4000])
+        except Exception:
+            pass
+        return 1
+    finally:
+        if owned:
+            spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    # Through the importable module, so the functions shipped to executors pickle by reference.
+    from airflow_colocate.spark import clone_job as _job
+
+    sys.exit(_job.main())

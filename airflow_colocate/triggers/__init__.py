@@ -1,0 +1,1 @@
+"""Airflow triggers (deferrable waits) of the colocate provider."""

@@ -1,0 +1,76 @@
+"""Maintenance of colocation groups: probe backends, repair, balance, decommission.
+
+Scheduled every 30 minutes it probes every backend and repairs and balances every group (a no-op
+when all is well). Triggered from the Airflow UI ("Trigger DAG w/ config") it shows a form:
+action, dry run, group and backend, e.g. to drain a backend before retiring its disk.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.operators.balance import ColocateBalanceOperator
+
+with DAG(
+    dag_id="colocate_maintenance",
+    description="Probe backends, repair and balance colocation groups (clone-and-drop)",
+    schedule="*/30 * * * *",
+    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    render_template_as_native_obj=True,
+    tags=["colocate", "example", "maintenance"],
+    params={
+        "action": Param("balance", enum=["probe", "repair", "balance", "decommission"],
+                        description="probe: heartbeat only; repair: relocate buckets off unavailable backends; "
+                                    "balance: repair, then even out buckets; decommission: drain 'backend'"),
+        "dry_run": Param(False, type="boolean", description="only print the plan"),
+        "group": Param("", type="string", description="one group (name or dbId.grpId); empty = every group"),
+        "backend": Param("", type="string", description="backend name or id, for decommission"),
+        "strategy": Param("count", enum=["count", "size"], description="count: even bucket slots; size: bytes against capacity"),
+    },
+    doc_md=__doc__,
+) as dag:
+
+    @task.branch
+    def choose(params: dict | None = None) -> list[str]:
+        action = params["action"]
+        if action == "probe":
+            return ["probe"]
+        if action == "decommission":
+            return ["decommission"]
+        return ["balance"]
+
+    @task
+    def probe() -> list[dict]:
+        from airflow_colocate.health import probe_backends
+
+        catalog = ColocateCatalogHook().get_conn()
+        return [{"backend": r.backend.name, "state": r.backend.state, "ok": r.ok, "error": r.error}
+                for r in probe_backends(catalog)]
+
+    @task
+    def decommission(params: dict | None = None) -> dict:
+        if not params["backend"]:
+            raise ValueError("action 'decommission' needs 'backend': the name or id of the backend to drain")
+        catalog = ColocateCatalogHook().get_conn()
+        if params["dry_run"]:
+            return {"backend": catalog.backend(params["backend"]).name, "dry_run": True}
+        b = catalog.decommission_backend(params["backend"])
+        return {"backend": b.name, "state": b.state}
+
+    balance = ColocateBalanceOperator(
+        task_id="balance",
+        groups="{{ params.group or None }}",
+        strategy="{{ params.strategy }}",
+        dry_run="{{ params.dry_run }}",
+        # repair only relocates: no balance move gains enough to pass a threshold of 1.0
+        threshold="{{ 1.0 if params.action == 'repair' else 0.0 }}",
+        trigger_rule="none_failed_min_one_success",
+        conf={"spark.ui.enabled": "false"},
+    )
+    drain = decommission()
+    choose() >> [probe(), drain, balance]
+    drain >> balance

@@ -1,0 +1,140 @@
+"""A small lake for balance tests: a SQLite catalog with a clock the test moves, local backends,
+and a writer that follows the write job's contract (plan, replica directories, report, commit)
+with pyarrow instead of Spark, so a fault test sets up in milliseconds with real files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_colocate.balancer import Balancer, BalanceOptions, session_runner
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.jobs import finish_write, prepare_write
+from airflow_colocate.plans import ReplicaReport, Source, WriteReport
+from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import fs, layout
+
+COLUMNS = [("id", "bigint"), ("v", "string"), ("dt", "date")]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.t
+
+    def advance(self, **kwargs) -> None:
+        self.t += timedelta(**kwargs)
+
+
+@dataclass
+class Lake:
+    catalog: Catalog
+    clock: Clock
+    root: Path
+    spark: object = None
+    names: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def work(self) -> Path:
+        return self.root / "runs"
+
+    def add_backend(self, name: str, **kwargs):
+        path = self.root / "backends" / name
+        path.mkdir(parents=True, exist_ok=True)
+        b = self.catalog.add_backend(path.as_uri(), name=name, **kwargs)
+        self.names[name] = b.id
+        return b
+
+    def create(self, table: str, group: str = "g", buckets: int = 4, replicas: int = 2):
+        return self.catalog.create_table(table, COLUMNS, ["id"], bucket_num=buckets, replication_num=replicas,
+                                         partition_cols=["dt"], colocate_with=group)
+
+    def write(self, table: str, partition: str, keys, *, ticket_and_plan=None) -> dict:
+        """Write ``keys`` (bucket = id % buckets) as one new version of ``table/partition``."""
+        ticket, plan = ticket_and_plan or prepare_write(self.catalog, table, partition,
+                                                         Source(format="parquet", path=str(self.root)), work_dir=self.work)
+        keys = list(keys)
+        reports = []
+        for b in plan.buckets:
+            ks = [k for k in keys if k % plan.bucket_num == b.bucket_seq]
+            primary = b.replicas[0].path
+            fs.makedirs(primary)
+            files = []
+            if ks:
+                name = layout.bucket_file_name(f"w{ticket.job_id}", b.bucket_seq)
+                data = pa.table({"id": pa.array(ks, pa.int64()), "v": pa.array([f"{table}-{partition}-{k}" for k in ks])})
+                pq.write_table(data, fs.local_path(fs.join(primary, name)))
+                files.append((name, copy_mod.sha256_file(fs.join(primary, name))))
+            size = sum(s for _, s in copy_mod.replica_files(primary))
+            for r in b.replicas[1:]:
+                copy_mod.copy_replica(primary, r.path)
+            checksum = copy_mod.replica_checksum(files)
+            reports += [ReplicaReport(b.bucket_seq, r.backend_id, r.path, [n for n, _ in files], len(ks), size, checksum)
+                        for r in b.replicas]
+        report = WriteReport(job_id=plan.job_id, table=plan.table, partition_value=partition, version=ticket.version,
+                             source_rows=len(keys), replicas=reports, seconds=0.0, spark_version="pyarrow")
+        return finish_write(self.catalog, ticket, report)
+
+    def balancer(self, on_step=None, **options) -> Balancer:
+        options.setdefault("grace", timedelta(0))
+        return Balancer(self.catalog, session_runner(self.spark), BalanceOptions(**options), work_dir=self.work,
+                        on_step=on_step, echo=print)
+
+    def run(self, on_step=None, **options) -> dict:
+        return self.balancer(on_step, **options).run()
+
+
+def rows(catalog: Catalog, table: str) -> dict[str, list[tuple]]:
+    """Every row of every committed partition, read from each bucket's first verified replica."""
+    _, parts = catalog.read_replicas(table)
+    out = {}
+    for p in parts:
+        got = []
+        for bucket in p.buckets:
+            assert bucket, f"{table}/{p.value}: a bucket has no verified replica"
+            for name, _ in copy_mod.replica_files(bucket[0].path):
+                got += [tuple(r.values()) for r in pq.read_table(fs.local_path(fs.join(bucket[0].path, name))).to_pylist()]
+        out[p.value] = sorted(got)
+    return out
+
+
+def fingerprint(catalog: Catalog) -> dict[tuple[str, str, int], str]:
+    """(table, partition, bucket) -> replica checksum, across every table of every group."""
+    out = {}
+    for t in catalog.tables():
+        _, parts = catalog.read_replicas(t.qualified_name)
+        for p in parts:
+            for seq, bucket in enumerate(p.buckets):
+                sums = {r.checksum for r in bucket}
+                assert len(sums) == 1, f"{t.qualified_name}/{p.value} bucket {seq}: replicas disagree {sums}"
+                out[(t.qualified_name, p.value, seq)] = sums.pop()
+    return out
+
+
+def assert_whole(catalog: Catalog, group: str = "g") -> None:
+    """The group is stable, each bucket's verified replicas sit exactly on the backends its map
+    names, and every replica's files hash to the checksum the catalog holds."""
+    g = catalog.group(group)
+    health = catalog.check_group(group)
+    assert health.stable, health.reason
+    for t in catalog.tables():
+        if t.group_name != g.name:
+            continue
+        _, parts = catalog.read_replicas(t.qualified_name)
+        for p in parts:
+            for seq, bucket in enumerate(p.buckets):
+                assert sorted(r.backend_id for r in bucket) == sorted(g.bucket_map[seq]), (t.name, p.value, seq)
+                for r in bucket:
+                    files = [(n, copy_mod.sha256_file(fs.join(r.path, n))) for n, _ in copy_mod.replica_files(r.path)]
+                    assert copy_mod.replica_checksum(files) == r.checksum, r.path
+
+
+def replica_dirs(root: Path) -> set[str]:
+    """Every bucket directory that holds data files, under every backend."""
+    return {str(p.parent) for p in (root / "backends").rglob("*.parquet")}

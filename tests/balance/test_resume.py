@@ -1,0 +1,91 @@
+"""A balance job killed after each step in turn is finished by the next run, with nothing lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_colocate.spark.clone_job import run_clone
+from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import fs
+from balance_lake import assert_whole, fingerprint, replica_dirs, rows
+
+pytestmark = pytest.mark.spark
+
+STEPS = ["planned", "unstable", "cloned", "switched", "finished", "dropping", "dropped"]
+
+
+class Killed(Exception):
+    pass
+
+
+def kill_at(step_name):
+    fired = []
+
+    def hook(step, job_id):
+        if step == step_name and not fired:
+            fired.append(job_id)
+            raise Killed(f"killed after step {step}")
+
+    return hook
+
+
+def every_bucket_has_a_good_replica(catalog):
+    for t in catalog.tables():
+        _, parts = catalog.read_replicas(t.qualified_name)
+        for p in parts:
+            for seq, bucket in enumerate(p.buckets):
+                good = [r for r in bucket if copy_mod.replica_checksum(
+                    [(n, copy_mod.sha256_file(fs.join(r.path, n))) for n, _ in copy_mod.replica_files(r.path)]) == r.checksum]
+                assert good, f"{t.name}/{p.value} bucket {seq} has no verified replica with intact files"
+
+
+@pytest.fixture
+def loaded(lake):
+    for i, table in enumerate(("orders", "lineitem")):
+        lake.create(table, buckets=6)
+        for d, day in enumerate(("2026-11-01", "2026-11-02")):
+            lake.write(table, day, range(d * 5000 + i, d * 5000 + i + 300))
+    before = ({t: rows(lake.catalog, t) for t in ("orders", "lineitem")}, fingerprint(lake.catalog))
+    lake.add_backend("be4")  # empty: the balance gives it its share
+    return lake, before
+
+
+@pytest.mark.parametrize("step", STEPS + ["mid-clone"])
+def test_killed_after_each_step_then_resumed(loaded, step):
+    lake, (before_rows, before_sums) = loaded
+    cat = lake.catalog
+    if step == "mid-clone":
+        # The Spark clone job copies every file, then dies before the control plane hears of it.
+        def dying(plan):
+            run_clone(lake.spark, plan)
+            raise Killed("clone job lost after copying")
+
+        balancer = lake.balancer()
+        balancer.runner = dying
+        with pytest.raises(Killed):
+            balancer.run()
+    else:
+        with pytest.raises(Killed):
+            lake.run(on_step=kill_at(step))
+    every_bucket_has_a_good_replica(cat)
+    jobs = cat.jobs(kind="balance")
+    assert len(jobs) == 1
+    if step not in ("finished", "dropping", "dropped"):
+        assert jobs[0].state == "running"
+        assert not cat.check_group("g").stable  # a job is changing it
+
+    summary = lake.run()
+    assert [j for j in cat.jobs(kind="balance") if j.state == "running"] == []
+    assert len(cat.jobs(kind="balance")) == 1  # resumed, never planned twice
+    assert summary["groups"][0]["stable"]
+    assert_whole(cat)
+    g = cat.group("g")
+    load = {be: sum(row.count(be) for row in g.bucket_map) for be in lake.names.values()}
+    assert sorted(load.values()) == [3, 3, 3, 3]  # 6 buckets x 2 replicas over 4 backends
+    assert fingerprint(cat) == before_sums
+    assert {t: rows(cat, t) for t in before_rows} == before_rows
+    # nothing left behind: exactly the catalog's replicas are on disk
+    on_disk = replica_dirs(lake.root)
+    in_catalog = {fs.local_path(r.path) for t in cat.tables() for p in cat.read_replicas(t.qualified_name)[1]
+                  for b in p.buckets for r in b if r.rows}
+    assert on_disk == in_catalog

@@ -1,0 +1,140 @@
+"""Just enough of the Chrome DevTools Protocol to drive Debian's headless Chromium from a test:
+start it, open a page, evaluate JavaScript, type, wait, take screenshots. Uses the ``websockets``
+package that Airflow already depends on, so the browser test needs no driver download."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from websockets.sync.client import connect
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-allow-origins=*"]
+
+
+def find_chromium() -> str | None:
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class Browser:
+    """One headless Chromium with a fresh profile, and one page in it."""
+
+    def __init__(self, binary: str, profile: Path, log: Path, *, width: int = 1440, height: int = 1000):
+        profile.mkdir(parents=True, exist_ok=True)
+        self._log = open(log, "wb")
+        self.proc = subprocess.Popen(
+            [binary, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-address=127.0.0.1",
+             "--remote-debugging-port=0", f"--window-size={width},{height}", "about:blank"],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text().strip():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"chromium did not start (exit {self.proc.returncode}); see {log}")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        base = f"http://127.0.0.1:{port}"
+        pages = json.loads(urllib.request.urlopen(f"{base}/json/list", timeout=10).read())
+        page = next(p for p in pages if p.get("type") == "page")
+        self.ws = connect(page["webSocketDebuggerUrl"], max_size=64 * 2**20, open_timeout=10)
+        self._ids = itertools.count(1)
+        self.send("Page.enable")
+        self.send("Runtime.enable")
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+
+    def send(self, method: str, timeout: float = 30, **params):
+        msg_id = next(self._ids)
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if reply.get("id") == msg_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+
+    def evaluate(self, expression: str):
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression[:80]}...: {result['exceptionDetails'].get('exception', {}).get('description')}")
+        return result["result"].get("value")
+
+    def goto(self, url: str) -> None:
+        self.send("Page.navigate", url=url)
+
+    def wait_for(self, expression: str, what: str, timeout: float = 60):
+        """Poll ``expression`` until it is truthy; its value is returned."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = self.evaluate(expression)
+            except RuntimeError as exc:  # the page is navigating
+                last = str(exc)
+            if last:
+                return last
+            time.sleep(0.25)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value {last!r}); "
+                             f"page at {self.evaluate('location.href')}")
+
+    def type_into(self, selector: str, text: str) -> None:
+        self.evaluate(f"document.querySelector({json.dumps(selector)}).focus()")
+        self.send("Input.insertText", text=text)
+
+    def screenshot(self, path: Path, *, full_page: bool = False) -> Path:
+        params = {"format": "png"}
+        if full_page:
+            params["captureBeyondViewport"] = True
+            size = self.send("Page.getLayoutMetrics")["cssContentSize"]
+            params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+        data = self.send("Page.captureScreenshot", **params)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        try:
+            if getattr(self, "ws", None) is not None:
+                self.ws.close()
+        finally:
+            stop_group(self.proc)
+            self._log.close()
+
+
+def stop_group(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """End a process started with ``start_new_session=True`` and every child it started."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
+        if proc.poll() is not None:
+            break
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # children that outlived their parent
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
