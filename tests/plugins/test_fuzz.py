@@ -10,7 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 MAX_EXAMPLES = 30  # per operation
 
@@ -44,8 +44,15 @@ def test_fuzz_finds_no_server_error(api_schema, as_user, demo, method, path):
     headers = as_user("admin")
     # A forced map is checked against the group (one entry per bucket, alive backends, ...), which
     # a schema cannot say: such schema-valid maps are refused with 422 by design, so "valid data is
-    # accepted" does not hold there. Every other check does, and it holds everywhere else.
-    excluded = [positive_data_acceptance] if path == "/bucketseq" else []
+    # accepted" does not hold there.
+    # "Invalid data is rejected" cannot be judged here either: a query value is a string on the
+    # wire, so a generated non-string (false, null) arrives as the valid string "false", and the
+    # Authorization header that makes a case "invalid" is replaced by ours. Refusals of truly
+    # malformed input are asserted one by one in test_api.py; here: no 5xx, and every response
+    # matches the document.
+    excluded = [negative_data_rejection]
+    if path == "/bucketseq":
+        excluded.append(positive_data_acceptance)
 
     @given(case=st.one_of(strategies))
     @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
