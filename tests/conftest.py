@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import tempfile
@@ -17,13 +16,10 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from airflow_colocate.catalog import Catalog
 from colocate_testing import add_local_backends
-
-_db_counter = itertools.count()
+from pgserver import fresh_pg_database
 
 
 @pytest.fixture(scope="session")
@@ -46,16 +42,6 @@ def pg_server_url(tmp_path_factory):
         yield server.url
     finally:
         server.stop()
-
-
-def fresh_pg_database(server_url: str) -> str:
-    """A new, empty database on the test server, so tests never see each other's rows."""
-    name = f"t{os.getpid()}_{next(_db_counter)}"
-    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

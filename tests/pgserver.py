@@ -16,6 +16,7 @@ its log is then copied to ``base_dir/postgres.log``.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import pwd
 import re
@@ -28,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["PgServer", "find_pg_bin", "start_postgres", "DATABASE"]
+__all__ = ["PgServer", "find_pg_bin", "start_postgres", "fresh_pg_database", "DATABASE"]
 
 DATABASE = "colocate_test"
 SUPERUSER = "postgres"
@@ -422,3 +423,19 @@ def _create_database(server: PgServer) -> None:
             cur.execute(f'CREATE DATABASE "{server.database}"')
     finally:
         conn.close()
+
+
+_db_counter = itertools.count()
+
+
+def fresh_pg_database(server_url: str) -> str:
+    """A new, empty database on the test server, so tests never see each other's rows."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"t{os.getpid()}_{next(_db_counter)}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
