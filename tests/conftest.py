@@ -88,3 +88,11 @@ def spark():
     yield session
     session.stop()
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its shutdown chatter hits closed streams
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """Airflow's metadata database (SQLite under the test AIRFLOW_HOME), for dag.test()."""
+    from airflow.utils import db
+
+    db.resetdb(skip_init=False)
