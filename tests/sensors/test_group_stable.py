@@ -174,3 +174,37 @@ def test_trigger_timeout_and_error_events(env):
     assert event.payload["status"] == "timeout" and "be3 is down" in event.payload["reason"]
     event = asyncio.run(first_event(GroupStableTrigger("nope", catalog_url=url, poll_interval=0.05)))
     assert event.payload["status"] == "error" and "unknown colocation group" in event.payload["message"]
+
+
+SENSOR_DAG = """
+import pendulum
+from airflow.sdk import DAG
+from airflow_colocate.sensors.stable import GroupStableSensor
+
+with DAG("colocate_sensor_deferral", schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC")):
+    GroupStableSensor(task_id="wait_stable", group="g", deferrable=True, poke_interval=1, timeout=60)
+"""
+
+
+def test_deferrable_sensor_in_a_dag_run_defers_to_its_trigger_and_resumes(env, airflow_db, tmp_path, monkeypatch):
+    """Through Airflow's own deferral path: dag.test() stores the trigger, imports it from its
+    classpath, runs it until it fires, and resumes the task with execute_complete."""
+    import pendulum
+    from airflow.dag_processing.dagbag import DagBag
+
+    cat, _ = env
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "sensor_dag.py").write_text(SENSOR_DAG)
+    monkeypatch.setattr("airflow.settings.DAGS_FOLDER", str(dags))  # read by the dags-folder bundle
+    dag = DagBag(dag_folder=str(dags)).get_dag("colocate_sensor_deferral")
+    cat.set_backend_state("be3", "down")
+    mended = later(3, lambda: cat.set_backend_state("be3", "alive"))
+    started = time.monotonic()
+    run = dag.test(logical_date=pendulum.datetime(2026, 11, 21, tz="UTC"))
+    waited = time.monotonic() - started
+    mended.join()
+    ti = run.get_task_instance("wait_stable")
+    assert run.state == "success" and ti.state == "success"
+    assert ti.next_method is None and ti.try_number == 1  # resumed in the same try, not retried
+    assert waited >= 2.5  # it waited for be3 to come back rather than passing at once
