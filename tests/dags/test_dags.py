@@ -43,6 +43,7 @@ def pipeline_env(airflow_db, tmp_path, monkeypatch):
 def test_daily_dag_end_to_end_twice_per_date(pipeline_env, spark):
     catalog, tmp = pipeline_env
     dag = load_dag("colocate_tpch_daily")
+    started = pendulum.now("UTC")
     # a backfill over two dates, then the first date run again (a re-run of the backfill)
     for date in [*DATES, DATES[0]]:
         run = dag.test(logical_date=date)
@@ -52,3 +53,20 @@ def test_daily_dag_end_to_end_twice_per_date(pipeline_env, spark):
         ds = date.to_date_string()
         check_day(catalog, spark, tmp / "landing" / ds, ds)
     assert all(g.stable for g in catalog.groups())
+    # each committed write is an Asset event a downstream DAG can be scheduled on
+    for table in ("orders", "lineitem"):
+        extras = asset_event_extras(f"colocate://default/{table}", since=started)
+        assert [e["partition"] for e in extras] == [d.to_date_string() for d in [*DATES, DATES[0]]], table
+        assert all(e["rows"] > 0 for e in extras)
+        assert extras[2]["version"] > extras[0]["version"]  # the re-run committed a new version
+
+
+def asset_event_extras(uri: str, since) -> list[dict]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = (select(AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                 .where(AssetModel.uri == uri, AssetEvent.timestamp >= since).order_by(AssetEvent.timestamp))
+        return list(session.scalars(query))
