@@ -102,7 +102,8 @@ def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport
         "colocate": bool(report.joins) and all(j.colocate for j in report.joins),
         "explain": report.explain,
         "joins": [{"join": j.join, "left": j.left_tables, "right": j.right_tables, "exchanges_left": j.exchanges_left,
-                   "exchanges_right": j.exchanges_right, "colocate": j.colocate, "reason": j.reason} for j in report.joins],
+                   "exchanges_right": j.exchanges_right, "colocate": j.colocate, "reason": j.reason,
+                   "planned": j.planned} for j in report.joins],
         "seconds": round(report.seconds, 2),
         "preview": report.preview,
     }

@@ -90,12 +90,37 @@ def _missing_replica(reads, group_id: str, chosen: Sequence[int]) -> str:
     return ""
 
 
-def keys_cover(left: TableView, right: TableView, pairs: Sequence[tuple[str, str]]) -> bool:
+def keys_cover(left_dist: Sequence[str], right_dist: Sequence[str], pairs: Sequence[tuple[str, str]]) -> bool:
     """Equality keys cover the distribution columns position by position: for every i, the pair
-    (left.dist_cols[i], right.dist_cols[i]) is among the join's equality pairs."""
+    (left_dist[i], right_dist[i]) is among the join's equality pairs. More pairs (``dt``) are fine."""
     have = {(a.lower(), b.lower()) for a, b in pairs}
-    return len(left.dist_cols) == len(right.dist_cols) and all(
-        (lc.lower(), rc.lower()) in have for lc, rc in zip(left.dist_cols, right.dist_cols))
+    return len(left_dist) == len(right_dist) and all(
+        (lc.lower(), rc.lower()) in have for lc, rc in zip(left_dist, right_dist))
+
+
+Column = tuple[str, str]  # (table alias, column)
+
+
+def predict_join(left: Sequence[str], right: Sequence[str], carriers: tuple[Sequence[str], Sequence[str]],
+                 keys: Sequence[tuple[Column | None, Column | None]], *, reasons: Mapping[str, str],
+                 groups: Mapping[str, str], dist_cols: Mapping[str, Sequence[str]]) -> tuple[bool, str | None]:
+    """Whether one join of the query can run without a shuffle, and if not, why, from what the plan
+    registered (``reasons``, ``groups``, ``dist_cols`` per table alias), the tables under each side,
+    the tables whose bucketing still partitions each side (``carriers``), and the join's equality
+    keys resolved to table columns. The join job compares this prediction with Spark's plan."""
+    for table in [*left, *right]:
+        if reasons.get(table):
+            return False, reasons[table]
+    if not left or not right or len({groups.get(t, "") for t in [*left, *right]}) != 1:
+        return False, NOT_SAME_GROUP
+    if not carriers[0] or not carriers[1]:
+        return False, f"{NOT_COVERED}: an input is not partitioned by a bucket key any more (it comes out of a full outer join)"
+    for lt in carriers[0]:
+        for rt in carriers[1]:
+            pairs = [(lk[1], rk[1]) for lk, rk in keys if lk and rk and lk[0] == lt and rk[0] == rt]
+            if keys_cover(dist_cols[lt], dist_cols[rt], pairs):
+                return True, None
+    return False, NOT_COVERED
 
 
 JOIN_SQL = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL OUTER JOIN",

@@ -180,8 +180,10 @@ class JoinExplain:
     right_tables: list[str]
     exchanges_left: int
     exchanges_right: int
-    colocate: bool
+    colocate: bool  # what Spark did: no Exchange feeds the join
     reason: str | None
+    planned: bool = False  # what the planner predicted from the registration and the join keys
+    planned_reason: str | None = None
 
 
 @dataclass

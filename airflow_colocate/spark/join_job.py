@@ -13,7 +13,7 @@ import sys
 import time
 
 from airflow_colocate.errors import ColocateError
-from airflow_colocate.join_planner import NOT_COVERED, NOT_SAME_GROUP
+from airflow_colocate.join_planner import predict_join
 from airflow_colocate.plans import JoinExplain, JoinPlan, JoinReport
 from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
 from airflow_colocate.spark.register import register_tables
@@ -25,25 +25,23 @@ def log(message: str) -> None:
 
 
 def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
-    """colocate: true exactly when no Exchange feeds the join; otherwise the first reason that
-    applies to a shuffled side."""
+    """colocate: true exactly when no Exchange feeds the join (what Spark did), next to what the
+    planner predicted; the reason of a shuffled join is the planner's."""
+    planned, planned_reason = predict_join(
+        j.left.tables, j.right.tables, (j.left.carriers, j.right.carriers), j.keys, reasons=plan.reasons,
+        groups=plan.groups, dist_cols={t.name: t.dist_cols for t in plan.tables})
     colocate = j.left.exchanges == 0 and j.right.exchanges == 0
     reason = None
     if not colocate:
-        shuffled = (j.left.tables if j.left.exchanges else []) + (j.right.tables if j.right.exchanges else [])
-        reason = next((plan.reasons.get(t) for t in shuffled if plan.reasons.get(t)), None)
-        if reason is None:
-            left_groups = {plan.groups.get(t, "") for t in j.left.tables}
-            right_groups = {plan.groups.get(t, "") for t in j.right.tables}
-            if left_groups != right_groups or len(left_groups) != 1:
-                reason = NOT_SAME_GROUP
-            elif j.description.startswith("Broadcast"):
-                reason = "Spark chose a broadcast join"
-            else:
-                reason = NOT_COVERED
+        if planned_reason:
+            reason = planned_reason
+        elif j.description.startswith("Broadcast"):
+            reason = "Spark chose a broadcast join"
+        else:
+            reason = "Spark shuffled a join the planner expected to be colocated"
     return JoinExplain(join=j.description, left_tables=j.left.tables, right_tables=j.right.tables,
                        exchanges_left=j.left.exchanges, exchanges_right=j.right.exchanges,
-                       colocate=colocate, reason=reason)
+                       colocate=colocate, reason=reason, planned=planned, planned_reason=planned_reason)
 
 
 def should_be_colocated(e: JoinExplain, plan: JoinPlan) -> bool:
@@ -56,6 +54,8 @@ def explain_text(explains: list[JoinExplain]) -> str:
     lines = []
     for i, e in enumerate(explains, 1):
         verdict = "colocate: true" if e.colocate else f"colocate: false, reason: {e.reason}"
+        if e.planned != e.colocate:
+            verdict += f" (the planner predicted colocate: {str(e.planned).lower()})"
         lines.append(f"join {i}: {' ⋈ '.join(['+'.join(e.left_tables) or '?', '+'.join(e.right_tables) or '?'])} "
                      f"[{e.join}] exchanges {e.exchanges_left}/{e.exchanges_right} -> {verdict}")
     return "\n".join(lines) or "no join in the query"

@@ -1,7 +1,9 @@
-"""Read Spark's physical plan: which joins have Exchange nodes feeding them, and from which tables.
+"""Read Spark's physical plan: which joins have Exchange nodes feeding them, from which tables, and
+on which columns of which tables they join.
 
-This is the proof of a colocated join: the planner only decides how tables are registered; Spark
-decides whether to shuffle, and this module reports what it decided.
+This is the proof of a colocated join: the planner decides how tables are registered and predicts,
+from the join keys read here, which joins need no shuffle; Spark decides whether to shuffle, and
+this module reports what it decided, so the two can be compared.
 """
 
 from __future__ import annotations
@@ -14,10 +16,23 @@ EXCHANGES = {"ShuffleExchangeExec", "BroadcastExchangeExec", "ReusedExchangeExec
 STAGES = {"ShuffleQueryStageExec", "BroadcastQueryStageExec", "TableCacheQueryStageExec", "ResultQueryStageExec"}
 
 
+# Spark's join types, and which inputs' partitioning a join's output keeps (a full outer join
+# keeps neither side's: rows without a match on the other side carry nulls for its keys).
+JOIN_KINDS = {"Inner": "inner", "Cross": "inner", "LeftOuter": "left", "RightOuter": "right", "FullOuter": "full",
+              "LeftSemi": "semi", "LeftAnti": "anti"}
+KEEPS = {"inner": ("left", "right"), "left": ("left",), "semi": ("left",), "anti": ("left",),
+         "right": ("right",), "full": ()}
+
+
 @dataclass
 class Side:
     exchanges: int = 0
     tables: list[str] = field(default_factory=list)
+    # tables whose bucketing would still partition this side's output by the plan's structure
+    # (not Spark's choices: the prediction must not look at the Exchanges it is checked against)
+    carriers: list[str] = field(default_factory=list)
+    # attribute id -> (table, column) for the columns scanned on this side, aliases followed
+    columns: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -25,6 +40,9 @@ class JoinNode:
     description: str
     left: Side
     right: Side
+    kind: str = "inner"
+    # equality keys, pairwise: ((table, column) | None, (table, column) | None); None for an expression
+    keys: list[tuple[tuple[str, str] | None, tuple[str, str] | None]] = field(default_factory=list)
 
 
 def _children(node) -> list:
@@ -50,33 +68,84 @@ def _table(node) -> str | None:
     return None
 
 
+def _seq(scala_seq) -> list:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _attr_id(expr) -> int | None:
+    if expr.getClass().getSimpleName() in ("AttributeReference", "PrettyAttribute"):
+        return int(expr.exprId().id())
+    return None
+
+
+def _aliases(node, columns: dict[int, tuple[str, str]]) -> None:
+    """``x AS y`` (a view's column, a rename): y is the same column of the same table as x."""
+    for expr in _seq(node.projectList()):
+        if expr.getClass().getSimpleName() == "Alias":
+            child = expr.child()
+            if child.getClass().getSimpleName() == "Cast":  # a view's no-op cast to its own type
+                child = child.child()
+            source = _attr_id(child)
+            if source is not None and source in columns:
+                columns[int(expr.exprId().id())] = columns[source]
+
+
 def _side(node, joins: list[JoinNode]) -> Side:
     """Exchanges between a join and its inputs, stopping at (but recursing into) nested joins."""
     side = Side()
+    projects = []
     stack = [node]
     while stack:
         n = stack.pop()
         name = n.getClass().getSimpleName()
         if name in EXCHANGES:
             side.exchanges += 1
+        if name == "ProjectExec":
+            projects.append(n)
         if name.endswith("JoinExec"):
             inner = _join(n, joins)
             side.tables += inner.left.tables + inner.right.tables
+            side.columns.update(inner.left.columns)
+            side.columns.update(inner.right.columns)
+            side.carriers += [t for s in KEEPS.get(inner.kind, ()) for t in getattr(inner, s).carriers]
             continue
         table = _table(n) if name.endswith("ScanExec") else None
         if table:
             side.tables.append(table)
+            side.carriers.append(table)
+            for attr in _seq(n.output()):
+                side.columns[int(attr.exprId().id())] = (table, str(attr.name()))
         stack.extend(_children(n))
+    for project in reversed(projects):  # innermost first, so aliases of aliases resolve
+        _aliases(project, side.columns)
     return side
+
+
+def _keys(node, left: Side, right: Side) -> list:
+    try:
+        pairs = zip(_seq(node.leftKeys()), _seq(node.rightKeys()))
+    except Exception:  # a join without equality keys (nested loop, cartesian)
+        return []
+    keys = []
+    for lk, rk in pairs:
+        lid, rid = _attr_id(lk), _attr_id(rk)
+        keys.append((left.columns.get(lid) if lid is not None else None,
+                     right.columns.get(rid) if rid is not None else None))
+    return keys
 
 
 def _join(node, joins: list[JoinNode]) -> JoinNode:
     kids = _children(node)
     desc = node.simpleString(200) if hasattr(node, "simpleString") else node.toString()
-    j = JoinNode(description=str(desc).splitlines()[0], left=Side(), right=Side())
+    try:
+        kind = JOIN_KINDS.get(str(node.joinType().toString()), "other")
+    except Exception:
+        kind = "other"
+    j = JoinNode(description=str(desc).splitlines()[0], left=Side(), right=Side(), kind=kind)
     joins.append(j)  # outer joins are appended before their inner ones finish: order fixed below
     j.left = _side(kids[0], joins)
     j.right = _side(kids[1], joins) if len(kids) > 1 else Side()
+    j.keys = _keys(node, j.left, j.right)
     return j
 
 

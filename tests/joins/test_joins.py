@@ -21,6 +21,8 @@ def same_rows(spark, ours: str, reference: str, tables, catalog, **kw) -> dict:
     ref = spark.sql(reference)
     assert mine.count() == ref.count() == result["rows"]
     assert mine.exceptAll(ref).count() == 0 and ref.exceptAll(mine).count() == 0
+    for j in result["joins"]:  # the planner's prediction is what Spark did, join by join
+        assert j["planned"] == (j["exchanges_left"] + j["exchanges_right"] == 0) == j["colocate"], j
     return result
 
 
@@ -100,6 +102,13 @@ def test_unstable_group_and_down_backend_fall_back_with_reason(spark, tpch_catal
         tpch_catalog.set_backend_state("be2", "alive")
     result = same_rows(spark, ours, ref, BOTH, tpch_catalog, disable_colocate_join=True)
     assert result["joins"][0]["reason"] == "colocate join is disabled"
+    tpch_catalog.set_flag("disable_colocate_join", True)  # the global flag, as an operator sets it
+    try:
+        result = same_rows(spark, ours, ref, BOTH, tpch_catalog)
+        assert not result["colocate"] and result["joins"][0]["reason"] == "colocate join is disabled"
+        assert all(e >= 2 for e in exchanges(result))
+    finally:
+        tpch_catalog.set_flag("disable_colocate_join", False)
     assert join_in_session(spark, tpch_catalog, ours, BOTH, require_colocate=True)["colocate"]
 
 
@@ -120,3 +129,24 @@ def test_output_into_the_group_is_colocated_next_time(spark, tpch_catalog, plain
     result = same_rows(spark, q2.format(o="orders", r="order_revenue"), q2.format(o="ref_orders", r=ref_rev),
                        {"orders": ["2026-11-01"], "order_revenue": ["2026-11-01"]}, tpch_catalog)
     assert result["colocate"] and exchanges(result) == [0]
+
+
+def test_tables_of_two_groups_fall_back_with_reason(spark, tpch_catalog, tpch_sources, plain, tmp_path):
+    """flags copied into its own group g_flags (same bucket count and key type as g_tpch): still
+    not colocated with orders, because their buckets live on unrelated backends."""
+    from airflow_colocate.jobs import write_in_session
+    from airflow_colocate.plans import Source
+    from airflow_colocate.sqltypes import parse_columns
+
+    tpch_catalog.create_table("flags_g", parse_columns("f_orderkey bigint, f_flag string, dt date"), ["f_orderkey"],
+                              bucket_num=8, replication_num=2, partition_cols=["dt"], colocate_with="g_flags",
+                              if_not_exists=True)
+    for day in TWO_DAYS:
+        write_in_session(spark, tpch_catalog, "flags_g", day,
+                         Source(format="parquet", path=str(tpch_sources["flags"][day])), work_dir=tmp_path)
+    q = "SELECT o.o_orderkey, f.f_flag FROM {o} o JOIN {f} f ON o.dt = f.dt AND o.o_orderkey = f.f_orderkey"
+    result = same_rows(spark, q.format(o="orders", f="flags_g"), q.format(o="ref_orders", f="ref_flags"),
+                       {"orders": TWO_DAYS, "flags_g": TWO_DAYS}, tpch_catalog)
+    (j,) = result["joins"]
+    assert not j["colocate"] and j["reason"].startswith("tables are not in the same group")
+    assert "colocate: false, reason: tables are not in the same group" in result["explain"]
