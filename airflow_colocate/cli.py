@@ -326,11 +326,23 @@ def _size(text: str | None) -> int | None:
 # ---------------------------------------------------------------------- parser
 
 
+class UsageError(Exception):
+    """A command line argparse refused; main() prints it on one line, like every other error."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse prints a usage block and exits; a script that greps stderr, or a tired engineer,
+    wants one line that says what was wrong and where the help is."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}; see '{self.prog} --help'")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="colocate", description="Colocation groups for Spark data lakes.")
+    p = Parser(prog="colocate", description="Colocation groups for Spark data lakes.")
     p.add_argument("--catalog", help="catalog URL (default: $COLOCATE_CATALOG_URL or sqlite under $COLOCATE_HOME)")
     p.add_argument("--db", default=DEFAULT_DB, help=f"database for bare table and group names (default {DEFAULT_DB})")
-    sub = p.add_subparsers(dest="area", required=True)
+    sub = p.add_subparsers(dest="area", required=True, metavar="command")
 
     def listing(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -464,7 +476,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"colocate: error: {exc}", file=sys.stderr)
+        return 2
     try:
         catalog = Catalog(args.catalog)
         if not getattr(args, "no_check", False):

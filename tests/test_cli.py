@@ -89,6 +89,11 @@ def test_every_listing_has_json(cli, listing):
         (["partition", "add", "orders", "../../etc"], "invalid partition value"),
         (["table", "alter", "orders"], "nothing to alter"),
         (["flag", "set", "disable_colocate_join", "maybe"], "invalid boolean"),
+        # argparse's own refusals are one line too, and say where the help is
+        (["table", "create", "t", "--columns", "a bigint", "--distributed-by", "a", "--buckets", "x"],
+         "colocate table create: argument --buckets: invalid int value: 'x'; see 'colocate table create --help'"),
+        (["backend", "nope"], "colocate backend: argument command: invalid choice: 'nope'"),
+        (["table", "create", "t"], "the following arguments are required"),
     ],
 )
 def test_errors_are_one_line_and_change_nothing(cli, argv, message):
