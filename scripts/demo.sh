@@ -56,11 +56,11 @@ run table show orders
 run show group g_tpch
 
 step "9. The join over all three days: colocated, no Exchange under the join"
-.venv/bin/python scripts/demo_join.py "${DATES[@]}"
+.venv/bin/python scripts/demo_join.py --expect true "${DATES[@]}"
 
 step "10. Backend be2 goes down: the same join falls back to a shuffle join, and says why"
 run backend mark-down be2 --reason "demo: disk pulled"
-.venv/bin/python scripts/demo_join.py "${DATES[@]}"
+.venv/bin/python scripts/demo_join.py --expect false "${DATES[@]}"
 
 step "11. Repair: relocate be2's buckets to the other backends (clone, switch the map, mark stable)"
 COLOCATE_RELOCATE_DELAY_MINUTES=0 run balance
@@ -68,6 +68,6 @@ run show groups
 run show group g_tpch
 
 step "12. The join is colocated again"
-.venv/bin/python scripts/demo_join.py "${DATES[@]}"
+.venv/bin/python scripts/demo_join.py --expect true "${DATES[@]}"
 
 printf '\nDone. Catalog, backends and Airflow home are under %s; try: .venv/bin/colocate --help\n' "$COLOCATE_HOME"

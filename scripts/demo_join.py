@@ -1,4 +1,9 @@
-"""Demo step: the daily revenue join over the demo catalog, printing the explain Spark produced."""
+"""Demo step: the daily revenue join over the demo catalog, printing the explain Spark produced.
+
+    demo_join.py --expect true|false DATE...
+
+``--expect`` makes the step fail (exit 1) when the join did not do what the story says, so a
+demo that prints the wrong verdict never ends with "Done"."""
 
 from __future__ import annotations
 
@@ -13,7 +18,13 @@ QUERY = ("SELECT o.o_orderpriority, count(*) AS lines, sum(l.l_extendedprice * (
          "ORDER BY o.o_orderpriority")
 
 if __name__ == "__main__":
-    dates = sys.argv[1:]
+    args = sys.argv[1:]
+    expect = None
+    if args[:1] == ["--expect"]:
+        if len(args) < 2 or args[1] not in ("true", "false"):
+            sys.exit("demo_join.py: --expect needs true or false")
+        expect, args = args[1] == "true", args[2:]
+    dates = args
     spark = get_spark("colocate-demo-join", conf={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -22,5 +33,11 @@ if __name__ == "__main__":
         for line in result["explain"].splitlines():
             print(f"  {line}")
         print(f"  {result['rows']} result rows")
+        if expect is not None and result["colocate"] is not expect:
+            print(f"demo: expected colocate: {str(expect).lower()}, the join says otherwise", file=sys.stderr)
+            sys.exit(1)
+        if result["rows"] == 0:
+            print("demo: the join returned no rows", file=sys.stderr)
+            sys.exit(1)
     finally:
         spark.stop()
