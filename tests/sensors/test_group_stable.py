@@ -188,9 +188,14 @@ with DAG("colocate_sensor_deferral", schedule=None, start_date=pendulum.datetime
 
 def test_deferrable_sensor_in_a_dag_run_defers_to_its_trigger_and_resumes(env, airflow_db, tmp_path, monkeypatch):
     """Through Airflow's own deferral path: dag.test() stores the trigger, imports it from its
-    classpath, runs it until it fires, and resumes the task with execute_complete."""
+    classpath, runs it until it fires, and resumes the task with execute_complete. be3 comes back
+    only once Airflow's database shows the task handed over (running, then deferred, or queued
+    while dag.test() runs the trigger in line), so the test fails if it never defers."""
     import pendulum
     from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     cat, _ = env
     dags = tmp_path / "dags"
@@ -199,12 +204,29 @@ def test_deferrable_sensor_in_a_dag_run_defers_to_its_trigger_and_resumes(env, a
     monkeypatch.setattr("airflow.settings.DAGS_FOLDER", str(dags))  # read by the dags-folder bundle
     dag = DagBag(dag_folder=str(dags)).get_dag("colocate_sensor_deferral")
     cat.set_backend_state("be3", "down")
-    mended = later(3, lambda: cat.set_backend_state("be3", "alive"))
-    started = time.monotonic()
+    seen: list[str] = []
+
+    def mend_once_deferred():
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                with create_session() as session:
+                    state = session.scalar(select(TaskInstance.state).where(
+                        TaskInstance.dag_id == "colocate_sensor_deferral", TaskInstance.task_id == "wait_stable"))
+                if state and (not seen or seen[-1] != state):
+                    seen.append(state)
+                if "running" in seen and state in ("deferred", "queued"):
+                    time.sleep(1)  # let the trigger poll the unstable group a few times
+                    return
+                time.sleep(0.1)
+        finally:
+            cat.set_backend_state("be3", "alive")  # also when it never deferred: the run must end
+
+    mender = threading.Thread(target=mend_once_deferred, daemon=True)
+    mender.start()
     run = dag.test(logical_date=pendulum.datetime(2026, 11, 21, tz="UTC"))
-    waited = time.monotonic() - started
-    mended.join()
+    mender.join()
     ti = run.get_task_instance("wait_stable")
+    assert "running" in seen and seen[-1] in ("deferred", "queued"), f"the sensor never deferred: {seen}"
     assert run.state == "success" and ti.state == "success"
     assert ti.next_method is None and ti.try_number == 1  # resumed in the same try, not retried
-    assert waited >= 2.5  # it waited for be3 to come back rather than passing at once
