@@ -65,3 +65,39 @@ def test_maintenance_dag_probes_and_repairs(lake_env):
     assert lake_env.names["be2"] not in {be for row in group.bucket_map for be in row}
     assert_whole(cat)
     assert fingerprint(cat) == sums and {t: rows(cat, t) for t in before} == before
+
+
+def test_maintenance_dag_dry_runs_change_nothing_then_decommission_drains(lake_env):
+    """The UI form's other actions: balance and decommission as dry runs (the map, the backends and
+    the files stay as they are), then a real decommission that drains the backend."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    cat = lake_env.catalog
+    dag = DagBag(dag_folder=str(DAGS)).get_dag("colocate_maintenance")
+    lake_env.add_backend("be4")  # a new, empty backend: a real balance would move buckets to it
+    sums = fingerprint(cat)
+    snapshot = lambda: ([b.state for b in cat.backends()], cat.group("g").bucket_map)  # noqa: E731
+    before = snapshot()
+    day = iter(pendulum.datetime(2026, 11, d, tz="UTC") for d in range(1, 30))
+
+    def form(**fields):  # the UI's trigger form submits every field
+        return {"action": "balance", "dry_run": False, "group": "", "backend": "", "strategy": "count", **fields}
+
+    for conf in (form(action="balance", dry_run=True), form(action="decommission", backend="be3", dry_run=True)):
+        run = dag.test(logical_date=next(day), run_conf=conf)
+        assert run.state == "success", conf
+        assert snapshot() == before, conf
+    assert fingerprint(cat) == sums
+
+    run = dag.test(logical_date=next(day), run_conf=form(action="decommission", backend="be3"))
+    assert run.state == "success"
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
+        "choose": "success", "probe": "skipped", "decommission": "success", "balance": "success"}
+    assert cat.backend("be3").state == "decommissioning"
+    group = cat.group("g")
+    assert group.stable and lake_env.names["be3"] not in {be for row in group.bucket_map for be in row}
+    assert_whole(cat)
+    assert fingerprint(cat) == sums
+
+    run = dag.test(logical_date=next(day), run_conf=form(action="decommission"))  # no backend named
+    assert run.state == "failed" and run.get_task_instance("decommission").state == "failed"

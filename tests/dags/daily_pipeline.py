@@ -36,14 +36,24 @@ def check_day(catalog, spark, landing: Path, ds: str) -> None:
         assert len(partition_rows(catalog, table, ds)) == landed > 0
     spark.read.parquet(str(landing / "orders")).createOrReplaceTempView("ref_o")
     spark.read.parquet(str(landing / "lineitem")).createOrReplaceTempView("ref_l")
-    expected = {
-        r["o_orderpriority"]: (r["order_count"], r["late_lines"], r["revenue"])
+    expected = sorted(
+        (r["o_orderpriority"], r["order_count"], r["late_lines"], r["revenue"])
         for r in spark.sql(
             "SELECT o_orderpriority, count(DISTINCT o_orderkey) AS order_count, "
             "sum(CASE WHEN l_commitdate < l_receiptdate THEN 1 ELSE 0 END) AS late_lines, "
             "sum(l_extendedprice * (1 - l_discount)) AS revenue "
-            "FROM ref_o JOIN ref_l ON o_orderkey = l_orderkey GROUP BY o_orderpriority").collect()
-    }
-    got = {r["o_orderpriority"]: (r["order_count"], r["late_lines"], r["revenue"])
-           for r in partition_rows(catalog, "revenue_by_priority", ds)}
-    assert got == expected
+            "FROM ref_o JOIN ref_l ON o_orderkey = l_orderkey GROUP BY o_orderpriority").collect())
+    got = sorted((r["o_orderpriority"], r["order_count"], r["late_lines"], r["revenue"])
+                 for r in partition_rows(catalog, "revenue_by_priority", ds))
+    assert got == expected  # as lists: a duplicated result row would show
+
+
+def task_xcom(run, task_id: str, key: str = "return_value"):
+    """What a task of a finished ``dag.test()`` run pushed to XCom, read from Airflow's database."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key=key)).first()
+        assert row is not None, f"{task_id} pushed no XCom {key!r}"
+        return XComModel.deserialize_value(row)
