@@ -5,6 +5,29 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 
+# The `colocate` connection's form in Airflow's UI, declared here so the UI knows it without
+# importing the hook (Airflow 3 reads it from the provider info).
+CONNECTION_FORM = {
+    "hidden-fields": [],
+    "relabeling": {"host": "Catalog host (PostgreSQL)", "schema": "Catalog database", "login": "User"},
+    "placeholders": {
+        "host": "postgres.example.com (leave empty for the embedded SQLite catalog)",
+        "schema": "colocate",
+        "port": "5432",
+    },
+}
+CONNECTION_FIELDS = {
+    "catalog_url": {"label": "Catalog URL",
+                    "description": "a full SQLAlchemy URL; overrides host, port and database "
+                                   "(e.g. postgresql+psycopg2://user:pw@host/colocate)",
+                    "schema": {"type": ["string", "null"]}},
+    "work_dir": {"label": "Work folder",
+                 "description": "where plans and reports of Spark jobs go; on a cluster, a folder every "
+                                "worker and Airflow can read (default: $COLOCATE_HOME/runs)",
+                 "schema": {"type": ["string", "null"]}},
+}
+
+
 def get_provider_info() -> dict:
     """Airflow discovers the package through this entry point (``apache_airflow_provider``)."""
     return {
@@ -18,10 +41,14 @@ def get_provider_info() -> dict:
         "hooks": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.hooks.catalog"]}],
         "triggers": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.triggers.stable"]}],
         "asset-uris": [{"schemes": ["colocate"]}],
+        "extra-links": ["airflow_colocate.links.ColocationLink"],
         "connection-types": [
             {
                 "connection-type": "colocate",
                 "hook-class-name": "airflow_colocate.hooks.catalog.ColocateCatalogHook",
+                "hook-name": "Colocate catalog",
+                "ui-field-behaviour": CONNECTION_FORM,
+                "conn-fields": CONNECTION_FIELDS,
             }
         ],
     }

@@ -38,6 +38,7 @@ def finish_write(catalog: Catalog, ticket: WriteTicket, report: WriteReport) -> 
     partition = catalog.commit_write(ticket.job_id, report)
     return {
         "table": ticket.table.qualified_name,
+        "group": ticket.table.group_id,
         "partition": ticket.partition_value,
         "version": partition.visible_version,
         "mode": ticket.mode,

@@ -36,16 +36,10 @@ class ColocateCatalogHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {"host": "Catalog host (PostgreSQL)", "schema": "Catalog database", "login": "User"},
-            "placeholders": {
-                "host": "postgres.example.com (leave empty for the embedded SQLite catalog)",
-                "schema": "colocate",
-                "port": "5432",
-                "extra": '{"catalog_url": "postgresql+psycopg2://user:pw@host/colocate", "work_dir": "/shared/colocate/runs"}',
-            },
-        }
+        from airflow_colocate import CONNECTION_FORM
+
+        return {"hidden_fields": CONNECTION_FORM["hidden-fields"], "relabeling": CONNECTION_FORM["relabeling"],
+                "placeholders": CONNECTION_FORM["placeholders"]}
 
     def catalog_url(self) -> str:
         try:

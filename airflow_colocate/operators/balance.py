@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from airflow_colocate.links import ColocationLink
 from airflow_colocate.balancer import Balancer, BalanceOptions, describe_plans, plan, summary_json
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.operators.base import ColocateSparkOperator
@@ -36,6 +37,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         "groups", "strategy", "threshold", "dry_run", "relocate_delay_minutes", "grace_minutes", "verify",
     )
     ui_color = "#f3e3c8"
+    operator_extra_links = (ColocationLink(),)
 
     def __init__(self, *, groups: str | Sequence[str] | None = None, strategy: str = "count", threshold: float = 0.0,
                  dry_run: bool = False, probe: bool = True, verify: bool = False, verify_limit: int | None = None,

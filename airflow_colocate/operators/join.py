@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_colocate.links import ColocationLink
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.errors import InvalidArgument
 from airflow_colocate.join_planner import structured_sql
@@ -32,6 +33,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
     )
     template_fields_renderers = {"query": "sql", "tables": "json"}
     ui_color = "#c9e4c5"
+    operator_extra_links = (ColocationLink(),)
 
     def __init__(self, *, query: str | None = None, tables: dict[str, list[str] | None] | None = None,
                  join_tables: Sequence[str] | None = None, on: Sequence[Sequence[Sequence[str]]] | None = None,
@@ -87,6 +89,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
                 catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
             raise
         summary = finish_join(catalog, ticket, report)
+        summary["group"] = next((g for g in plan.groups.values() if g), None)  # for the Colocation link
         for line in report.explain.splitlines():
             self.log.info("colocate explain: %s", line)
         self.log.info("colocate: %d result rows in %.1fs", report.rows, report.seconds)

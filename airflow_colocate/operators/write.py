@@ -9,6 +9,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
+from airflow_colocate.links import ColocationLink
 from airflow_colocate.errors import ColocateError, InvalidArgument, SchemaMismatch
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs import finish_write, prepare_write
@@ -52,6 +53,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
     )
     template_fields_renderers = {**getattr(SparkSubmitOperator, "template_fields_renderers", {}), "source_query": "sql"}
     ui_color = "#d8ecf3"
+    operator_extra_links = (ColocationLink(),)
 
     def __init__(self, *, table: str, partition: str = "all", source: str | None = None,
                  source_format: str = "parquet", source_options: dict[str, str] | None = None,

@@ -150,3 +150,25 @@ def test_tables_of_two_groups_fall_back_with_reason(spark, tpch_catalog, tpch_so
     (j,) = result["joins"]
     assert not j["colocate"] and j["reason"].startswith("tables are not in the same group")
     assert "colocate: false, reason: tables are not in the same group" in result["explain"]
+
+
+def test_read_helper_for_users_own_spark_code(spark, tpch_catalog, plain):
+    """airflow_colocate.read.register: the user's own spark.sql over catalog tables, with the
+    rows of plain Spark and the colocated plan (no Exchange under the join)."""
+    from airflow_colocate.read import register
+    from airflow_colocate.spark.physical_plan import joins_of
+
+    tables = register(spark, {"orders": TWO_DAYS, "lineitem": None}, catalog=tpch_catalog)
+    assert [(t.name, t.bucketed, len(t.partitions)) for t in tables] == [("orders", True, 2), ("lineitem", True, 2)]
+    q = ("SELECT o.o_orderpriority, count(*) AS n, sum(l.l_extendedprice) AS revenue FROM {o} o JOIN {l} l "
+         "ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey GROUP BY o.o_orderpriority")
+    old = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # small test data would be broadcast
+    try:
+        mine, ref = spark.sql(q.format(o="orders", l="lineitem")), spark.sql(q.format(o="ref_orders", l="ref_lineitem"))
+        assert mine.count() == ref.count() > 0
+        assert mine.exceptAll(ref).count() == 0 and ref.exceptAll(mine).count() == 0
+        (j,) = joins_of(mine)
+        assert (j.left.exchanges, j.right.exchanges) == (0, 0) and sorted(j.left.tables + j.right.tables) == ["lineitem", "orders"]
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", old)

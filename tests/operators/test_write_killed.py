@@ -39,24 +39,24 @@ def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tm
     proc = subprocess.Popen([sys.executable, "-m", "airflow_colocate.spark.write_job", "--plan", str(plan_path),
                              "--master", "local[2]"], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    targets = [Path(t.path.removeprefix("file://")) for b in plan.buckets for t in b.replicas]
     deadline = time.time() + 180
-    while not staging.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    assert staging.exists(), "the job never started writing"
+    # kill it once it has begun placing bucket files on the backends, not only in staging
+    while not any(t.exists() for t in targets) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)  # like a worker node lost mid-task: no cleanup runs
     proc.wait()
+    assert any(t.exists() for t in targets), "the job never reached the backends: nothing for gc to prove"
 
     assert catalog.partitions("orders")[0].visible_version == 1
     assert read_back(catalog, "2026-11-01") == before  # old version readable and complete
-    assert not Path(plan.report_uri).exists()
+    assert not Path(plan.report_uri.removeprefix("file://")).exists()  # killed before it could report
 
     # gc: the dead write is aborted and its staging and version directories removed
     assert colocate(["gc", "--grace-minutes", "0", "--stale-hours", "0", "--json"]) == 0
     capsys.readouterr()
     assert not staging.exists()
-    for bucket in plan.buckets:
-        for target in bucket.replicas:
-            assert not Path(target.path.removeprefix("file://")).exists()
+    assert [t for t in targets if t.exists()] == []  # the half-written version directories too
     assert read_back(catalog, "2026-11-01") == before
     assert catalog.job(ticket.job_id)["state"] == "failed"
     # and a new write after all this works

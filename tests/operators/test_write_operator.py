@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_colocate.errors import ColocateError
+from airflow_colocate.errors import ColocateError, SchemaMismatch
 from airflow_colocate.jobs import write_in_session
 from airflow_colocate.operators.write import ColocateWriteOperator
 from airflow_colocate.plans import Source
@@ -103,6 +103,17 @@ def test_bad_inputs_commit_nothing(colocate_env, spark, tmp_path):
     pq.write_table(pa.table({"o_orderkey": pa.array(["x"]), "o_custkey": pa.array([1])}), wrong / "p.parquet")
     with pytest.raises(ColocateError, match="o_orderkey"):
         write_op(wrong, "2026-11-01").execute(context={})
+    no_key = tmp_path / "no_key"
+    no_key.mkdir()
+    pq.write_table(pq.read_table(src).drop(["o_orderkey"]), no_key / "p.parquet")
+    with pytest.raises(ColocateError, match="o_orderkey"):  # the distribution column is missing
+        write_op(no_key, "2026-11-01").execute(context={})
+    tables, events = [t.name for t in catalog.tables()], len(catalog.events(limit=10_000))
+    with pytest.raises(SchemaMismatch, match="bucket"):  # a new table that does not fit the group's schema
+        ColocateWriteOperator(task_id="load_o2", table="o2", source=str(src), partition="2026-11-01",
+                              columns=COLUMNS, dist_cols=["o_orderkey"], bucket_num=8, replication_num=2,
+                              partition_col="dt", colocate_with="g_orders").execute(context={})
+    assert [t.name for t in catalog.tables()] == tables and len(catalog.events(limit=10_000)) == events
     for backend in catalog.backends()[1:]:
         catalog.set_backend_state(backend.name, "down")
     with pytest.raises(ColocateError, match="needs 2 alive backends"):

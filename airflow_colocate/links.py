@@ -1,0 +1,48 @@
+"""The "Colocation" button on a task of ours in the Airflow UI: it opens the Colocation page on the
+group the task wrote, joined or repaired, so the bucket map and the reasons are one click away
+from the task log."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from airflow.sdk import BaseOperatorLink
+
+from airflow_colocate.plugins import PREFIX
+
+
+def page_url(group: str | None = None) -> str:
+    """The Colocation page, relative to the API server unless ``[api] base_url`` says where it is."""
+    from airflow.configuration import conf
+
+    base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+    return f"{base}{PREFIX}/ui" + (f"?group={quote(group, safe='')}" if group else "")
+
+
+def group_of(result) -> str | None:
+    """The group a task's XCom result names: a write's or join's ``group``, or the one group a
+    balance run touched."""
+    if not isinstance(result, dict):
+        return None
+    if result.get("group"):
+        return str(result["group"])
+    groups = {g.get("group") for g in result.get("groups", []) if isinstance(g, dict)}
+    groups |= {p.get("group") for p in result.get("plans", []) if isinstance(p, dict)}
+    groups.discard(None)
+    return groups.pop() if len(groups) == 1 else None
+
+
+class ColocationLink(BaseOperatorLink):
+    name = "Colocation"
+
+    def get_link(self, operator, *, ti_key) -> str:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        try:  # runs in the task runner as the task ends: its result is already in XCom
+            result = XCom.get_value(ti_key=ti_key, key="return_value")
+        except Exception:  # no result yet (running, failed): the page still helps
+            result = None
+        return page_url(group_of(result))
+
+
+__all__ = ["ColocationLink", "group_of", "page_url"]

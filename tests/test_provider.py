@@ -1,0 +1,73 @@
+"""What Airflow learns from the package: provider info through its entry point (operators, hooks,
+the `colocate` connection type with its form, the extra link, asset URIs), and the link's target."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_colocate.links import ColocationLink, group_of, page_url
+
+
+@pytest.fixture(scope="module")
+def providers():
+    from airflow.providers_manager import ProvidersManager
+
+    return ProvidersManager()
+
+
+def test_airflow_finds_the_provider_through_its_entry_point(providers):
+    assert "airflow-colocate" in providers.providers
+    info = providers.providers["airflow-colocate"].data
+    assert info["name"] == "Colocate" and info["connection-types"][0]["connection-type"] == "colocate"
+    modules = {m for entry in info["operators"] for m in entry["python-modules"]}
+    assert {"airflow_colocate.operators.write", "airflow_colocate.operators.join",
+            "airflow_colocate.operators.balance"} <= modules
+
+
+def test_connection_type_and_its_form(providers):
+    hook = providers.hooks["colocate"]
+    assert hook is not None and hook.hook_class_name == "airflow_colocate.hooks.catalog.ColocateCatalogHook"
+    assert hook.connection_type == "colocate" and hook.hook_name == "Colocate catalog"
+    form = providers.field_behaviours["colocate"]
+    assert form["relabeling"]["host"] == "Catalog host (PostgreSQL)"
+    assert "embedded SQLite" in form["placeholders"]["host"]
+    fields = {name.rsplit("__", 1)[-1]: w for name, w in providers.connection_form_widgets.items()
+              if w.package_name == "airflow-colocate"}
+    assert set(fields) == {"catalog_url", "work_dir"}
+    assert "Catalog URL" in str(fields["catalog_url"].field) and not fields["catalog_url"].is_sensitive
+
+
+def test_the_form_fields_are_what_the_hook_reads(monkeypatch, tmp_path):
+    """A connection saved from the form (extra holds catalog_url and work_dir) reaches the catalog."""
+    import json
+
+    from airflow_colocate.catalog import Catalog
+    from airflow_colocate.hooks.catalog import ColocateCatalogHook
+
+    url = f"sqlite:///{tmp_path / 'from-form.db'}"
+    Catalog(url).init()
+    monkeypatch.setenv("AIRFLOW_CONN_COLOCATE_FORM", json.dumps(
+        {"conn_type": "colocate", "extra": {"catalog_url": url, "work_dir": str(tmp_path / "runs")}}))
+    hook = ColocateCatalogHook("colocate_form")
+    assert hook.catalog_url() == url and hook.work_dir() == tmp_path / "runs"
+    assert hook.get_conn().backends() == []
+
+
+def test_extra_link_is_registered_and_on_every_spark_operator(providers):
+    assert "airflow_colocate.links.ColocationLink" in providers.extra_links_class_names
+    from airflow_colocate.operators.balance import ColocateBalanceOperator
+    from airflow_colocate.operators.join import ColocateJoinOperator
+    from airflow_colocate.operators.write import ColocateWriteOperator
+
+    for op in (ColocateWriteOperator, ColocateJoinOperator, ColocateBalanceOperator):
+        assert [type(link) for link in op.operator_extra_links] == [ColocationLink], op.__name__
+
+
+def test_the_link_opens_the_group_the_task_worked_on():
+    assert group_of({"table": "default.orders", "group": "1.1"}) == "1.1"
+    assert group_of({"groups": [{"group": "1_g_tpch", "stable": True}]}) == "1_g_tpch"
+    assert group_of({"dry_run": True, "plans": [{"group": "1_a"}, {"group": "1_b"}]}) is None  # two: the overview
+    assert group_of(None) is None and group_of("text") is None
+    assert page_url("1.1") == "/api/colocate/ui?group=1.1"
+    assert page_url("1_my group") == "/api/colocate/ui?group=1_my%20group"
+    assert page_url() == "/api/colocate/ui"
