@@ -20,6 +20,36 @@ from test_write_operator import make_source, read_back, write_op
 pytestmark = pytest.mark.spark
 
 
+def kill_everything(proc: subprocess.Popen) -> None:
+    """SIGKILL the job and every process it started. PySpark's worker daemon moves itself into a
+    process group of its own, so killing the job's group alone would leave its Python workers
+    copying files for a moment after the 'crash'."""
+    import psutil
+
+    os.killpg(proc.pid, signal.SIGSTOP)  # freeze first, so nobody forks a worker we would miss
+    family: dict[int, psutil.Process] = {}
+    while True:
+        found = {p.pid: p for p in psutil.Process(proc.pid).children(recursive=True)} | family
+        for p in found.values():
+            try:
+                p.suspend()
+            except psutil.NoSuchProcess:
+                pass
+        if found.keys() == family.keys():
+            break
+        family = found
+    os.killpg(proc.pid, signal.SIGKILL)
+    for p in family.values():
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait()
+    family = list(family.values())
+    psutil.wait_procs(family, timeout=30)
+    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
 def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tmp_path, capsys):
     catalog = colocate_env
     write_op(tmp_path, "2026-11-01")._ensure_table(catalog)
@@ -44,8 +74,7 @@ def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tm
     # kill it once it has begun placing bucket files on the backends, not only in staging
     while not any(t.exists() for t in targets) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # like a worker node lost mid-task: no cleanup runs
-    proc.wait()
+    kill_everything(proc)  # like a node lost mid-task: no cleanup runs anywhere
     assert any(t.exists() for t in targets), "the job never reached the backends: nothing for gc to prove"
 
     assert catalog.partitions("orders")[0].visible_version == 1
