@@ -183,7 +183,6 @@ class JoinExplain:
     colocate: bool  # what Spark did: no Exchange feeds the join
     reason: str | None
     planned: bool = False  # what the planner predicted from the registration and the join keys
-    planned_reason: str | None = None
 
 
 @dataclass

@@ -41,7 +41,7 @@ def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
             reason = "Spark shuffled a join the planner expected to be colocated"
     return JoinExplain(join=j.description, left_tables=j.left.tables, right_tables=j.right.tables,
                        exchanges_left=j.left.exchanges, exchanges_right=j.right.exchanges,
-                       colocate=colocate, reason=reason, planned=planned, planned_reason=planned_reason)
+                       colocate=colocate, reason=reason, planned=planned)
 
 
 def should_be_colocated(e: JoinExplain, plan: JoinPlan) -> bool:

@@ -45,9 +45,8 @@ def kill_everything(proc: subprocess.Popen) -> None:
         except psutil.NoSuchProcess:
             pass
     proc.wait()
-    family = list(family.values())
-    psutil.wait_procs(family, timeout=30)
-    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    psutil.wait_procs(list(family.values()), timeout=30)
+    assert not [p for p in family.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tmp_path, capsys):
