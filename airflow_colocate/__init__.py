@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from airflow_colocate import _moved
+
+__version__ = "0.2.0"
+
+_moved.install()  # old module paths keep working for one release, with a DeprecationWarning
 
 
 # The `colocate` connection's form in Airflow's UI, declared here so the UI knows it without

@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tpch import tpch  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
-from airflow_colocate.jobs import join_in_session, write_in_session  # noqa: E402
-from airflow_colocate.plans import ReadPartition, ReadTable, Source  # noqa: E402
+from airflow_colocate.jobs.join import join_in_session  # noqa: E402
+from airflow_colocate.jobs.write import write_in_session  # noqa: E402
+from airflow_colocate.planner.contract import ReadPartition, ReadTable, Source  # noqa: E402
 from airflow_colocate.spark.register import register_tables  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
 

@@ -45,7 +45,7 @@ with DAG(
 
     @task
     def probe() -> list[dict]:
-        from airflow_colocate.health import probe_backends
+        from airflow_colocate.jobs.health import probe_backends
 
         catalog = ColocateCatalogHook().get_conn()
         return [{"backend": r.backend.name, "state": r.backend.state, "ok": r.ok, "error": r.error}

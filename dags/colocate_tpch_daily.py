@@ -19,12 +19,12 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from airflow_colocate.catalog.engine import colocate_home
+from airflow_colocate.core.paths import colocate_home
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.operators.join import ColocateJoinOperator
 from airflow_colocate.operators.write import ColocateWriteOperator
 from airflow_colocate.sensors.stable import GroupStableSensor
-from airflow_colocate.sqltypes import parse_columns
+from airflow_colocate.core.sqltypes import parse_columns
 
 GROUP = "g_tpch"
 BUCKETS = 8

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.jobs import join_in_session
+from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.spark.session import get_spark
 
 QUERY = ("SELECT o.o_orderpriority, count(*) AS lines, sum(l.l_extendedprice * (1 - l.l_discount)) AS revenue "

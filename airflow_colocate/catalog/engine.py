@@ -14,11 +14,8 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
-from airflow_colocate.errors import InvalidArgument
-
-
-def colocate_home() -> Path:
-    return Path(os.environ.get("COLOCATE_HOME") or Path.home() / ".colocate").expanduser()
+from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.core.paths import colocate_home
 
 
 def default_url() -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+
+from airflow_colocate.core.times import utc
 
 
 @dataclass(frozen=True)
@@ -130,3 +133,202 @@ class GarbageItem:
     partition_id: int | None = None
     version: int | None = None
     job_id: int | None = None
+
+
+# ---------------------------------------------------------------------- health and balance jobs
+
+DEFAULT_RELOCATE_DELAY = timedelta(minutes=30)
+
+
+DEFAULT_GRACE = timedelta(minutes=10)
+
+
+MAX_REASONS = 50
+
+
+BALANCE_KINDS = ("relocate", "balance", "repair")
+
+
+ACTIVE = "running"
+
+
+# Steps of a balance job, in order; ``progress.step`` is the last one reached.
+STEPS = ("planned", "unstable", "switched", "finished")
+
+
+@dataclass(frozen=True)
+class BackendHealth:
+    id: int
+    name: str
+    root_uri: str
+    host: str
+    capacity_bytes: int | None
+    state: str  # alive | down | decommissioning | decommissioned
+    state_since: datetime
+    last_heartbeat: datetime | None
+    state_reason: str | None
+    unavailable: bool  # placement must replace it (decommissioning, or down longer than the delay)
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "alive"
+
+    @property
+    def transiently_down(self) -> bool:
+        return self.state == "down" and not self.unavailable
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason a group is not stable. ``table``..``backend`` are empty when it is not about one
+    replica (a backend that is down, a job that is running)."""
+
+    problem: str
+    table: str = ""
+    partition: str = ""
+    version: int = 0
+    bucket: int = -1
+    backend: str = ""
+
+    @property
+    def text(self) -> str:
+        if not self.table:
+            return self.problem
+        return f"{self.table}/{self.partition} v{self.version} bucket {self.bucket} on backend {self.backend}: {self.problem}"
+
+
+@dataclass(frozen=True)
+class GroupHealth:
+    group_id: str  # dbId.grpId
+    full_name: str
+    stable: bool
+    reasons: tuple[Reason, ...]
+    problems: int  # all problems found; ``reasons`` keeps the first MAX_REASONS
+    checked_at: datetime
+    changed: bool = False  # the check flipped the stable flag or changed the reason
+
+    @property
+    def reason(self) -> str | None:
+        return summary(self.reasons, self.problems)
+
+    def to_dict(self) -> dict:
+        return {"group": self.full_name, "group_id": self.group_id, "stable": self.stable, "reason": self.reason,
+                "reasons": [r.text for r in self.reasons], "problems": self.problems,
+                "checked_at": self.checked_at.isoformat()}
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """What the balance planner needs to know about one group."""
+
+    grp_id: int
+    group_id: str
+    full_name: str
+    bucket_num: int
+    replication_num: int
+    bucket_map: tuple[tuple[int, ...], ...]
+    bucket_bytes: tuple[int, ...]  # bytes of one replica of each bucket, summed over tables and partitions
+    active_job: int | None
+    repairs: int  # (table, partition, bucket, backend) of the map with no verified replica, backend alive
+    redundant: int  # replicas of visible versions on backends the map does not name
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    now: datetime
+    relocate_delay: timedelta
+    backends: tuple[BackendHealth, ...]
+    groups: tuple[GroupSnapshot, ...]
+    other_bytes: dict[int, int]  # backend id -> bytes of visible replicas of tables in no group
+    flags: dict[str, bool]
+
+
+@dataclass(frozen=True)
+class CloneNeed:
+    """One replica a balance job still has to clone: ``path`` on backend ``backend_id`` from one of
+    ``sources`` ((backend id, replica dir), best first), to end up with ``checksum``."""
+
+    table: str
+    table_id: int
+    partition_id: int
+    partition: str
+    version: int
+    bucket_seq: int
+    backend_id: int
+    path: str
+    checksum: str
+    rows: int
+    bytes: int
+    sources: tuple[tuple[int, str], ...]
+    repair: str  # missing | bad
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A replica a job cannot clone now, and why (target not alive, no healthy source, ...)."""
+
+    table: str
+    partition: str
+    bucket_seq: int
+    backend_id: int
+    why: str
+    target_down: bool = False
+
+
+@dataclass(frozen=True)
+class BalanceJobView:
+    id: int
+    kind: str
+    state: str  # running | done | cancelled
+    grp_id: int | None
+    group: str
+    step: str
+    plan: dict
+    progress: dict
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class SwitchResult:
+    switched: bool
+    cancelled: bool = False
+    missing: tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FinishResult:
+    done: bool
+    health: GroupHealth | None = None
+    dropping: int = 0
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DropItem:
+    replica_id: int
+    backend_id: int
+    path: str
+
+
+@dataclass(frozen=True)
+class VerifyNeed:
+    replica_id: int
+    backend_id: int
+    path: str
+    checksum: str
+    bytes: int
+
+
+def is_unavailable(state: str, state_since: datetime | None, now: datetime, delay: timedelta) -> bool:
+    if state in ("decommissioning", "decommissioned"):
+        return True
+    return state == "down" and state_since is not None and now - utc(state_since) >= delay
+
+
+def summary(reasons: Sequence[Reason], problems: int) -> str | None:
+    if not reasons:
+        return None
+    more = problems - 1
+    return reasons[0].text + (f" (and {more} more problem{'s' if more != 1 else ''})" if more > 0 else "")

@@ -14,7 +14,8 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.engine import colocate_home, default_url
+from airflow_colocate.catalog.engine import default_url
+from airflow_colocate.core.paths import default_work_dir
 
 
 class ColocateCatalogHook(BaseHook):
@@ -70,7 +71,7 @@ class ColocateCatalogHook(BaseHook):
         """Where plans and reports go; shared storage when Spark runs in cluster deploy mode."""
         if self._catalog is None:
             self.get_conn()
-        return Path(self._extra.get("work_dir") or os.environ.get("COLOCATE_WORK_DIR") or colocate_home() / "runs")
+        return Path(self._extra.get("work_dir") or default_work_dir())
 
     def test_connection(self) -> tuple[bool, str]:
         try:

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_colocate.balancer import Balancer, BalanceOptions, describe_plans, plan, summary_json
+from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan, summary_json
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
 from airflow_colocate.operators.spark_env import job_path
-from airflow_colocate.plans import ClonePlan, CloneReport
+from airflow_colocate.planner.contract import ClonePlan, CloneReport
 
 
 class ColocateBalanceOperator(ColocateSparkOperator):
@@ -61,7 +61,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         self.colocate_conn_id = colocate_conn_id
 
     def _options(self) -> BalanceOptions:
-        from airflow_colocate.health import relocate_delay_from_env
+        from airflow_colocate.jobs.health import relocate_delay_from_env
 
         groups = [self.groups] if isinstance(self.groups, str) else list(self.groups or [])
         groups = [g for g in groups if g and g not in ("None", "null")]  # a template rendered to text
@@ -85,7 +85,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         catalog = hook.get_conn()
         options = self._options()
         if self.probe:
-            from airflow_colocate.health import probe_backends
+            from airflow_colocate.jobs.health import probe_backends
 
             for r in probe_backends(catalog, relocate_delay=options.relocate_delay):
                 self.log.info("colocate: backend %s: %s%s", r.backend.name, r.backend.state,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_colocate.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.operators.spark_env import submit_env
 
 

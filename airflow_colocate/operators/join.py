@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_colocate.errors import InvalidArgument
+from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
-from airflow_colocate.jobs import finish_join, prepare_join
-from airflow_colocate.join_planner import structured_sql
+from airflow_colocate.jobs.join import finish_join, prepare_join
+from airflow_colocate.planner.join import structured_sql
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
 from airflow_colocate.operators.spark_env import job_path
-from airflow_colocate.plans import JoinReport
+from airflow_colocate.planner.contract import JoinReport
 
 
 class ColocateJoinOperator(ColocateSparkOperator):

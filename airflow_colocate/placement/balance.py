@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Literal
 
-from airflow_colocate.errors import PlacementError
+from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement.model import (
     BackendSlot,
     BucketMap,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
-from airflow_colocate.errors import PlacementError
+from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement.model import BackendSlot, BucketMap, describe, index_backends
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_colocate.errors import PlacementError
+from airflow_colocate.core.errors import PlacementError
 
 BucketMap = list[list[int]]
 """Index = bucket seq; value = the backend ids holding that bucket, first = primary.

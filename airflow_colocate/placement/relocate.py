@@ -11,7 +11,7 @@ import heapq
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from airflow_colocate.errors import PlacementError
+from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement.model import BackendSlot, BucketMap, check_rows, index_backends
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Sequence
 
-from airflow_colocate.errors import PlacementError
+from airflow_colocate.core.errors import PlacementError
 
 
 def choose_replicas(bucket_map: Sequence[Sequence[int]], available: Collection[int]) -> list[int]:

@@ -29,7 +29,7 @@ from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.engine import make_engine
 from airflow_colocate.catalog.views import BackendView, GroupView
-from airflow_colocate.errors import (
+from airflow_colocate.core.errors import (
     AlreadyExists,
     ColocateError,
     Conflict,

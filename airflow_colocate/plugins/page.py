@@ -18,7 +18,7 @@ from markupsafe import Markup
 from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import GroupView
-from airflow_colocate.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_DRAWN_BUCKETS = 1024

@@ -61,7 +61,7 @@ class GroupStableSensor(BaseSensorOperator):
             ti.xcom_push(key=XCOM_KEY, value=state)
 
     def _state(self) -> dict:
-        from airflow_colocate.health import group_state
+        from airflow_colocate.jobs.health import group_state
 
         if self._catalog is None:  # one per task run: poke mode polls many times
             self._catalog = ColocateCatalogHook(self.colocate_conn_id).get_conn()

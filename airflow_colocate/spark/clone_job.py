@@ -1,6 +1,6 @@
 """The clone job: copy replicas between backends and re-hash replicas, on Spark executors.
 
-Repair and balance (clone-and-drop) hand this job a :class:`~airflow_colocate.plans.ClonePlan`:
+Repair and balance (clone-and-drop) hand this job a :class:`~airflow_colocate.planner.contract.ClonePlan`:
 ``copies`` (one replica directory each, from a healthy source to its new backend) and
 ``verifies`` (re-hash one replica and compare with the catalog). Each task runs on an executor in
 Python with :func:`airflow_colocate.storage.copy.copy_file` — the primitive the write job uses, so
@@ -10,7 +10,7 @@ matches; otherwise its files are deleted and the result says whether the *source
 different bytes (then the source replica is corrupt and the control plane marks it ``bad``).
 
 One task failing never fails the job: every task returns a result, and the control plane
-(:mod:`airflow_colocate.balancer`) records good clones, marks bad sources and retries the rest.
+(:mod:`airflow_colocate.jobs.balance`) records good clones, marks bad sources and retries the rest.
 The job never touches the catalog.
 
     spark-submit airflow_colocate/spark/clone_job.py --plan /path/clone-plan.json
@@ -22,8 +22,8 @@ import argparse
 import sys
 import time
 
-from airflow_colocate.errors import ColocateError
-from airflow_colocate.plans import CloneReport, CloneResult, ClonePlan, VerifyResult
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.planner.contract import CloneReport, CloneResult, ClonePlan, VerifyResult
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
 

@@ -12,9 +12,9 @@ import json
 import sys
 import time
 
-from airflow_colocate.errors import ColocateError
-from airflow_colocate.join_planner import predict_join
-from airflow_colocate.plans import JoinExplain, JoinPlan, JoinReport
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.planner.join import predict_join
+from airflow_colocate.planner.contract import JoinExplain, JoinPlan, JoinReport
 from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
 from airflow_colocate.spark.register import register_tables
 from airflow_colocate.storage import fs

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import tempfile
 
-from airflow_colocate.errors import ColocateError
-from airflow_colocate.plans import ReadTable
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.planner.contract import ReadTable
 
 BUCKET_COLUMN = "__bucket"
 BACKING_PREFIX = "__cl_"

@@ -1,4 +1,4 @@
-"""The write job: execute one :class:`~airflow_colocate.plans.WritePlan` and write its report.
+"""The write job: execute one :class:`~airflow_colocate.planner.contract.WritePlan` and write its report.
 
 Launch::
 
@@ -31,8 +31,8 @@ import re
 import sys
 import time
 
-from airflow_colocate.errors import ColocateError, SchemaMismatch
-from airflow_colocate.plans import ReplicaReport, WritePlan, WriteReport
+from airflow_colocate.core.errors import ColocateError, SchemaMismatch
+from airflow_colocate.planner.contract import ReplicaReport, WritePlan, WriteReport
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs, layout
 
@@ -52,7 +52,7 @@ _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 
 
 def _norm(type_name: str) -> str:
-    from airflow_colocate.sqltypes import normalize_type
+    from airflow_colocate.core.sqltypes import normalize_type
 
     try:
         return normalize_type(type_name)

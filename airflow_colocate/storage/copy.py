@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from airflow_colocate.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs
 
 CHUNK = 8 * 1024 * 1024

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
-from airflow_colocate.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError
 
 # Hadoop spellings that pyarrow knows under another name.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs"}

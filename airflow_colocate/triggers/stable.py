@@ -62,7 +62,7 @@ class GroupStableTrigger(BaseTrigger):
         return self._catalog
 
     def _state(self) -> dict:
-        from airflow_colocate.health import group_state
+        from airflow_colocate.jobs.health import group_state
 
         return group_state(self._get_catalog(), self.group, check=self.check, db=self.db)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_colocate.balancer import Balancer, BalanceOptions, session_runner
+from airflow_colocate.jobs.balance import Balancer, BalanceOptions, session_runner
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.jobs import finish_write, prepare_write
-from airflow_colocate.plans import ReplicaReport, Source, WriteReport
+from airflow_colocate.jobs.write import finish_write, prepare_write
+from airflow_colocate.planner.contract import ReplicaReport, Source, WriteReport
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs, layout
 

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_colocate.balance_planner import plan_balance
-from airflow_colocate.catalog.stability import BackendHealth, ClusterSnapshot, GroupSnapshot
+from airflow_colocate.planner.balance import plan_balance
+from airflow_colocate.catalog.views import BackendHealth, ClusterSnapshot, GroupSnapshot
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 DELAY = timedelta(minutes=30)

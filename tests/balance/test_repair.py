@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_colocate.balancer import BalanceOptions, describe_plans, plan
-from airflow_colocate.jobs import prepare_write
-from airflow_colocate.plans import Source
+from airflow_colocate.jobs.balance import BalanceOptions, describe_plans, plan
+from airflow_colocate.jobs.write import prepare_write
+from airflow_colocate.planner.contract import Source
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
 from balance_lake import assert_whole, fingerprint, replica_dirs, rows

@@ -7,9 +7,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_colocate.jobs import join_in_session, write_in_session
-from airflow_colocate.plans import Source
-from airflow_colocate.sqltypes import parse_columns
+from airflow_colocate.jobs.join import join_in_session
+from airflow_colocate.jobs.write import write_in_session
+from airflow_colocate.planner.contract import Source
+from airflow_colocate.core.sqltypes import parse_columns
 from balance_lake import assert_whole, fingerprint, rows
 
 pytestmark = pytest.mark.spark

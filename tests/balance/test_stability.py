@@ -10,8 +10,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from airflow_colocate.catalog import Catalog, models
-from airflow_colocate.errors import Conflict
-from airflow_colocate.plans import VerifyResult
+from airflow_colocate.core.errors import Conflict
+from airflow_colocate.planner.contract import VerifyResult
 from balance_lake import Clock, Lake
 from colocate_testing import add_local_backends
 
@@ -104,8 +104,8 @@ def test_switch_waits_for_every_added_replica_and_drops_wait_for_the_grace(small
     needs, blocked = cat.clone_needs(job.id)
     assert [(n.bucket_seq, n.backend_id, n.sources[0][0]) for n in needs] == [(0, be4, src)] and not blocked
     from airflow_colocate.spark.clone_job import clone_task
-    from airflow_colocate.plans import CloneResult
-    from airflow_colocate.balancer import clone_plan
+    from airflow_colocate.planner.contract import CloneResult
+    from airflow_colocate.jobs.balance import clone_plan
     from dataclasses import asdict
 
     (task,) = clone_plan("t", needs, "unused").copies

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import MetaData, select
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.errors import (
+from airflow_colocate.core.errors import (
     AlreadyExists,
     ColocateError,
     Conflict,

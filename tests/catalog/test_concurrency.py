@@ -9,7 +9,7 @@ from __future__ import annotations
 import multiprocessing as mp
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.errors import AlreadyExists
+from airflow_colocate.core.errors import AlreadyExists
 
 WORKERS = 6
 TABLES_PER_WORKER = 5

@@ -10,9 +10,9 @@ import pytest
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.cli import main
-from airflow_colocate.errors import ColocateError, PlacementError
-from airflow_colocate.plans import ReplicaReport, Source, WriteReport
-from airflow_colocate.planning import write_plan
+from airflow_colocate.core.errors import ColocateError, PlacementError
+from airflow_colocate.planner.contract import ReplicaReport, Source, WriteReport
+from airflow_colocate.planner.write import write_plan
 from colocate_testing import add_local_backends
 
 

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.jobs import write_in_session
-from airflow_colocate.plans import Source
+from airflow_colocate.jobs.write import write_in_session
+from airflow_colocate.planner.contract import Source
 from colocate_testing import add_local_backends
 
 DATES = ["2026-11-01", "2026-11-02"]
@@ -83,7 +83,7 @@ def tpch_catalog(spark, tpch_sources, tmp_path_factory):
         "notes": ("n_orderkey bigint, n_comment string, dt date", ["n_orderkey"], "g_tpch"),
         "flags": ("f_orderkey bigint, f_flag string, dt date", ["f_orderkey"], None),
     }
-    from airflow_colocate.sqltypes import parse_columns
+    from airflow_colocate.core.sqltypes import parse_columns
 
     for name, (cols, dist, group) in schema.items():
         cat.create_table(name, parse_columns(cols), dist, bucket_num=8, replication_num=2, partition_cols=["dt"],

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_colocate.errors import ColocateError
-from airflow_colocate.jobs import join_in_session
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.jobs.join import join_in_session
 
 pytestmark = pytest.mark.spark
 
@@ -113,7 +113,7 @@ def test_unstable_group_and_down_backend_fall_back_with_reason(spark, tpch_catal
 
 
 def test_output_into_the_group_is_colocated_next_time(spark, tpch_catalog, plain):
-    from airflow_colocate.sqltypes import parse_columns
+    from airflow_colocate.core.sqltypes import parse_columns
 
     tpch_catalog.create_table("order_revenue", parse_columns("r_orderkey bigint, revenue decimal(25,2), dt date"),
                               ["r_orderkey"], bucket_num=8, replication_num=2, partition_cols=["dt"],
@@ -134,9 +134,9 @@ def test_output_into_the_group_is_colocated_next_time(spark, tpch_catalog, plain
 def test_tables_of_two_groups_fall_back_with_reason(spark, tpch_catalog, tpch_sources, plain, tmp_path):
     """flags copied into its own group g_flags (same bucket count and key type as g_tpch): still
     not colocated with orders, because their buckets live on unrelated backends."""
-    from airflow_colocate.jobs import write_in_session
-    from airflow_colocate.plans import Source
-    from airflow_colocate.sqltypes import parse_columns
+    from airflow_colocate.jobs.write import write_in_session
+    from airflow_colocate.planner.contract import Source
+    from airflow_colocate.core.sqltypes import parse_columns
 
     tpch_catalog.create_table("flags_g", parse_columns("f_orderkey bigint, f_flag string, dt date"), ["f_orderkey"],
                               bucket_num=8, replication_num=2, partition_cols=["dt"], colocate_with="g_flags",
@@ -153,9 +153,9 @@ def test_tables_of_two_groups_fall_back_with_reason(spark, tpch_catalog, tpch_so
 
 
 def test_read_helper_for_users_own_spark_code(spark, tpch_catalog, plain):
-    """airflow_colocate.read.register: the user's own spark.sql over catalog tables, with the
+    """airflow_colocate.jobs.read.register: the user's own spark.sql over catalog tables, with the
     rows of plain Spark and the colocated plan (no Exchange under the join)."""
-    from airflow_colocate.read import register
+    from airflow_colocate.jobs.read import register
     from airflow_colocate.spark.physical_plan import joins_of
 
     tables = register(spark, {"orders": TWO_DAYS, "lineitem": None}, catalog=tpch_catalog)

@@ -20,7 +20,7 @@ from placement_cases import (
     slot_counts,
 )
 
-from airflow_colocate.errors import PlacementError
+from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement import BackendSlot, Move, balance, balance_all, initial_map
 
 

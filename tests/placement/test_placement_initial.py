@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from placement_cases import assert_valid, clusters, host_count, one_per_host, slot_counts
 
-from airflow_colocate.errors import ColocateError, PlacementError
+from airflow_colocate.core.errors import ColocateError, PlacementError
 from airflow_colocate.placement import BackendSlot, initial_map
 
 

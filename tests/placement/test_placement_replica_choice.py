@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from placement_cases import one_per_host
 
-from airflow_colocate.errors import PlacementError
+from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement import choose_replicas, initial_map
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_colocate.errors import Conflict, InvalidArgument, NotFound
+from airflow_colocate.core.errors import Conflict, InvalidArgument, NotFound
 from plugin_testing import commit_fake_write
 
 

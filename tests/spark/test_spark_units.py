@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_colocate.errors import ColocateError
-from airflow_colocate.plans import ReadPartition, ReadTable, Source
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.planner.contract import ReadPartition, ReadTable, Source
 from airflow_colocate.spark import write_job
 from airflow_colocate.spark.register import create_statements
 from airflow_colocate.spark.write_job import check_plan, staged_buckets, widening_ok

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import make_plan, read_table, version_files
 
-from airflow_colocate.errors import ColocateError, SchemaMismatch
-from airflow_colocate.plans import Source, WritePlan, WriteReport
+from airflow_colocate.core.errors import ColocateError, SchemaMismatch
+from airflow_colocate.planner.contract import Source, WritePlan, WriteReport
 from airflow_colocate.spark.register import register_tables
 from airflow_colocate.spark.write_job import main, run_write
 from airflow_colocate.storage import fs, layout

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from airflow_colocate.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
 from airflow_colocate.storage.copy import copy_file, copy_replica, replica_checksum, sha256_file

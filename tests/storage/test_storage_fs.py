@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_colocate.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs
 
 

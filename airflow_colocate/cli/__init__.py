@@ -16,8 +16,8 @@ from dataclasses import asdict, is_dataclass
 from datetime import datetime, timedelta
 
 from airflow_colocate.catalog import DEFAULT_DB, FLAGS, Catalog
-from airflow_colocate.errors import ColocateError, InvalidArgument
-from airflow_colocate.sqltypes import parse_columns
+from airflow_colocate.core.errors import ColocateError, InvalidArgument
+from airflow_colocate.core.sqltypes import parse_columns
 
 GROUP_COLUMNS = ["GroupId", "GroupName", "TableIds", "BucketsNum", "ReplicationNum", "DistCols", "IsStable"]
 MAP_COLUMNS = ["BucketIndex", "BackendIds"]
@@ -217,14 +217,14 @@ def cmd_gc(c: Catalog, a) -> None:
 
 
 def _delay(a):
-    from airflow_colocate.health import relocate_delay_from_env
+    from airflow_colocate.jobs.health import relocate_delay_from_env
 
     minutes = getattr(a, "relocate_delay_minutes", None)
     return relocate_delay_from_env() if minutes is None else timedelta(minutes=minutes)
 
 
 def cmd_backend_probe(c: Catalog, a) -> None:
-    from airflow_colocate.health import probe_backends
+    from airflow_colocate.jobs.health import probe_backends
 
     results = probe_backends(c, backends=a.backends or None, timeout=a.timeout, relocate_delay=_delay(a))
     rows = [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else f"FAILED: {r.error}",
@@ -247,7 +247,7 @@ def cmd_group_check(c: Catalog, a) -> None:
 
 
 def cmd_balance(c: Catalog, a) -> None:
-    from airflow_colocate.balancer import Balancer, BalanceOptions, describe_plans, plan, summary_json
+    from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan, summary_json
 
     options = BalanceOptions(strategy=a.strategy, threshold=a.threshold, relocate_delay=_delay(a),
                              grace=timedelta(minutes=a.grace_minutes), groups=a.group or None, verify=a.verify)
@@ -267,7 +267,7 @@ def cmd_balance(c: Catalog, a) -> None:
         return
     from pyspark.sql import SparkSession
 
-    from airflow_colocate.balancer import session_runner
+    from airflow_colocate.jobs.balance import session_runner
     from airflow_colocate.spark.session import get_spark
 
     owned = SparkSession.getActiveSession() is None  # stop only a session this command started

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from airflow_colocate.errors import InvalidArgument
+from airflow_colocate.core.errors import InvalidArgument
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # Partition values such as 2026-11-01, 202611, eu_west, 2026-11-01T00 — never a path separator,

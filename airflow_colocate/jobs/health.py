@@ -9,17 +9,15 @@ relocate delay, or decommissioning, is *unavailable* and the balancer replaces i
 from __future__ import annotations
 
 import os
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import timedelta
 
-from airflow_colocate.catalog.stability import DEFAULT_RELOCATE_DELAY, BackendHealth
-from airflow_colocate.storage import fs
+from airflow_colocate.catalog.views import DEFAULT_RELOCATE_DELAY, BackendHealth
+from airflow_colocate.storage.probe import probe_root
 
-HEARTBEAT_DIR = "_colocate/heartbeat"
 DEFAULT_PROBE_TIMEOUT = 20.0
 
 
@@ -33,22 +31,6 @@ def relocate_delay_from_env(default: timedelta = DEFAULT_RELOCATE_DELAY) -> time
     except ValueError:
         raise ValueError(f"COLOCATE_RELOCATE_DELAY_MINUTES={text!r}: expected a number of minutes, e.g. 30") from None
     return timedelta(minutes=max(0.0, minutes))
-
-
-def probe_root(root_uri: str) -> None:
-    """Write, read back and delete one heartbeat object; raise on any failure."""
-    name = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(6).hex()}"
-    uri = fs.join(fs.join(root_uri, HEARTBEAT_DIR), name)
-    payload = f"colocate heartbeat {time.time():.6f} {name}\n"
-    fs.write_text_atomic(uri, payload)
-    try:
-        got = fs.read_text(uri)
-        if got != payload:
-            raise OSError(f"heartbeat read back {len(got)} bytes that differ from the {len(payload)} written")
-    finally:
-        fs.delete_file(uri)
-    if fs.exists(uri):
-        raise OSError("heartbeat object is still there after delete")
 
 
 @dataclass(frozen=True)
@@ -99,4 +81,4 @@ def group_state(catalog, group: str, *, check: bool = True, db: str = "default")
     return health.to_dict()
 
 
-__all__ = ["HEARTBEAT_DIR", "ProbeResult", "group_state", "probe_backends", "probe_root", "relocate_delay_from_env"]
+__all__ = ["ProbeResult", "group_state", "probe_backends", "probe_root", "relocate_delay_from_env"]

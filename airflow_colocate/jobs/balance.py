@@ -2,7 +2,7 @@
 
 The control-plane loop behind ``ColocateBalanceOperator`` and ``colocate balance``. For each group:
 
-1. **plan** (:func:`airflow_colocate.balance_planner.plan_balance`) and persist the plan as a job;
+1. **plan** (:func:`airflow_colocate.planner.balance.plan_balance`) and persist the plan as a job;
 2. mark the group **unstable** (joins fall back to a shuffle from here on);
 3. **clone** every (table, partition, bucket) replica the new map needs from a healthy source with
    the Spark clone job, verified by size and checksum, and register the verified copies;
@@ -16,9 +16,9 @@ point is picked up by the next run, which redoes only what is not recorded. Noth
 before its replacement is verified, and a bucket never loses its last verified replica (see
 :meth:`Catalog.finish_balance_job` and :meth:`Catalog.take_droppable`).
 
-The Spark part is a ``runner``: a function from :class:`~airflow_colocate.plans.ClonePlan` to
-:class:`~airflow_colocate.plans.CloneReport` — in a Spark session (:func:`session_runner`) or
-through ``spark-submit`` (the operator).
+The Spark part is a ``runner``: a function from :class:`~airflow_colocate.planner.contract.ClonePlan` to
+:class:`~airflow_colocate.planner.contract.CloneReport` (:mod:`airflow_colocate.jobs.runners`): in a
+Spark session, through ``spark-submit`` (the operator), or in this process.
 """
 
 from __future__ import annotations
@@ -31,16 +31,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from airflow_colocate.balance_planner import GroupPlan, plan_balance
-from airflow_colocate.catalog.stability import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, BalanceJobView, CloneNeed
-from airflow_colocate.errors import Conflict
-from airflow_colocate.plans import ClonePlan, CloneReport, CloneTask, VerifyTask
+from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, BalanceJobView, CloneNeed
+from airflow_colocate.core.errors import Conflict
+from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.jobs.runners import Runner, session_runner
+from airflow_colocate.planner.balance import GroupPlan, plan_balance
+from airflow_colocate.planner.contract import ClonePlan, CloneReport, CloneTask, VerifyTask
 from airflow_colocate.storage import fs
 
-Runner = Callable[[ClonePlan], CloneReport]
 StepHook = Callable[[str, int | None], None]
 
-log = logging.getLogger("airflow_colocate.balancer")
+log = logging.getLogger("airflow_colocate.jobs.balance")
 
 
 @dataclass
@@ -83,16 +84,6 @@ class JobOutcome:
     cloned: int = 0
     bytes: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------- runners
-
-
-def session_runner(spark) -> Runner:
-    """Run clone plans in an existing Spark session (tests, notebooks, the CLI)."""
-    from airflow_colocate.spark.clone_job import run_clone
-
-    return lambda plan: run_clone(spark, plan)
 
 
 def _noop(step: str, job_id: int | None) -> None:
@@ -168,7 +159,7 @@ class Balancer:
         self.catalog = catalog
         self.runner = runner
         self.options = options or BalanceOptions()
-        self.work_dir = str(work_dir or _default_work_dir())
+        self.work_dir = str(work_dir or default_work_dir())
         self.on_step = on_step or _noop
         self.echo = echo or log.info
         self._plans = 0
@@ -400,11 +391,6 @@ def summary_json(summary: dict) -> dict:
         "groups": summary.get("groups", []),
     }
 
-
-def _default_work_dir() -> Path:
-    from airflow_colocate.catalog.engine import colocate_home
-
-    return colocate_home() / "runs"
 
 
 __all__ = ["Balancer", "BalanceOptions", "JobOutcome", "Runner", "clone_plan", "describe_plans", "plan",

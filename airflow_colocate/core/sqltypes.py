@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from airflow_colocate.errors import InvalidArgument
+from airflow_colocate.core.errors import InvalidArgument
 
 _ALIASES = {
     "long": "bigint",
@@ -54,7 +54,7 @@ def normalize_type(type_name: object) -> str:
 
 def parse_columns(spec: str) -> list[tuple[str, str]]:
     """Parse ``"id bigint, name string, price decimal(15,2)"`` into (name, type) pairs."""
-    from airflow_colocate.naming import check_name
+    from airflow_colocate.core.naming import check_name
 
     cols: list[tuple[str, str]] = []
     depth = 0

@@ -1,0 +1,145 @@
+"""Storage backends: add, list, state changes, decommission, remove, loads."""
+
+from __future__ import annotations
+
+import random
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.checks import BACKEND_STATES, _nested, normalize_root
+from airflow_colocate.catalog.session import _backend_view
+from airflow_colocate.catalog.views import BackendView
+from airflow_colocate.core import naming
+from airflow_colocate.core.errors import (
+    AlreadyExists,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+)
+
+
+class BackendsMixin:
+    """Storage backends: add, list, state changes, decommission, remove, loads."""
+
+    def add_backend(self, root_uri: str, *, name: str | None = None, host: str | None = None,
+                    capacity_bytes: int | None = None) -> BackendView:
+        """Register a storage backend. ``host`` defaults to the backend's own name, i.e. its own
+        failure domain; give backends that share a machine the same host so that no bucket keeps
+        two replicas there."""
+        root = normalize_root(root_uri)
+        if name is not None:
+            naming.check_name("backend", name)
+        if host is not None and (not isinstance(host, str) or not host or len(host) > 255 or any(c.isspace() or c == "/" for c in host)):
+            raise InvalidArgument(f"invalid host {host!r}: expected a host name such as 'node-1.example.com'")
+        if capacity_bytes is not None and (not isinstance(capacity_bytes, int) or capacity_bytes <= 0):
+            raise InvalidArgument(f"invalid capacity {capacity_bytes!r}: expected a positive number of bytes, e.g. 1099511627776")
+
+        def run(s: Session) -> BackendView:
+            for other in s.scalars(select(m.Backend)):
+                if _nested(other.root_uri, root):
+                    what = "is already" if other.root_uri == root else "overlaps"
+                    raise AlreadyExists(
+                        f"backend root {root!r} {what} backend {other.name} (id {other.id}, root {other.root_uri!r}): "
+                        f"each backend needs its own root that is not inside another's"
+                    )
+                if name is not None and other.name == name:
+                    raise AlreadyExists(f"backend name {name!r} is taken by backend id {other.id}: choose another name")
+            now = self.now()
+            row = m.Backend(name=name or f"tmp_{random.getrandbits(48):x}", root_uri=root, host=host or "",
+                            capacity_bytes=capacity_bytes, state="alive", state_since=now, created_at=now)
+            s.add(row)
+            s.flush()
+            if name is None:
+                row.name = f"be{row.id}"
+            if not host:
+                row.host = row.name
+            self._event(s, "backend.add", row.name, id=row.id, root=root, host=row.host, capacity_bytes=capacity_bytes)
+            return _backend_view(row)
+
+        return self._tx(run)
+
+    def _backend(self, s: Session, ref: int | str) -> m.Backend:
+        row = None
+        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+            row = s.get(m.Backend, int(ref))
+        if row is None and isinstance(ref, str):
+            row = s.scalar(select(m.Backend).where(m.Backend.name == ref))
+        if row is None:
+            known = ", ".join(f"{b.name} (id {b.id})" for b in s.scalars(select(m.Backend).order_by(m.Backend.id))) or "none"
+            raise NotFound(f"unknown backend {ref!r}: known backends are {known}")
+        return row
+
+    def backends(self) -> list[BackendView]:
+        return self._tx(lambda s: [_backend_view(b) for b in s.scalars(select(m.Backend).order_by(m.Backend.id))])
+
+    def backend(self, ref: int | str) -> BackendView:
+        return self._tx(lambda s: _backend_view(self._backend(s, ref)))
+
+    def set_backend_state(self, ref: int | str, state: str, *, reason: str = "") -> BackendView:
+        """Admin override (mark-down / mark-up). The health probe records through
+        :meth:`record_probe`, which never overrides a state set here."""
+        if state not in BACKEND_STATES:
+            raise InvalidArgument(f"invalid backend state {state!r}: expected one of {', '.join(BACKEND_STATES)}")
+
+        def run(s: Session) -> BackendView:
+            row = self._backend(s, ref)
+            if row.state in ("decommissioning", "decommissioned") and state in ("alive", "down"):
+                raise Conflict(f"backend {row.name} is {row.state}: a decommissioned backend does not come back; add it again under a new root")
+            if row.state != state:
+                self._event(s, "backend.state", row.name, id=row.id, old=row.state, new=state, reason=reason)
+                row.state, row.state_since = state, self.now()
+            # An admin's mark holds: the health probe never brings up a backend marked down here.
+            row.state_reason = None if state == "alive" else f"admin: {reason or 'marked ' + state}"[:1000]
+            return _backend_view(row)
+
+        return self._tx(run)
+
+    def decommission_backend(self, ref: int | str) -> BackendView:
+        """Start draining: the balancer moves every replica away, then marks it decommissioned."""
+        def run(s: Session) -> BackendView:
+            row = self._backend(s, ref)
+            if row.state == "decommissioned":
+                raise Conflict(f"backend {row.name} is already decommissioned: 'colocate backend remove {row.name}' deletes it")
+            if row.state != "decommissioning":
+                self._event(s, "backend.decommission", row.name, id=row.id, old=row.state)
+                row.state, row.state_since = "decommissioning", self.now()
+            return _backend_view(row)
+
+        return self._tx(run)
+
+    def remove_backend(self, ref: int | str) -> None:
+        def run(s: Session) -> None:
+            row = self._backend(s, ref)
+            groups = sorted({g for g, ids in s.execute(select(m.BucketMap.group_id, m.BucketMap.backend_ids)) if row.id in ids})
+            replicas = s.scalar(select(func.count()).select_from(m.Replica).where(m.Replica.backend_id == row.id))
+            if groups or replicas:
+                raise Conflict(
+                    f"backend {row.name} still holds data ({replicas} replicas; in the bucket map of "
+                    f"{len(groups)} groups): run 'colocate backend decommission {row.name}' and let the balancer drain it first"
+                )
+            self._event(s, "backend.remove", row.name, id=row.id, root=row.root_uri)
+            s.delete(row)
+
+        self._tx(run)
+
+    def backend_loads(self) -> dict[int, dict[str, int]]:
+        """Per backend id: ``slots`` (bucket-replica entries of every group's map), and ``replicas``
+        and ``bytes`` of the verified replicas of visible versions it holds."""
+        def run(s: Session) -> dict[int, dict[str, int]]:
+            out = {b: {"slots": 0, "replicas": 0, "bytes": 0} for b in s.scalars(select(m.Backend.id))}
+            for ids in s.scalars(select(m.BucketMap.backend_ids)):
+                for be in ids:
+                    out.setdefault(be, {"slots": 0, "replicas": 0, "bytes": 0})["slots"] += 1
+            q = (select(m.Replica.backend_id, func.count(), func.coalesce(func.sum(m.Replica.bytes), 0))
+                 .join(m.Partition, m.Partition.id == m.Replica.partition_id)
+                 .where(m.Replica.state == "verified", m.Replica.version == m.Partition.visible_version)
+                 .group_by(m.Replica.backend_id))
+            for be, count, size in s.execute(q):
+                row = out.setdefault(be, {"slots": 0, "replicas": 0, "bytes": 0})
+                row["replicas"], row["bytes"] = int(count), int(size)
+            return out
+
+        return self._tx(run)
+

@@ -1,0 +1,218 @@
+"""Colocation groups: lookup, creation from a parent table, stable flag, the bucket map."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.session import DEFAULT_DB, FLAGS
+from airflow_colocate.catalog.views import GroupView
+from airflow_colocate.core import naming
+from airflow_colocate.core.errors import (
+    Conflict,
+    InvalidArgument,
+    NotFound,
+)
+from airflow_colocate.placement.initial import initial_map
+from airflow_colocate.placement.model import BackendSlot
+
+
+class GroupsMixin:
+    """Colocation groups: lookup, creation from a parent table, stable flag, the bucket map."""
+
+    def _group_view(self, s: Session, g: m.ColocateGroup, *, with_map: bool = False) -> GroupView:
+        table_ids = tuple(s.scalars(select(m.Table.id).where(m.Table.group_id == g.id, m.Table.state == "normal").order_by(m.Table.id)))
+        bucket_map: tuple[tuple[int, ...], ...] = ()
+        if with_map:
+            rows = s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id).order_by(m.BucketMap.bucket_seq))
+            bucket_map = tuple(tuple(r.backend_ids) for r in rows)
+        return GroupView(db_id=g.db_id or 0, grp_id=g.id, name=g.name, dist_col_types=tuple(g.dist_col_types),
+                         bucket_num=g.bucket_num, replication_num=g.replication_num, stable=g.stable,
+                         unstable_reason=g.unstable_reason, version=g.version, table_ids=table_ids, bucket_map=bucket_map)
+
+    def _find_group(self, s: Session, name: str, db_id: int) -> m.ColocateGroup | None:
+        if naming.is_global_group(name):
+            return s.scalar(select(m.ColocateGroup).where(m.ColocateGroup.db_id.is_(None), m.ColocateGroup.name == name))
+        return s.scalar(select(m.ColocateGroup).where(m.ColocateGroup.db_id == db_id, m.ColocateGroup.name == name))
+
+    def _group(self, s: Session, ref: str, db: str = DEFAULT_DB) -> m.ColocateGroup:
+        """Resolve ``dbId.grpId``, a full name ``dbId_name``, or a name in ``db``."""
+        row = None
+        if isinstance(ref, str) and ref.count(".") == 1 and all(p.isdigit() for p in ref.split(".")):
+            db_id, grp_id = (int(p) for p in ref.split("."))
+            row = s.get(m.ColocateGroup, grp_id)
+            if row is not None and (row.db_id or 0) != db_id:
+                row = None
+        elif isinstance(ref, str):
+            head, _, rest = ref.partition("_")
+            if head.isdigit() and rest:
+                row = self._find_group(s, rest, int(head))
+            if row is None and naming._NAME.fullmatch(ref):
+                db_row = s.scalar(select(m.Database).where(m.Database.name == db))
+                row = self._find_group(s, ref, db_row.id if db_row else -1)
+        if row is None:
+            known = ", ".join(f"{self._group_view(s, g).full_name} ({self._group_view(s, g).group_id})"
+                              for g in s.scalars(select(m.ColocateGroup).order_by(m.ColocateGroup.id))) or "none"
+            raise NotFound(f"unknown colocation group {ref!r}: known groups are {known}")
+        return row
+
+    def groups(self) -> list[GroupView]:
+        return self._tx(lambda s: [self._group_view(s, g, with_map=True)
+                                   for g in s.scalars(select(m.ColocateGroup).order_by(m.ColocateGroup.id))])
+
+    def group(self, ref: str, *, db: str = DEFAULT_DB) -> GroupView:
+        return self._tx(lambda s: self._group_view(s, self._group(s, ref, db), with_map=True))
+
+    def _slot_load(self, s: Session, exclude_group: int | None = None) -> Counter:
+        load: Counter = Counter()
+        for gid, ids in s.execute(select(m.BucketMap.group_id, m.BucketMap.backend_ids)):
+            if gid != exclude_group:
+                load.update(ids)
+        return load
+
+    def _create_group(self, s: Session, name: str, db_id: int, dist_types: list[str], bucket_num: int,
+                      replication_num: int) -> m.ColocateGroup:
+        backends = list(s.scalars(select(m.Backend).order_by(m.Backend.id)))
+        slots = [BackendSlot(id=b.id, host=b.host, capacity_bytes=b.capacity_bytes, available=b.state == "alive")
+                 for b in backends]
+        bucket_map = initial_map(slots, bucket_num, replication_num, load=self._slot_load(s))
+        g = m.ColocateGroup(db_id=None if naming.is_global_group(name) else db_id, name=name,
+                            dist_col_types=dist_types, bucket_num=bucket_num, replication_num=replication_num,
+                            stable=True, unstable_reason=None, version=1, created_at=self.now())
+        s.add(g)
+        s.flush()
+        for seq, ids in enumerate(bucket_map):
+            s.add(m.BucketMap(group_id=g.id, bucket_seq=seq, backend_ids=list(ids)))
+        view = self._group_view(s, g)
+        self._event(s, "group.create", view.full_name, group_id=view.group_id, dist_col_types=dist_types,
+                    bucket_num=bucket_num, replication_num=replication_num, bucket_map=bucket_map)
+        return g
+
+    def set_group_stable(self, ref: str, stable: bool, *, reason: str | None = None, db: str = DEFAULT_DB) -> GroupView:
+        """Operator override; the next stability check replaces it if the replicas disagree."""
+        def run(s: Session) -> GroupView:
+            g = self._group(s, ref, db)
+            g.stable = bool(stable)
+            g.unstable_reason = None if stable else (reason or "marked unstable by an operator")
+            g.version += 1
+            self._event(s, "group.mark_stable" if stable else "group.mark_unstable", self._group_view(s, g).full_name,
+                        reason=g.unstable_reason)
+            return self._group_view(s, g, with_map=True)
+
+        return self._tx(run)
+
+    def _maybe_remove_group(self, s: Session, group_id: int | None) -> None:
+        """A group lives as long as any table (live or recoverable) names it."""
+        if group_id is None:
+            return
+        left = s.scalar(select(func.count()).select_from(m.Table).where(m.Table.group_id == group_id))
+        if left == 0:
+            g = s.get(m.ColocateGroup, group_id)
+            name = self._group_view(s, g).full_name
+            s.execute(delete(m.BucketMap).where(m.BucketMap.group_id == group_id))
+            s.delete(g)
+            self._event(s, "group.remove", name, grp_id=group_id)
+
+    def set_bucket_map(self, ref: str, bucket_map: Sequence[Sequence[int]], *, force: bool = False,
+                       db: str = DEFAULT_DB) -> GroupView:
+        """Force a group's bucket sequence (the seeds' ``POST /api/colocate/bucketseq``).
+
+        The map must have one entry per bucket and one backend per replica; every backend must
+        exist and be alive, and a bucket may not name one backend, or one host, twice. Refused
+        while repair or balance could move the map back (``disable_colocate_balance`` and
+        ``disable_colocate_relocate`` not both set) or a balance job is changing the group, unless
+        ``force``. Replicas are not moved here: if committed data is not where the new map says,
+        the group becomes unstable until a repair clones it there.
+        """
+        if not isinstance(bucket_map, (list, tuple)) or not all(isinstance(r, (list, tuple)) for r in bucket_map):
+            raise InvalidArgument(f"invalid bucket map {bucket_map!r}: expected a list with one list of backend ids per bucket, e.g. [[1, 2], [2, 3]]")
+        rows = [list(r) for r in bucket_map]
+        for seq, row in enumerate(rows):
+            for be in row:
+                if isinstance(be, bool) or not isinstance(be, int):
+                    raise InvalidArgument(f"invalid bucket map: bucket {seq} has {be!r}, expected backend ids (integers)")
+
+        def run(s: Session) -> GroupView:
+            g = self._group(s, ref, db)
+            name = self._group_view(s, g).full_name
+            problems: list[str] = []
+            if len(rows) != g.bucket_num:
+                problems.append(f"it has {len(rows)} entries, the group has {g.bucket_num} buckets: give one entry per bucket")
+            backends = {b.id: b for b in s.scalars(select(m.Backend))}
+            for seq, row in enumerate(rows):
+                if len(row) != g.replication_num:
+                    problems.append(f"bucket {seq} lists {len(row)} backends, the group has replication_num "
+                                    f"{g.replication_num}: give one backend per replica")
+                if len(set(row)) != len(row):
+                    twice = sorted({be for be in row if row.count(be) > 1})
+                    problems.append(f"bucket {seq} lists backend {twice[0]} twice: each replica of a bucket must be on a different backend")
+                for be in dict.fromkeys(row):
+                    b = backends.get(be)
+                    if b is None:
+                        known = ", ".join(f"{x.id} ({x.name})" for x in sorted(backends.values(), key=lambda x: x.id)) or "none"
+                        problems.append(f"bucket {seq} names backend {be}, which does not exist (backends: {known})")
+                    elif b.state != "alive":
+                        problems.append(f"bucket {seq} names backend {be} ({b.name}), which is {b.state}: only alive backends may hold a bucket")
+                hosts = [backends[be].host for be in dict.fromkeys(row) if be in backends]
+                if len(set(hosts)) != len(hosts):
+                    clash = sorted({h for h in hosts if hosts.count(h) > 1})
+                    problems.append(f"bucket {seq} puts two replicas on host {clash[0]}: replicas of a bucket need distinct hosts")
+            if problems:
+                shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more problems" if len(problems) > 8 else "")
+                raise InvalidArgument(f"invalid bucket map for group {name}: {shown}")
+            flags = {f: False for f in FLAGS}
+            flags.update({r.name: r.value for r in s.scalars(select(m.Flag))})
+            running = s.scalar(select(m.Job).where(m.Job.group_id == g.id, m.Job.kind.in_(("relocate", "balance", "repair")),
+                                                   m.Job.state == "running").order_by(m.Job.id))
+            if not force:
+                why = []
+                unset = [f for f in ("disable_colocate_balance", "disable_colocate_relocate") if not flags[f]]
+                if unset:
+                    why.append(f"{' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so repair and "
+                               f"balance would move the map back (set them with 'colocate flag set <flag> true')")
+                if running is not None:
+                    why.append(f"balance job {running.id} ({running.kind}) is changing the group")
+                if why:
+                    raise Conflict(f"refusing to force the bucket map of group {name}: " + "; ".join(why) + "; or pass force")
+            old = [list(r.backend_ids) for r in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id)
+                                                           .order_by(m.BucketMap.bucket_seq))]
+            missing: list[str] = []
+            if rows != old:
+                for r in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id)):
+                    r.backend_ids = list(rows[r.bucket_seq])
+                g.version += 1
+                missing = self._unplaced(s, g, rows, backends)
+                if missing:
+                    g.stable = False
+                    g.unstable_reason = (f"bucket map forced by {self.actor}: {len(missing)} replicas are not on the backends "
+                                         f"the map names (first: {missing[0]}); a repair clones them there")[:2000]
+            self._event(s, "group.set_bucket_map", name, group_id=self._group_view(s, g).group_id, old_map=old,
+                        new_map=rows, changed=rows != old, force=bool(force), flags=flags,
+                        running_job=running.id if running is not None else None, unplaced=len(missing))
+            return self._group_view(s, g, with_map=True)
+
+        return self._tx(run)
+
+    def _unplaced(self, s: Session, g: m.ColocateGroup, rows: list[list[int]], backends: dict) -> list[str]:
+        """(table/partition, bucket, backend) of ``rows`` without a verified replica of the visible version."""
+        out: list[str] = []
+        tables = {t.id: t for t in s.scalars(select(m.Table).where(m.Table.group_id == g.id, m.Table.state == "normal"))}
+        if not tables:
+            return out
+        parts = s.scalars(select(m.Partition).where(m.Partition.table_id.in_(list(tables)), m.Partition.visible_version > 0)
+                          .order_by(m.Partition.table_id, m.Partition.value))
+        for p in parts:
+            have: dict[int, set[int]] = {}
+            for seq, be in s.execute(select(m.Replica.bucket_seq, m.Replica.backend_id).where(
+                    m.Replica.partition_id == p.id, m.Replica.version == p.visible_version, m.Replica.state == "verified")):
+                have.setdefault(seq, set()).add(be)
+            for seq, row in enumerate(rows[:p.bucket_num]):
+                for be in row:
+                    if be not in have.get(seq, set()):
+                        out.append(f"{tables[p.table_id].name}/{p.value} bucket {seq} on backend {backends[be].name}")
+        return out
+

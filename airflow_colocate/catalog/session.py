@@ -1,0 +1,157 @@
+"""Plumbing every part of the catalog shares: the engine, one retried transaction per change, its event row, the clock, flags and the event log."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import random
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import TypeVar
+
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.engine import default_url, make_engine
+from airflow_colocate.catalog.migrate import current_revision, head_revision, migrate
+from airflow_colocate.catalog.views import BackendView, EventView, PartitionView
+from airflow_colocate.core import naming
+from airflow_colocate.core.errors import (
+    ColocateError,
+    InvalidArgument,
+    NotFound,
+)
+from airflow_colocate.core.times import utc
+
+T = TypeVar("T")
+
+
+DEFAULT_DB = "default"
+
+
+FLAGS = ("disable_colocate_balance", "disable_colocate_relocate", "disable_colocate_join")
+
+
+_RETRIES = 30
+
+
+def _retryable(exc: DBAPIError) -> bool:
+    code = getattr(exc.orig, "pgcode", None)
+    if code in ("40001", "40P01", "23505"):  # serialization failure, deadlock, unique race
+        return True
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "database table is locked" in text or "unique constraint failed" in text
+
+
+def _whoami() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return "unknown"
+
+
+def _backend_view(b: m.Backend) -> BackendView:
+    return BackendView(id=b.id, name=b.name, root_uri=b.root_uri, host=b.host, capacity_bytes=b.capacity_bytes,
+                       state=b.state, state_since=utc(b.state_since), last_heartbeat=utc(b.last_heartbeat))
+
+
+def _partition_view(p: m.Partition) -> PartitionView:
+    return PartitionView(id=p.id, table_id=p.table_id, value=p.value, bucket_num=p.bucket_num,
+                         replication_num=p.replication_num, visible_version=p.visible_version)
+
+
+
+class CatalogSession:
+    """Plumbing every part of the catalog shares: the engine, one retried transaction per change, its event row, the clock, flags and the event log."""
+
+    def __init__(self, url: str | None = None, *, actor: str | None = None,
+                 clock: Callable[[], datetime] | None = None, engine: Engine | None = None):
+        self.url = url or default_url()
+        self.engine = engine or make_engine(self.url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.actor = actor or os.environ.get("COLOCATE_ACTOR") or _whoami()
+        self._clock = clock or (lambda: datetime.now(timezone.utc))
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def init(self) -> None:
+        """Create or upgrade the schema and the ``default`` database; safe to run again."""
+        migrate(self.engine)
+        self._tx(lambda s: self._db_id(s, DEFAULT_DB, create=True))
+
+    def check_schema(self) -> None:
+        """Refuse to work on a database that was never initialised or is behind the code."""
+        current = current_revision(self.engine)
+        if current != head_revision():
+            raise ColocateError(
+                f"catalog at {self.engine.url.render_as_string(hide_password=True)} is at schema "
+                f"{current or 'none'}, the code needs {head_revision()}: run 'colocate init' first"
+            )
+
+    def _tx(self, fn: Callable[[Session], T]) -> T:
+        delay = 0.01
+        for attempt in range(_RETRIES):
+            try:
+                with self._sessions.begin() as session:
+                    return fn(session)
+            except (OperationalError, IntegrityError, DBAPIError) as exc:
+                if attempt == _RETRIES - 1 or not _retryable(exc):
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.5)
+        raise AssertionError("unreachable")
+
+    def _event(self, s: Session, kind: str, subject: str, **detail) -> None:
+        s.add(m.Event(ts=self.now(), kind=kind, subject=subject, detail=detail, actor=self.actor))
+
+    def _db_id(self, s: Session, name: str, *, create: bool = False) -> int:
+        naming.check_name("database", name)
+        row = s.scalar(select(m.Database).where(m.Database.name == name))
+        if row:
+            return row.id
+        if not create:
+            raise NotFound(f"unknown database {name!r}: create a table in it first, or use '{DEFAULT_DB}'")
+        row = m.Database(name=name, created_at=self.now())
+        s.add(row)
+        s.flush()
+        self._event(s, "database.create", name)
+        return row.id
+
+    def set_flag(self, name: str, value: bool) -> None:
+        if name not in FLAGS:
+            raise InvalidArgument(f"unknown flag {name!r}: expected one of {', '.join(FLAGS)}")
+
+        def run(s: Session) -> None:
+            row = s.get(m.Flag, name)
+            if row is None:
+                s.add(m.Flag(name=name, value=bool(value), updated_at=self.now()))
+            else:
+                row.value, row.updated_at = bool(value), self.now()
+            self._event(s, "flag.set", name, value=bool(value))
+
+        self._tx(run)
+
+    def flags(self) -> dict[str, bool]:
+        def run(s: Session) -> dict[str, bool]:
+            values = {f: False for f in FLAGS}
+            values.update({r.name: r.value for r in s.scalars(select(m.Flag))})
+            return values
+
+        return self._tx(run)
+
+    def events(self, *, limit: int = 100, kind: str | None = None) -> list[EventView]:
+        def run(s: Session) -> list[EventView]:
+            q = select(m.Event).order_by(m.Event.id.desc()).limit(limit)
+            if kind:
+                q = q.where(m.Event.kind == kind)
+            return [EventView(e.id, utc(e.ts), e.kind, e.subject, e.detail, e.actor) for e in s.scalars(q)]
+
+        return self._tx(run)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+

@@ -1,0 +1,343 @@
+"""Versioned writes: begin a new partition version, commit or abort it, the replicas a read sees, garbage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.checks import _check_replication_vs_backends
+from airflow_colocate.catalog.session import _partition_view
+from airflow_colocate.catalog.views import (
+    GarbageItem,
+    PartitionReplicas,
+    PartitionView,
+    ReplicaView,
+    TableView,
+    WriteTicket,
+)
+from airflow_colocate.core import naming
+from airflow_colocate.core.errors import (
+    ColocateError,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PlacementError,
+)
+from airflow_colocate.core.times import utc
+from airflow_colocate.placement.initial import initial_map
+from airflow_colocate.placement.model import BackendSlot
+from airflow_colocate.planner.contract import WriteReport
+from airflow_colocate.storage import layout
+
+
+class WritesMixin:
+    """Versioned writes: begin a new partition version, commit or abort it, the replicas a read sees, garbage."""
+
+    def begin_write(self, ref: str, partition_value: str, *, mode: str = "overwrite", db: str | None = None,
+                    plan: dict | None = None) -> WriteTicket:
+        """Allocate a new partition version in state ``staging`` and say where each bucket goes.
+
+        Nothing becomes visible until :meth:`commit_write`; a write that dies leaves the version in
+        staging, and ``colocate gc`` removes its files after the stale period.
+        """
+        if mode not in ("overwrite", "append"):
+            raise InvalidArgument(f"invalid write mode {mode!r}: expected 'overwrite' (replace the partition) or 'append'")
+        naming.check_partition_value(partition_value)
+
+        def run(s: Session) -> WriteTicket:
+            t = self._table(s, ref, db)
+            view = self._table_view(s, t)
+            p = s.scalar(select(m.Partition).where(m.Partition.table_id == t.id, m.Partition.value == partition_value))
+            if p is None:
+                if not t.partition_cols and partition_value != "all":
+                    raise InvalidArgument(f"table {view.qualified_name} is not partitioned: write partition 'all', not {partition_value!r}")
+                buckets, replicas = t.bucket_num, t.replication_num
+                if t.group_id is not None:
+                    g = s.get(m.ColocateGroup, t.group_id)
+                    buckets, replicas = g.bucket_num, g.replication_num
+                p = m.Partition(table_id=t.id, value=partition_value, bucket_num=buckets, replication_num=replicas,
+                                visible_version=0, next_version=1, created_at=self.now())
+                s.add(p)
+                s.flush()
+            backends = {b.id: b for b in s.scalars(select(m.Backend))}
+            alive = [b for b in backends.values() if b.state == "alive"]
+            if len({b.host for b in alive}) < p.replication_num:
+                _check_replication_vs_backends(s, p.replication_num)
+            base_version = p.visible_version if mode == "append" else 0
+            bucket_map = self._write_map(s, t, p, backends, base_version)
+            quorum = p.replication_num // 2 + 1
+            targets, missing = [], []
+            for seq, ids in enumerate(bucket_map):
+                ok = [(i, backends[i].root_uri) for i in ids if i in backends and backends[i].state == "alive"]
+                missing += [f"bucket {seq} on backend {backends[i].name if i in backends else i}" for i in ids
+                            if i not in backends or backends[i].state != "alive"]
+                if len(ok) < quorum:
+                    down = ", ".join(backends[i].name if i in backends else str(i) for i in ids
+                                     if i not in backends or backends[i].state != "alive")
+                    raise PlacementError(
+                        f"cannot write {view.qualified_name}/{partition_value}: bucket {seq} is mapped to backends "
+                        f"{', '.join(map(str, ids))}, of which {down} are not alive, leaving {len(ok)} of the {quorum} "
+                        f"replicas a write needs: bring the backends back ('colocate backend mark-up') or repair the group"
+                    )
+                targets.append(tuple(ok))
+            base_paths = self._base_paths(s, p, base_version, targets)
+            version = p.next_version
+            p.next_version += 1
+            s.add(m.PartitionVersion(partition_id=p.id, version=version, state="staging", mode=mode,
+                                     base_version=base_version, created_at=self.now()))
+            job = m.Job(kind="write", group_id=t.group_id, state="running", plan=plan or {}, progress={},
+                        created_at=self.now(), updated_at=self.now())
+            s.add(job)
+            s.flush()
+            job.plan = dict(job.plan, table_id=t.id, partition_id=p.id, version=version,
+                            dirs=sorted({layout.version_dir(root, view.db, t.name, t.id, partition_value, version)
+                                         for bucket in targets for _, root in bucket}))
+            self._event(s, "write.begin", f"{view.qualified_name}/{partition_value}", job_id=job.id, version=version,
+                        mode=mode, base_version=base_version, missing=missing)
+            return WriteTicket(job_id=job.id, table=view, partition_id=p.id, partition_value=partition_value,
+                               version=version, base_version=base_version, mode=mode, targets=tuple(targets),
+                               base_paths=base_paths, missing=tuple(missing))
+
+        return self._tx(run)
+
+    def _write_map(self, s: Session, t: m.Table, p: m.Partition, backends: dict, base_version: int) -> list[list[int]]:
+        """The group's map; for a table outside any group, where its partition already lives, else
+        a fresh round-robin placement."""
+        if t.group_id is not None:
+            rows = s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == t.group_id).order_by(m.BucketMap.bucket_seq))
+            return [list(r.backend_ids) for r in rows]
+        if p.visible_version:
+            placed: dict[int, list[int]] = {}
+            for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == p.visible_version,
+                                                       m.Replica.state == "verified").order_by(m.Replica.id)):
+                placed.setdefault(r.bucket_seq, []).append(r.backend_id)
+            if len(placed) == p.bucket_num:
+                return [placed[b] for b in range(p.bucket_num)]
+        slots = [BackendSlot(id=b.id, host=b.host, capacity_bytes=b.capacity_bytes, available=b.state == "alive")
+                 for b in sorted(backends.values(), key=lambda b: b.id)]
+        return initial_map(slots, p.bucket_num, p.replication_num, load=self._slot_load(s))
+
+    def _base_paths(self, s: Session, p: m.Partition, base_version: int, targets: list) -> tuple[tuple[str, ...], ...]:
+        if not base_version:
+            return tuple(tuple("" for _ in bucket) for bucket in targets)
+        verified: dict[int, dict[int, str]] = {}
+        for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == base_version,
+                                                   m.Replica.state == "verified")):
+            verified.setdefault(r.bucket_seq, {})[r.backend_id] = r.path
+        out = []
+        for seq, bucket in enumerate(targets):
+            have = verified.get(seq, {})
+            if not have:
+                raise Conflict(f"cannot append to partition {p.value}: bucket {seq} of version {base_version} has no "
+                               f"verified replica; repair the group first or overwrite the partition")
+            any_path = next(iter(have.values()))
+            out.append(tuple(have.get(backend_id, any_path) for backend_id, _ in bucket))
+        return tuple(out)
+
+    def commit_write(self, job_id: int, report: WriteReport) -> PartitionView:
+        """Check the job's report against what :meth:`begin_write` granted, then make the version
+        visible, in one transaction. Any mismatch aborts the version and commits nothing."""
+        problems: list[str] = []
+
+        def run(s: Session) -> PartitionView:
+            job, p, pv, t = self._write_job(s, job_id)
+            label = f"{self._table_view(s, t).qualified_name}/{p.value}"
+            if report.version != pv.version or report.partition_value != p.value:
+                problems.append(f"the report is for {report.partition_value} v{report.version}, the job wrote {p.value} v{pv.version}")
+            granted = job.plan.get("targets", {})
+            by_bucket: dict[int, list] = {}
+            for r in report.replicas:
+                by_bucket.setdefault(r.bucket_seq, []).append(r)
+            for seq in range(p.bucket_num):
+                want = sorted(granted.get(str(seq), []))
+                got = by_bucket.get(seq, [])
+                if sorted(r.backend_id for r in got) != want:
+                    problems.append(f"bucket {seq} has replicas on backends {sorted(r.backend_id for r in got)}, expected {want}")
+                    continue
+                if len({r.checksum for r in got}) > 1 or len({r.rows for r in got}) > 1:
+                    problems.append(f"bucket {seq} replicas differ: " + ", ".join(f"backend {r.backend_id}: {r.rows} rows, {r.checksum[:12]}" for r in got))
+            if pv.mode == "append" and p.visible_version != pv.base_version:
+                problems.append(f"partition moved from v{pv.base_version} to v{p.visible_version} while this append ran; re-run it")
+            if problems:
+                return None  # the caller aborts in its own transaction and raises
+            now = self.now()
+            for r in report.replicas:
+                s.add(m.Replica(table_id=t.id, partition_id=p.id, version=pv.version, bucket_seq=r.bucket_seq,
+                                backend_id=r.backend_id, state="verified", path=r.path, rows=r.rows, bytes=r.bytes,
+                                checksum=r.checksum, created_at=now))
+            rows = sum(got[0].rows for got in by_bucket.values())
+            old = p.visible_version
+            if old:
+                prev = s.get(m.PartitionVersion, (p.id, old))
+                prev.state, prev.finished_at = "superseded", now
+            pv.state, pv.rows, pv.bytes, pv.finished_at = "committed", rows, sum(r.bytes for r in report.replicas), now
+            p.visible_version = pv.version
+            job.state, job.updated_at = "committed", now
+            job.progress = {"rows": rows, "replicas": len(report.replicas)}
+            if t.group_id is not None and job.plan.get("missing"):
+                g = s.get(m.ColocateGroup, t.group_id)
+                g.stable = False
+                g.unstable_reason = f"{label} v{pv.version} is missing replicas: " + "; ".join(job.plan["missing"][:5])
+                g.version += 1
+            self._event(s, "write.commit", label, job_id=job_id, version=pv.version, previous=old, rows=rows,
+                        mode=pv.mode)
+            return _partition_view(p)
+
+        result = self._tx(run)
+        if result is None:
+            reason = "; ".join(problems)
+            self.abort_write(job_id, reason)
+            raise ColocateError(f"write job {job_id} not committed, the previous version stays visible: {reason}")
+        return result
+
+    def abort_write(self, job_id: int, reason: str) -> None:
+        def run(s: Session) -> None:
+            job, p, pv, t = self._write_job(s, job_id, allow_finished=True)
+            if pv.state != "staging":
+                return
+            pv.state, pv.finished_at = "aborted", self.now()
+            job.state, job.updated_at, job.progress = "failed", self.now(), {"error": reason[:2000]}
+            self._event(s, "write.abort", f"{self._table_view(s, t).qualified_name}/{p.value}", job_id=job_id,
+                        version=pv.version, reason=reason[:2000])
+
+        self._tx(run)
+
+    def set_write_targets(self, job_id: int, targets: dict[int, list[int]], missing: Sequence[str], plan: dict) -> None:
+        """Record the exact plan handed to Spark so that commit checks the report against it."""
+        def run(s: Session) -> None:
+            job = s.get(m.Job, job_id)
+            job.plan = dict(job.plan, **plan, targets={str(k): list(v) for k, v in targets.items()}, missing=list(missing))
+            job.updated_at = self.now()
+
+        self._tx(run)
+
+    def _write_job(self, s: Session, job_id: int, *, allow_finished: bool = False):
+        job = s.get(m.Job, job_id)
+        if job is None or job.kind != "write":
+            raise NotFound(f"unknown write job {job_id}")
+        if job.state != "running" and not allow_finished:
+            raise Conflict(f"write job {job_id} is {job.state}, not running: nothing to commit")
+        p = s.get(m.Partition, job.plan["partition_id"])
+        if p is None:
+            raise Conflict(f"write job {job_id}: its table or partition was purged while it ran")
+        pv = s.get(m.PartitionVersion, (p.id, job.plan["version"]))
+        return job, p, pv, s.get(m.Table, p.table_id)
+
+    def job(self, job_id: int) -> dict:
+        def run(s: Session) -> dict:
+            j = s.get(m.Job, job_id)
+            if j is None:
+                raise NotFound(f"unknown job {job_id}")
+            return {"id": j.id, "kind": j.kind, "state": j.state, "plan": j.plan, "progress": j.progress,
+                    "created_at": utc(j.created_at), "updated_at": utc(j.updated_at)}
+
+        return self._tx(run)
+
+    def read_replicas(self, ref: str | int, partitions: Sequence[str] | None = None, *,
+                      db: str | None = None) -> tuple[TableView, list[PartitionReplicas]]:
+        """The visible version of each requested partition (all committed ones by default) with its
+        verified replicas per bucket; the caller chooses one replica per bucket."""
+        def run(s: Session):
+            t = self._table(s, ref, db)
+            view = self._table_view(s, t)
+            q = select(m.Partition).where(m.Partition.table_id == t.id).order_by(m.Partition.value)
+            parts = {p.value: p for p in s.scalars(q)}
+            wanted = list(partitions) if partitions is not None else [v for v, p in parts.items() if p.visible_version]
+            out = []
+            for value in wanted:
+                p = parts.get(value)
+                if p is None or not p.visible_version:
+                    have = ", ".join(v for v, x in parts.items() if x.visible_version) or "none"
+                    raise NotFound(f"partition {value!r} of {view.qualified_name} has no committed data; committed partitions: {have}")
+                buckets: list[list[ReplicaView]] = [[] for _ in range(p.bucket_num)]
+                for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == p.visible_version,
+                                                           m.Replica.state == "verified").order_by(m.Replica.id)):
+                    buckets[r.bucket_seq].append(ReplicaView(r.bucket_seq, r.backend_id, r.path, r.rows, r.bytes, r.checksum, r.state))
+                out.append(PartitionReplicas(value=value, version=p.visible_version, buckets=tuple(tuple(b) for b in buckets)))
+            return view, out
+
+        return self._tx(run)
+
+    def garbage(self, *, grace: timedelta = timedelta(hours=1), stale_after: timedelta = timedelta(hours=24)) -> list[GarbageItem]:
+        """Files no reader needs: aborted and superseded versions older than ``grace``, and writes
+        still in staging after ``stale_after`` (their job died). Also marks those stale writes
+        aborted, so that a late report can no longer commit them."""
+        def run(s: Session) -> list[GarbageItem]:
+            now = self.now()
+            items: list[GarbageItem] = []
+            for job in s.scalars(select(m.Job).where(m.Job.kind == "write").order_by(m.Job.id)):
+                pid, version = job.plan.get("partition_id"), job.plan.get("version")
+                pv = s.get(m.PartitionVersion, (pid, version)) if pid is not None else None
+                if pv is None:
+                    continue
+                if pv.state == "staging" and utc(job.created_at) <= now - stale_after:
+                    pv.state, pv.finished_at = "aborted", now
+                    job.state, job.updated_at = "failed", now
+                    self._event(s, "write.abort", f"job {job.id}", job_id=job.id, version=version, reason="stale")
+                finished = utc(pv.finished_at)
+                if pv.state in ("aborted", "superseded") and finished is not None and finished <= now - grace:
+                    dirs = set(job.plan.get("dirs", []))
+                    dirs.update(s.scalars(select(m.Replica.path).where(m.Replica.partition_id == pid, m.Replica.version == version)))
+                    for d in sorted(dirs):
+                        items.append(GarbageItem(f"{pv.state} version", d, pid, version, job.id))
+                    if "staging_uri" in job.plan:
+                        items.append(GarbageItem("write staging", job.plan["staging_uri"], pid, version, job.id))
+                if job.state in ("committed", "failed") and "staging_uri" in job.plan and pv.state != "staging":
+                    if utc(job.updated_at) <= now - grace:
+                        items.append(GarbageItem("write staging", job.plan["staging_uri"], None, None, job.id))
+            for job in s.scalars(select(m.Job).where(m.Job.kind == "gc", m.Job.state == "pending")):
+                items += [GarbageItem(f"purged table {job.plan.get('table')}", path, job_id=job.id) for path in job.plan["paths"]]
+            return items
+
+        return self._tx(run)
+
+    def forget_garbage(self, items: Iterable[GarbageItem]) -> None:
+        """After the files are gone: drop the rows of the removed versions."""
+        items = list(items)
+
+        def run(s: Session) -> None:
+            done = {(i.partition_id, i.version) for i in items if i.partition_id is not None}
+            for pid, version in done:
+                s.execute(delete(m.Replica).where(m.Replica.partition_id == pid, m.Replica.version == version))
+                pv = s.get(m.PartitionVersion, (pid, version))
+                if pv is not None and pv.state in ("aborted", "superseded"):
+                    pv.state = "removed"
+            for job_id in {i.job_id for i in items if i.job_id is not None}:
+                job = s.get(m.Job, job_id)
+                if job is None:
+                    continue
+                if job.kind == "gc":
+                    job.state, job.updated_at = "done", self.now()
+                elif "staging_uri" in job.plan:
+                    job.plan = {k: v for k, v in job.plan.items() if k != "staging_uri"}
+            self._event(s, "gc", "catalog", versions=len(done), items=len(items))
+
+        self._tx(run)
+
+    def list_jobs(self, *, kinds: Sequence[str] | None = None, states: Sequence[str] | None = None,
+                  limit: int = 100) -> list[dict]:
+        """Jobs newest first as plain dicts (id, kind, state, group_id, group, plan, progress, times);
+        read-only, for the admin API and the Colocation page."""
+        def run(s: Session) -> list[dict]:
+            q = select(m.Job).order_by(m.Job.id.desc()).limit(max(0, int(limit)))
+            if kinds:
+                q = q.where(m.Job.kind.in_(list(kinds)))
+            if states:
+                q = q.where(m.Job.state.in_(list(states)))
+            out = []
+            for j in s.scalars(q):
+                g = s.get(m.ColocateGroup, j.group_id) if j.group_id is not None else None
+                view = self._group_view(s, g) if g is not None else None
+                out.append({"id": j.id, "kind": j.kind, "state": j.state,
+                            "group_id": view.group_id if view else None,
+                            "group": view.full_name if view else (j.plan or {}).get("group"),
+                            "plan": j.plan or {}, "progress": j.progress or {},
+                            "created_at": utc(j.created_at), "updated_at": utc(j.updated_at)})
+            return out
+
+        return self._tx(run)
+

@@ -1,0 +1,1 @@
+"""Pure helpers every layer may import: errors, names, SQL types, paths, time."""

@@ -1,0 +1,70 @@
+"""The control-plane steps around a join: decide which tables are read colocated (with reasons),
+plan the output's write, then check and commit the report. :func:`join_in_session` runs the Spark
+job in a session you already have."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.jobs.read import read_plans
+from airflow_colocate.jobs.write import finish_write, prepare_write
+from airflow_colocate.planner.contract import JoinPlan, JoinReport, Source
+
+
+def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str] | None], *,
+                 require_colocate: bool = False, disable_colocate_join: bool = False,
+                 output_table: str | None = None, output_partition: str = "all", output_mode: str = "overwrite",
+                 output_path: str | None = None, work_dir: str | Path | None = None,
+                 job_name: str = "join") -> tuple[JoinPlan, WriteTicket | None]:
+    """Plan the reads (colocated or fallback, with reasons) and, for a catalog output, its write."""
+    decided = read_plans(catalog, tables, disabled=disable_colocate_join)
+    work = str(work_dir or default_work_dir())
+    ticket = None
+    output = None
+    if output_table is not None:
+        ticket, output = prepare_write(catalog, output_table, output_partition,
+                                       Source(query=query, tables=decided.tables), mode=output_mode, work_dir=work)
+        job_id = f"join-{ticket.job_id}"
+    else:
+        job_id = f"{job_name}-{catalog.now().strftime('%Y%m%dT%H%M%S%f')}"
+    plan = JoinPlan(job_id=job_id, query=query, tables=decided.tables, reasons=decided.reasons, groups=decided.groups,
+                    require_colocate=require_colocate, report_uri=f"{work.rstrip('/')}/{job_id}/report.json",
+                    output_path=output_path, output=output)
+    return plan, ticket
+
+
+def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport) -> dict:
+    summary = {
+        "job_id": report.job_id,
+        "rows": report.rows,
+        "colocate": bool(report.joins) and all(j.colocate for j in report.joins),
+        "explain": report.explain,
+        "joins": [{"join": j.join, "left": j.left_tables, "right": j.right_tables, "exchanges_left": j.exchanges_left,
+                   "exchanges_right": j.exchanges_right, "colocate": j.colocate, "reason": j.reason,
+                   "planned": j.planned} for j in report.joins],
+        "seconds": round(report.seconds, 2),
+        "preview": report.preview,
+    }
+    if ticket is not None:
+        summary["output"] = finish_write(catalog, ticket, report.write)
+    return summary
+
+
+def join_in_session(spark, catalog: Catalog, query: str, tables: Mapping[str, Sequence[str] | None], **kwargs) -> dict:
+    from airflow_colocate.spark.join_job import run_join
+
+    plan, ticket = prepare_join(catalog, query, tables, **kwargs)
+    try:
+        report = run_join(spark, plan)
+    except BaseException as exc:
+        if ticket is not None:
+            catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
+        raise
+    return finish_join(catalog, ticket, report)
+
+
+__all__ = ["prepare_join", "finish_join", "join_in_session"]

@@ -1,0 +1,39 @@
+"""Query catalog tables from your own Spark code.
+
+    from airflow_colocate.jobs.read import register
+    register(spark, {"orders": ["2026-11-01"], "lineitem": None})
+    spark.sql("SELECT ... FROM orders JOIN lineitem ON o_orderkey = l_orderkey")
+
+Tables of one stable group read bucket *b* from the same backend, so Spark joins them on the bucket
+key without a shuffle. Runs on the Spark driver, which needs catalog access; Spark jobs launched
+by the operators get a plan instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.planner.contract import ReadTable
+from airflow_colocate.planner.reads import JoinReads, plan_reads
+
+
+def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
+               disabled: bool = False) -> JoinReads:
+    """Read what the pure read planner needs from the catalog (the tables' replicas, their groups,
+    the alive backends, the global flag) and let it decide: one place for joins and user reads."""
+    reads = {name.rpartition(".")[2]: catalog.read_replicas(name, partitions) for name, partitions in tables.items()}
+    group_ids = {view.group_id for view, _ in reads.values() if view.group_id}
+    groups = {gid: catalog.group(gid) for gid in group_ids}
+    available = {b.id for b in catalog.backends() if b.state == "alive"}
+    disabled = disabled or catalog.flags()["disable_colocate_join"]
+    return plan_reads(reads, groups, available=available, disabled=disabled)
+
+
+def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Catalog | None = None) -> list[ReadTable]:
+    """Register ``tables`` (name -> partition values, or None for all committed) in ``spark``."""
+    from airflow_colocate.spark.register import register_tables
+
+    plans = read_plans(catalog or Catalog(), tables).tables
+    register_tables(spark, plans)
+    return plans

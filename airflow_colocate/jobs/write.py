@@ -1,0 +1,63 @@
+"""The control-plane steps around a write: plan in the catalog, then check and commit the report.
+Operators run the Spark job with spark-submit in between; :func:`write_in_session` runs it in a
+Spark session you already have (notebooks, tests, benchmarks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.planner.contract import Source, WritePlan, WriteReport
+from airflow_colocate.planner.write import write_plan
+
+
+def prepare_write(catalog: Catalog, table: str, partition: str, source: Source, *, mode: str = "overwrite",
+                  work_dir: str | Path | None = None) -> tuple[WriteTicket, WritePlan]:
+    """Allocate the new version and record the exact plan the Spark job gets."""
+    ticket = catalog.begin_write(table, partition, mode=mode)
+    try:
+        plan = write_plan(ticket, source, str(work_dir or default_work_dir()))
+        catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+                                  ticket.missing, {"staging_uri": plan.staging_uri})
+    except BaseException as exc:
+        catalog.abort_write(ticket.job_id, f"planning failed: {exc}")
+        raise
+    return ticket, plan
+
+
+def finish_write(catalog: Catalog, ticket: WriteTicket, report: WriteReport) -> dict:
+    """Commit the version and return the summary users see in XCom and the log."""
+    partition = catalog.commit_write(ticket.job_id, report)
+    return {
+        "table": ticket.table.qualified_name,
+        "group": ticket.table.group_id,
+        "partition": ticket.partition_value,
+        "version": partition.visible_version,
+        "mode": ticket.mode,
+        "job_id": ticket.job_id,
+        "rows": report.source_rows,
+        "bytes": sum(r.bytes for r in report.replicas),
+        "replicas": len(report.replicas),
+        "seconds": round(report.seconds, 2),
+        "missing_replicas": list(ticket.missing),
+        "buckets": [{"bucket": r.bucket_seq, "backend": r.backend_id, "rows": r.rows, "bytes": r.bytes,
+                     "checksum": r.checksum} for r in report.replicas],
+    }
+
+
+def write_in_session(spark, catalog: Catalog, table: str, partition: str, source: Source, *,
+                     mode: str = "overwrite", work_dir: str | Path | None = None) -> dict:
+    from airflow_colocate.spark.write_job import run_write
+
+    ticket, plan = prepare_write(catalog, table, partition, source, mode=mode, work_dir=work_dir)
+    try:
+        report = run_write(spark, plan)
+    except BaseException as exc:
+        catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
+        raise
+    return finish_write(catalog, ticket, report)
+
+
+__all__ = ["prepare_write", "finish_write", "write_in_session"]
