@@ -17,6 +17,7 @@ from airflow_colocate.core.errors import (
     Conflict,
     InvalidArgument,
     NotFound,
+    PlacementError,
 )
 
 
@@ -103,8 +104,22 @@ class BackendsMixin:
             if row.state == "decommissioned":
                 raise Conflict(f"backend {row.name} is already decommissioned: 'colocate backend remove {row.name}' deletes it")
             if row.state != "decommissioning":
+                _check_drainable(s, row)
                 self._event(s, "backend.decommission", row.name, id=row.id, old=row.state)
                 row.state, row.state_since = "decommissioning", self.now()
+            return _backend_view(row)
+
+        return self._tx(run)
+
+    def cancel_decommission(self, ref: int | str) -> BackendView:
+        """Stop draining a backend that is still decommissioning: it is alive again and keeps what
+        it still holds; buckets already moved off it stay where they are until a balance run."""
+        def run(s: Session) -> BackendView:
+            row = self._backend(s, ref)
+            if row.state != "decommissioning":
+                raise Conflict(f"backend {row.name} is {row.state}, not decommissioning: there is no decommission to cancel")
+            self._event(s, "backend.decommission_cancelled", row.name, id=row.id)
+            row.state, row.state_since, row.state_reason = "alive", self.now(), None
             return _backend_view(row)
 
         return self._tx(run)
@@ -143,3 +158,33 @@ class BackendsMixin:
 
         return self._tx(run)
 
+
+def _check_drainable(s: Session, row: m.Backend) -> None:
+    """Refuse a decommission that can never finish: every replica on ``row`` needs somewhere to go,
+    i.e. as many other alive backends on distinct hosts as its group (or partition) keeps replicas."""
+    needs: list[tuple[int, str]] = []
+    for g in s.scalars(select(m.ColocateGroup)):
+        rows = s.scalars(select(m.BucketMap.backend_ids).where(m.BucketMap.group_id == g.id))
+        if any(row.id in ids for ids in rows):
+            needs.append((g.replication_num, f"group {g.name}"))
+    loose = s.execute(
+        select(func.max(m.Partition.replication_num), func.min(m.Table.name))
+        .join(m.Replica, m.Replica.partition_id == m.Partition.id)
+        .join(m.Table, m.Table.id == m.Partition.table_id)
+        .where(m.Replica.backend_id == row.id, m.Table.group_id.is_(None))
+    ).one()
+    if loose[0]:
+        needs.append((loose[0], f"table {loose[1]}"))
+    if not needs:
+        return
+    need, who = max(needs)
+    others = list(s.scalars(select(m.Backend).where(m.Backend.state == "alive", m.Backend.id != row.id)
+                            .order_by(m.Backend.id)))
+    hosts = {b.host for b in others}
+    if len(hosts) < need:
+        listed = ", ".join(f"{b.name}@{b.host}" for b in others) or "none"
+        raise PlacementError(
+            f"backend {row.name} cannot be decommissioned: {who} keeps {need} replicas of every bucket on distinct "
+            f"hosts, and only {len(hosts)} other alive host(s) would remain ({listed}); bring a backend back or add "
+            f"one first ('colocate backend add')"
+        )

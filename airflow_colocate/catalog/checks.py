@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlparse
 
@@ -42,7 +43,9 @@ def normalize_root(uri: object) -> str:
         raise InvalidArgument(f"invalid backend root {uri!r}: {parsed.scheme}:// needs a bucket or host, e.g. '{parsed.scheme}://lake-be1/'")
     if parsed.query or parsed.fragment or any(part in ("..", ".") for part in parsed.path.split("/")):
         raise InvalidArgument(f"invalid backend root {uri!r}: no '..', '.', query or fragment allowed in a root")
-    return uri.rstrip("/") if parsed.path not in ("", "/") else uri.rstrip("/")
+    # 'file:///x/be//be1' is the folder of 'file:///x/be/be1': compare roots after collapsing slashes.
+    path = re.sub(r"/{2,}", "/", parsed.path).rstrip("/")
+    return f"{parsed.scheme}://{parsed.netloc}{path}"
 
 
 def _nested(a: str, b: str) -> bool:
@@ -117,3 +120,15 @@ def _check_cgs(group: m.ColocateGroup, what: str, dist_types: list[str], bucket_
         raise SchemaMismatch(f"{what} does not match colocation group {gname}: " + "; ".join(problems))
 
 
+def _check_partition_of(t: m.Table, value: str) -> None:
+    """The partition value must read back as the table's partition column type."""
+    if t.partition_cols:
+        column = t.partition_cols[0]
+        col_type = {name.lower(): typ for name, typ in t.columns}[column.lower()]
+        naming.check_partition_literal(value, column, col_type)
+
+
+def _check_duration(what: str, value, example: str) -> None:
+    """A negative retention, grace or delay would act at once on what it exists to protect."""
+    if value.total_seconds() < 0:
+        raise InvalidArgument(f"invalid {what} {value}: it must not be negative (e.g. {example})")

@@ -10,6 +10,8 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.checks import (
+    _check_duration,
+    _check_partition_of,
     _check_cgs,
     _check_col_list,
     _check_columns,
@@ -223,6 +225,7 @@ class TablesMixin:
 
     def purge_dropped(self, *, retention: timedelta = DEFAULT_RETENTION) -> list[TableView]:
         """Erase tables dropped longer than ``retention`` ago (and any group they leave empty)."""
+        _check_duration("retention", retention, "24 hours, the default")
         def run(s: Session) -> list[TableView]:
             cutoff = self.now() - retention
             purged = []
@@ -264,6 +267,7 @@ class TablesMixin:
             if not t.partition_cols:
                 if value != "all":
                     raise InvalidArgument(f"table {label} is not partitioned: its single partition is called 'all', not {value!r}")
+            _check_partition_of(t, value)
             existing = s.scalar(select(m.Partition).where(m.Partition.table_id == t.id, m.Partition.value == value))
             if existing is not None:
                 if if_not_exists:

@@ -9,7 +9,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.checks import _check_replication_vs_backends
+from airflow_colocate.catalog.checks import _check_duration, _check_partition_of, _check_replication_vs_backends
 from airflow_colocate.catalog.session import _partition_view
 from airflow_colocate.catalog.views import (
     GarbageItem,
@@ -55,6 +55,7 @@ class WritesMixin:
             if p is None:
                 if not t.partition_cols and partition_value != "all":
                     raise InvalidArgument(f"table {view.qualified_name} is not partitioned: write partition 'all', not {partition_value!r}")
+                _check_partition_of(t, partition_value)
                 buckets, replicas = t.bucket_num, t.replication_num
                 if t.group_id is not None:
                     g = s.get(m.ColocateGroup, t.group_id)
@@ -266,6 +267,8 @@ class WritesMixin:
         """Files no reader needs: aborted and superseded versions older than ``grace``, and writes
         still in staging after ``stale_after`` (their job died). Also marks those stale writes
         aborted, so that a late report can no longer commit them."""
+        _check_duration("grace period", grace, "1 hour, the default")
+        _check_duration("stale period", stale_after, "24 hours, the default")
         def run(s: Session) -> list[GarbageItem]:
             now = self.now()
             items: list[GarbageItem] = []

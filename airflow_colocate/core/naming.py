@@ -7,6 +7,8 @@ instead of being escaped in a dozen places.
 from __future__ import annotations
 
 import re
+from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
 
 from airflow_colocate.core.errors import InvalidArgument
 
@@ -62,3 +64,49 @@ def split_qualified(name: str, default_db: str) -> tuple[str, str]:
     db, _, table = name.rpartition(".")
     db = db or default_db
     return check_name("database", db), check_name("table", table)
+
+
+_INT_RANGES = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_EXAMPLES = {"date": "'2026-11-01'", "timestamp": "'2026-11-01T00:00:00'", "timestamp_ntz": "'2026-11-01T00:00:00'",
+             "boolean": "'true' or 'false'"}
+
+
+def check_partition_literal(value: str, column: str, col_type: str) -> str:
+    """Refuse a partition value that Spark could not read back as the partition column's type: a
+    ``date`` partition named ``2026-13-45`` would be written, then read as NULL and never joined."""
+    problem = None
+    if col_type == "date":
+        try:
+            ok = bool(_DATE.fullmatch(value)) and date.fromisoformat(value) is not None
+        except ValueError as exc:
+            ok, problem = False, str(exc)
+        if not ok:
+            problem = problem or "expected YYYY-MM-DD"
+    elif col_type in ("timestamp", "timestamp_ntz"):
+        try:
+            datetime.fromisoformat(value)
+        except ValueError as exc:
+            problem = str(exc)
+    elif col_type in _INT_RANGES:
+        bits = _INT_RANGES[col_type]
+        try:
+            number = int(value, 10)
+        except ValueError:
+            problem = "not a whole number"
+        else:
+            if not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+                problem = f"out of the {col_type} range"
+    elif col_type == "boolean":
+        if value.lower() not in ("true", "false"):
+            problem = "not true or false"
+    elif col_type in ("float", "double") or col_type.startswith("decimal"):
+        try:
+            Decimal(value)
+        except InvalidOperation:
+            problem = "not a number"
+    if problem:
+        example = _EXAMPLES.get(col_type, "a value of that type")
+        raise InvalidArgument(f"invalid partition value {value!r} for column {column} of type {col_type} ({problem}): "
+                              f"expected {example}")
+    return value

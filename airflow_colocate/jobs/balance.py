@@ -32,7 +32,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, BalanceJobView, CloneNeed
-from airflow_colocate.core.errors import Conflict
+from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
@@ -71,6 +71,11 @@ class BalanceOptions:
     verify: bool = False
     verify_limit: int | None = None
     cross_group: bool = True
+
+    def __post_init__(self) -> None:
+        for what, value in (("relocate delay", self.relocate_delay), ("grace period", self.grace)):
+            if value.total_seconds() < 0:
+                raise InvalidArgument(f"invalid {what} {value}: it must not be negative (e.g. 30 minutes)")
 
 
 @dataclass

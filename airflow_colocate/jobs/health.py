@@ -30,7 +30,9 @@ def relocate_delay_from_env(default: timedelta = DEFAULT_RELOCATE_DELAY) -> time
         minutes = float(text)
     except ValueError:
         raise ValueError(f"COLOCATE_RELOCATE_DELAY_MINUTES={text!r}: expected a number of minutes, e.g. 30") from None
-    return timedelta(minutes=max(0.0, minutes))
+    if minutes < 0:
+        raise ValueError(f"COLOCATE_RELOCATE_DELAY_MINUTES={text!r}: the delay must not be negative (e.g. 30)")
+    return timedelta(minutes=minutes)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,103 @@
+"""Inputs that cannot work are refused with one clear message and leave the catalog unchanged
+(issue 13: found accepted by a battery of bad CLI inputs). Run on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from airflow_colocate.catalog.checks import normalize_root
+from airflow_colocate.core.errors import AlreadyExists, Conflict, InvalidArgument, PlacementError
+from airflow_colocate.core.naming import check_partition_literal
+from test_catalog import create_orders, snapshot
+
+
+def test_roots_are_compared_after_collapsing_slashes(catalog, tmp_path):
+    catalog.add_backend(f"file://{tmp_path}/be/be1", name="be1")
+    before = snapshot(catalog)
+    with pytest.raises(AlreadyExists, match="is already backend be1"):
+        catalog.add_backend(f"file://{tmp_path}/be//be1", name="be9")
+    with pytest.raises(AlreadyExists, match="overlaps backend be1"):
+        catalog.add_backend(f"file://{tmp_path}//be", name="be9")
+    assert snapshot(catalog) == before
+    assert normalize_root("s3a://lake//x///y/") == "s3a://lake/x/y"
+
+
+@pytest.mark.parametrize("value", ["2026-13-45", "2026-02-30", "20261101", "2026-11-01T00:00:00", "yesterday"])
+def test_partition_value_must_be_a_date_for_a_date_column(catalog, backends, value):
+    create_orders(catalog)
+    before = snapshot(catalog)
+    with pytest.raises(InvalidArgument, match=r"for column o_orderdate of type date .*expected '2026-11-01'"):
+        catalog.add_partition("orders", value)
+    with pytest.raises(InvalidArgument, match="of type date"):
+        catalog.begin_write("orders", value)
+    assert snapshot(catalog) == before
+    assert catalog.add_partition("orders", "2026-02-28").value == "2026-02-28"
+
+
+@pytest.mark.parametrize("col_type,good,bad", [
+    ("int", "42", "4.2"), ("tinyint", "-128", "128"), ("bigint", "9223372036854775807", "9223372036854775808"),
+    ("timestamp", "2026-11-01T10:00:00", "2026-11-01T25:00:00"), ("boolean", "true", "yes"),
+    ("decimal(15,2)", "12.50", "twelve"), ("string", "anything-goes", None),
+])
+def test_partition_literals_of_every_type(col_type, good, bad):
+    assert check_partition_literal(good, "p", col_type) == good
+    if bad is not None:
+        with pytest.raises(InvalidArgument, match=f"of type {col_type.replace('(', '.').replace(')', '.')}"):
+            check_partition_literal(bad, "p", col_type)
+
+
+def test_decommission_refused_when_replicas_would_have_nowhere_to_go(catalog, backends):
+    create_orders(catalog, replication_num=3)  # replication equals the number of backends
+    before = snapshot(catalog)
+    with pytest.raises(PlacementError, match=r"cannot be decommissioned: group g_orders keeps 3 replicas .* only 2"):
+        catalog.decommission_backend("be1")
+    assert snapshot(catalog) == before
+    assert catalog.backend("be1").state == "alive"
+
+
+def test_decommission_refused_when_the_other_backends_are_down(catalog, backends):
+    create_orders(catalog)  # replication 2 on three backends: fine while all are alive
+    catalog.set_backend_state("be2", "down", reason="test")
+    catalog.set_backend_state("be3", "down", reason="test")
+    before = snapshot(catalog)
+    with pytest.raises(PlacementError, match=r"only 0 other alive host\(s\) would remain \(none\)"):
+        catalog.decommission_backend("be1")
+    assert snapshot(catalog) == before
+    # Back up, it is allowed, and an operator can change their mind.
+    catalog.set_backend_state("be2", "alive")
+    with pytest.raises(PlacementError, match=r"only 1 other alive host\(s\) would remain \(be2@be2\)"):
+        catalog.decommission_backend("be1")
+    catalog.set_backend_state("be3", "alive")
+    assert catalog.decommission_backend("be1").state == "decommissioning"
+    assert catalog.cancel_decommission("be1").state == "alive"
+    assert [e.kind for e in catalog.events(limit=2)][0] == "backend.decommission_cancelled"
+    with pytest.raises(Conflict, match="not decommissioning"):
+        catalog.cancel_decommission("be1")
+
+
+def test_decommission_of_an_unused_backend_needs_no_room(catalog, backends):
+    assert catalog.decommission_backend("be3").state == "decommissioning"
+
+
+def test_negative_retention_and_grace_are_refused(catalog, backends):
+    create_orders(catalog)
+    catalog.drop_table("orders")
+    before = snapshot(catalog)
+    with pytest.raises(InvalidArgument, match="invalid retention -1 day.*must not be negative"):
+        catalog.purge_dropped(retention=timedelta(hours=-1))
+    with pytest.raises(InvalidArgument, match="invalid grace period .*must not be negative"):
+        catalog.garbage(grace=timedelta(minutes=-5))
+    with pytest.raises(InvalidArgument, match="invalid stale period"):
+        catalog.garbage(stale_after=timedelta(hours=-1))
+    assert snapshot(catalog) == before
+    assert catalog.recover_table("orders").name == "orders"
+
+
+def test_negative_relocate_delay_from_the_environment_is_refused(monkeypatch):
+    from airflow_colocate.jobs.health import relocate_delay_from_env
+
+    monkeypatch.setenv("COLOCATE_RELOCATE_DELAY_MINUTES", "-5")
+    with pytest.raises(ValueError, match="must not be negative"):
+        relocate_delay_from_env()
