@@ -17,8 +17,10 @@ from markupsafe import Markup
 
 from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.views import GroupView
+from airflow_colocate.catalog.views import BALANCE_KINDS, GroupView
 from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.plugins.presenters import backends_with_load, group_model, group_reasons, job_model, table_names
+from airflow_colocate.plugins.schemas import GROUP_REF
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_DRAWN_BUCKETS = 1024
@@ -100,17 +102,7 @@ def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
 
 
 def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user: str = "") -> str:
-    from airflow_colocate.plugins.api import (
-        BALANCE_KINDS,
-        GROUP_REF,
-        _tables,
-        backends_with_load,
-        group_model,
-        group_reasons,
-        job_model,
-    )
-
-    names = _tables(catalog)
+    names = table_names(catalog)
     groups = catalog.groups()
     backends = backends_with_load(catalog)
     rows = [dict(group_model(g, names), reasons=group_reasons(catalog, g)) for g in groups]

@@ -32,7 +32,7 @@ class ColocateApp:
         if self._app is None:
             with self._lock:
                 if self._app is None:
-                    from airflow_colocate.plugins.api import create_app
+                    from airflow_colocate.plugins.app import create_app
 
                     self._app = create_app(self._catalog_url)
         return self._app

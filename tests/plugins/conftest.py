@@ -105,7 +105,7 @@ def as_user(tokens):
 def demo(tmp_path, monkeypatch, airflow_app):
     """A fresh catalog, and the plugin app re-pointed at it through ``COLOCATE_CATALOG_URL``."""
     from airflow_colocate.plugins import plugin
-    from airflow_colocate.plugins.api import CatalogSource
+    from airflow_colocate.plugins.app import CatalogSource
 
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
     cat = build_demo_catalog(url, tmp_path / "backends")

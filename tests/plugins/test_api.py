@@ -439,7 +439,7 @@ def test_page_sends_anonymous_users_to_airflows_login(client, demo):
 
 def test_catalog_not_initialised_is_503_with_the_fix(client, as_user, tmp_path, monkeypatch, airflow_app):
     from airflow_colocate.plugins import plugin
-    from airflow_colocate.plugins.api import CatalogSource
+    from airflow_colocate.plugins.app import CatalogSource
 
     old = plugin.app.state.catalogs
     plugin.app.state.catalogs = CatalogSource(f"sqlite:///{tmp_path / 'empty.db'}")

@@ -1,0 +1,80 @@
+"""Catalog views as the admin API answers them and the Colocation page shows them.
+
+Plain dicts in the shape of :mod:`.schemas`' response models, so the JSON a client reads and the
+numbers the page draws come from one function each and cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog.views import BackendView, EventView, GroupView
+from airflow_colocate.core.errors import ColocateError
+
+
+def table_names(catalog: Catalog) -> dict[int, str]:
+    return {t.id: t.qualified_name for t in catalog.tables()}
+
+
+def group_model(g: GroupView, names: dict[int, str]) -> dict:
+    return {"group_id": g.group_id, "db_id": g.db_id, "grp_id": g.grp_id, "name": g.name, "full_name": g.full_name,
+            "table_ids": list(g.table_ids), "tables": [names.get(t, str(t)) for t in g.table_ids],
+            "bucket_num": g.bucket_num, "replication_num": g.replication_num, "dist_col_types": list(g.dist_col_types),
+            "stable": g.stable, "unstable_reason": g.unstable_reason, "version": g.version}
+
+
+def group_reasons(catalog: Catalog, g: GroupView) -> list[str]:
+    """The recorded reason, then the stability check's per-replica reasons when it recorded any."""
+    if g.stable:
+        return []
+    out = [g.unstable_reason] if g.unstable_reason else []
+    health = getattr(catalog, "group_health", None)
+    if health is not None:
+        try:
+            out += [r.text for r in health(g.group_id).reasons if r.text not in out]
+        except ColocateError:
+            pass
+    return out or ["marked unstable"]
+
+
+def group_detail(catalog: Catalog, g: GroupView, names: dict[int, str] | None = None) -> dict:
+    slots: dict[str, int] = {}
+    for row in g.bucket_map:
+        for be in row:
+            slots[str(be)] = slots.get(str(be), 0) + 1
+    return dict(group_model(g, names if names is not None else table_names(catalog)),
+                bucket_map=[list(r) for r in g.bucket_map], reasons=group_reasons(catalog, g), slots=slots)
+
+
+def backend_model(b: BackendView, load: dict[str, int]) -> dict:
+    used = load.get("bytes", 0)
+    return {"id": b.id, "name": b.name, "root_uri": b.root_uri, "host": b.host, "state": b.state,
+            "state_since": b.state_since, "last_heartbeat": b.last_heartbeat, "capacity_bytes": b.capacity_bytes,
+            "slots": load.get("slots", 0), "replicas": load.get("replicas", 0), "bytes": used,
+            "used_fraction": (used / b.capacity_bytes) if b.capacity_bytes else None}
+
+
+def backends_with_load(catalog: Catalog) -> list[dict]:
+    loads = catalog.backend_loads()
+    return [backend_model(b, loads.get(b.id, {})) for b in catalog.backends()]
+
+
+def job_model(j: dict) -> dict:
+    plan, progress = j["plan"] or {}, j["progress"] or {}
+    moves = plan.get("moves") or []
+    planned = sum(int(mv.get("bytes") or 0) for mv in moves if isinstance(mv, dict))
+    copied = int(progress.get("bytes") or 0) if isinstance(progress.get("bytes"), (int, float)) else 0
+    step = progress.get("step")
+    if step == "finished" or j["state"] == "done":
+        done = 1.0
+    elif planned:
+        done = min(1.0, copied / planned)
+    else:
+        done = None
+    return {"id": j["id"], "kind": j["kind"], "state": j["state"], "group_id": j["group_id"], "group": j["group"],
+            "step": step if isinstance(step, str) else None, "moves": len(moves), "planned_bytes": planned,
+            "copied_bytes": copied, "done_fraction": done, "progress": progress,
+            "created_at": j["created_at"], "updated_at": j["updated_at"]}
+
+
+def event_model(e: EventView) -> dict:
+    return {"id": e.id, "ts": e.ts, "kind": e.kind, "subject": e.subject, "detail": e.detail, "actor": e.actor}

@@ -1,0 +1,163 @@
+"""What the admin API accepts and answers: the request parameters with their bounds, the response
+models, and the documented error responses. FastAPI builds both the validation and the OpenAPI
+document from these, so a bound is written once, here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import Query
+from fastapi import Path as PathParam
+from pydantic import BaseModel, BeforeValidator, Field
+
+from airflow_colocate.catalog.views import BALANCE_KINDS
+
+JOB_KINDS = ("write", *BALANCE_KINDS, "gc")
+JOB_STATES = ("running", "done", "cancelled", "failed", "committed", "pending")
+MAX_ID = 2**31 - 1
+# dbId.grpId, dbId_name, or a name in the default database (ASCII only: it reaches SQL as an int).
+GROUP_REF = r"^([0-9]{1,9}\.[0-9]{1,9}|[0-9]{1,9}_[A-Za-z_][A-Za-z0-9_]{0,63}|[A-Za-z_][A-Za-z0-9_]{0,63})$"
+
+
+# ---------------------------------------------------------------------- responses
+
+
+class Problem(BaseModel):
+    detail: str | list[Any] = Field(description="what was wrong and what would be right")
+
+
+class GroupIdModel(BaseModel):
+    dbId: int
+    grpId: int
+
+
+class ColumnTypeModel(BaseModel):
+    type: str
+    len: int
+    isAssignedStrLenInColDefinition: bool
+    precision: int
+    scale: int
+
+
+class GroupSchemaModel(BaseModel):
+    groupId: GroupIdModel
+    distributionColTypes: list[ColumnTypeModel]
+    bucketsNum: int
+    replicationNum: int
+
+
+class ColocateMeta(BaseModel):
+    groupName2Id: dict[str, GroupIdModel]
+    group2Tables: dict[str, list[int]]
+    table2Group: dict[str, GroupIdModel]
+    group2Schema: dict[str, GroupSchemaModel]
+    group2BackendsPerBucketSeq: dict[str, list[list[int]]]
+    unstableGroups: list[GroupIdModel]
+
+
+class IndexResponse(BaseModel):
+    colocate_meta: ColocateMeta
+    status: Literal["OK"] = "OK"
+
+
+class Group(BaseModel):
+    group_id: str = Field(description="dbId.grpId")
+    db_id: int
+    grp_id: int
+    name: str
+    full_name: str = Field(description="dbId_groupName (a global group: its name)")
+    table_ids: list[int]
+    tables: list[str]
+    bucket_num: int
+    replication_num: int
+    dist_col_types: list[str]
+    stable: bool
+    unstable_reason: str | None
+    version: int
+
+
+class GroupDetail(Group):
+    bucket_map: list[list[int]] = Field(description="bucket seq -> backend ids, first = primary")
+    reasons: list[str] = Field(description="why the group is unstable (empty when stable)")
+    slots: dict[str, int] = Field(description="backend id -> bucket replicas of this group on it")
+
+
+class GroupResponse(BaseModel):
+    status: Literal["OK"] = "OK"
+    group: GroupDetail
+
+
+class Backend(BaseModel):
+    id: int
+    name: str
+    root_uri: str
+    host: str
+    state: str
+    state_since: datetime
+    last_heartbeat: datetime | None
+    capacity_bytes: int | None
+    slots: int = Field(description="bucket replicas that the groups' maps place here")
+    replicas: int = Field(description="verified replicas of visible versions held here")
+    bytes: int = Field(description="their size")
+    used_fraction: float | None = Field(description="bytes / capacity_bytes (null when the capacity is unknown)")
+
+
+class Job(BaseModel):
+    id: int
+    kind: str
+    state: str
+    group_id: str | None
+    group: str | None
+    step: str | None
+    moves: int
+    planned_bytes: int
+    copied_bytes: int
+    done_fraction: float | None
+    progress: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class Event(BaseModel):
+    id: int
+    ts: datetime
+    kind: str
+    subject: str
+    detail: dict[str, Any]
+    actor: str
+
+
+def error_responses(*codes: int) -> dict:
+    """The refusals a route documents, each with the :class:`Problem` body it answers."""
+    text = {401: "not authenticated (no or expired token)", 403: "authenticated, but not allowed",
+            404: "no such group", 409: "refused in the current state (flags, running balance job)",
+            422: "malformed or invalid request", 503: "catalog not reachable or not initialised"}
+    return {c: {"model": Problem, "description": text[c]} for c in codes}
+
+
+READ_ERRORS = error_responses(401, 403, 422, 503)
+WRITE_ERRORS = error_responses(401, 403, 404, 409, 422, 503)
+
+
+# ---------------------------------------------------------------------- requests
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's ``integer`` includes ``3.0``; strings and booleans stay refused (strict int)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+BackendId = Annotated[int, BeforeValidator(_integral), Field(strict=True, ge=0, le=MAX_ID)]
+BucketRow = Annotated[list[BackendId], Field(min_length=1, max_length=16)]
+BucketMapBody = Annotated[
+    list[BucketRow],
+    Field(min_length=1, max_length=65536, description="one list of backend ids per bucket seq, one id per replica",
+          examples=[[[10004, 10002], [10003, 10002]]]),
+]
+DbId = Annotated[int, Query(ge=0, le=MAX_ID, description="database id (0 for a global group)")]
+GrpId = Annotated[int, Query(ge=1, le=MAX_ID, description="group id")]
+GroupRef = Annotated[str, PathParam(pattern=GROUP_REF, description="dbId.grpId, dbId_groupName, or a group name in database 'default'")]
+JobKind = Literal[JOB_KINDS]  # type: ignore[valid-type]
+JobState = Literal[JOB_STATES]  # type: ignore[valid-type]
+Limit = Annotated[int, Query(ge=1, le=1000)]
