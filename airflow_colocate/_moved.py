@@ -25,6 +25,8 @@ MOVED: dict[str, tuple[str, ...]] = {
     "airflow_colocate.health": ("airflow_colocate.jobs.health", "airflow_colocate.storage.probe"),
     "airflow_colocate.read": ("airflow_colocate.jobs.read",),
     "airflow_colocate.catalog.stability": ("airflow_colocate.catalog.views",),
+    "airflow_colocate.plugins.api": ("airflow_colocate.plugins.app", "airflow_colocate.plugins.presenters",
+                                     "airflow_colocate.plugins.schemas"),
 }
 REMOVED_IN = "0.3"
 
