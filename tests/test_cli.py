@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
 
+import click
 import pytest
 
 from airflow_colocate.cli import GROUP_COLUMNS, main
+from airflow_colocate.cli import cli as colocate_cli
+from airflow_colocate.cli.base import Command, Group
+from airflow_colocate.cli.output import Bullets, Fields, Report, Table, render
 
 
 @pytest.fixture
@@ -94,6 +100,21 @@ def test_every_listing_has_json(cli, listing):
          "colocate table create: argument --buckets: invalid int value: 'x'; see 'colocate table create --help'"),
         (["backend", "nope"], "colocate backend: argument command: invalid choice: 'nope'"),
         (["table", "create", "t"], "the following arguments are required"),
+        (["table", "create"], "colocate table create: the following arguments are required: table, --columns, "
+                              "--distributed-by, --buckets; see 'colocate table create --help'"),
+        (["nope"], "colocate: argument command: invalid choice: 'nope' (choose from 'init', 'backend', "),
+        ([], "colocate: the following arguments are required: command; see 'colocate --help'"),
+        (["show"], "colocate show: the following arguments are required: command; see 'colocate show --help'"),
+        (["jobs", "cancel", "x"], "colocate jobs cancel: argument job_id: invalid int value: 'x'"),
+        (["gc", "--grace-minutes", "soon"], "colocate gc: argument --grace-minutes: invalid float value: 'soon'"),
+        (["flag", "set", "disable_join", "true"], "argument flag: invalid choice: 'disable_join' (choose from "),
+        (["table", "create", "t", "--columns", "a bigint", "--distributed-by", "a", "--buckets"],
+         "colocate table create: argument --buckets: expected one argument"),
+        (["table", "drop", "orders", "--force=yes"], "colocate table drop: argument --force: takes no value"),
+        (["table", "list", "--bogus"], "colocate table list: unrecognized arguments: --bogus; see 'colocate table list --help'"),
+        (["table", "drop", "orders", "extra"], "colocate table drop: unrecognized arguments: extra"),
+        (["table", "drop", "orders", "--forse"], "unrecognized arguments: --forse (did you mean --force?)"),
+        (["show", "groups", "--db", "x"], "--db goes before the command: colocate --db VALUE show groups"),
     ],
 )
 def test_errors_are_one_line_and_change_nothing(cli, argv, message):
@@ -131,3 +152,97 @@ def test_console_script_runs_without_traceback(tmp_path):
     bin_dir = __import__("pathlib").Path(sys.executable).parent
     proc = subprocess.run([str(bin_dir / "colocate"), "show", "group", "x"], env=env, capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("colocate: error:") and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------- output
+
+
+def test_output_prints_a_listing_as_a_table_or_as_json(capsys):
+    listing = Table(["Id", "Name", "Note"], [[1, "be1", None], [22, "backend-two", "x"]], title="backends")
+    render(listing)
+    assert capsys.readouterr().out.splitlines() == [
+        "backends",
+        "+----+-------------+------+",
+        "| Id | Name        | Note |",
+        "+----+-------------+------+",
+        "| 1  | be1         |      |",
+        "| 22 | backend-two | x    |",
+        "+----+-------------+------+",
+        "2 rows in set",
+    ]
+    render(listing, as_json=True)  # the title is for people; a script gets the rows, None as null
+    assert json.loads(capsys.readouterr().out) == [{"Id": 1, "Name": "be1", "Note": None},
+                                                   {"Id": 22, "Name": "backend-two", "Note": "x"}]
+    render(Table(["Id"], []))
+    assert capsys.readouterr().out.splitlines()[-2:] == ["+----+", "0 rows in set"]
+
+
+@dataclass
+class _Thing:
+    name: str
+    at: datetime
+
+
+def test_output_report_blocks_and_its_json_document(capsys):
+    at = datetime(2026, 11, 1, 12, 30, tzinfo=timezone.utc)
+    report = Report([Fields("table t (id 1)", [("columns", "a bigint"), ("distributed by", "a")]),
+                     Table(["A"], [[1]]), Bullets(["be2 is down"], heading="unstable because:"), "done"])
+    render(report)
+    assert capsys.readouterr().out.splitlines() == [
+        "table t (id 1)", "  columns:         a bigint", "  distributed by:  a",
+        "+---+", "| A |", "+---+", "| 1 |", "+---+", "1 row in set",
+        "unstable because:", "  - be2 is down", "done"]
+    render(report, as_json=True)  # no explicit data: the records of its only table
+    assert json.loads(capsys.readouterr().out) == [{"A": 1}]
+    render(Report([Table(["A"], [[1]])], data={"thing": _Thing("x", at), "pair": (1, 2)}), as_json=True)
+    assert json.loads(capsys.readouterr().out) == {"thing": {"name": "x", "at": "2026-11-01T12:30:00+00:00"}, "pair": [1, 2]}
+    with pytest.raises(ValueError, match="2 tables needs explicit JSON"):
+        render(Report([Table(["A"], []), Table(["B"], [])]), as_json=True)
+
+
+def _table_cells(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+
+
+@pytest.mark.parametrize("listing", [["backend", "list"], ["table", "list", "--all"], ["show", "groups"], ["show", "group", "g1"],
+                                     ["flag", "list"], ["events"], ["jobs", "list"], ["table", "purge"], ["gc", "--dry-run"]])
+def test_every_listing_prints_the_same_rows_as_table_and_json(cli, listing):
+    make_tables(cli)
+    cli("table", "drop", "lineitem")
+    code, text, _ = cli(*listing)
+    assert code == 0
+    code, out, _ = cli(*listing, "--json")
+    assert code == 0
+    rows = json.loads(out)
+    header, *cells = _table_cells(text)
+    assert f"{len(rows)} row{'s' if len(rows) != 1 else ''} in set" in text
+    assert all(list(r) == header for r in rows)
+    assert cells == [["" if v is None else str(v) for v in r.values()] for r in rows]
+
+
+def _commands(group: click.Group, path=("colocate",)):
+    for name, command in group.commands.items():
+        yield (*path, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+
+
+def test_every_command_refuses_in_one_line_prints_through_output_and_has_help():
+    commands = list(_commands(colocate_cli))
+    assert len(commands) == 35  # 11 commands and families, 24 subcommands
+    for path, command in commands:
+        assert isinstance(command, Group if isinstance(command, click.Group) else Command), path
+        assert command.help and len(command.get_short_help_str(80)) > 10, path
+    listings = {" ".join(p) for p, c in commands if any(o.name == "as_json" for o in c.params)}
+    assert listings == {"colocate backend list", "colocate backend probe", "colocate table purge", "colocate table list",
+                        "colocate table show", "colocate show groups", "colocate show group", "colocate group check",
+                        "colocate flag list", "colocate gc", "colocate balance", "colocate jobs list", "colocate events"}
+
+
+def test_help_is_printed_and_exits_zero(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Usage: colocate [OPTIONS] COMMAND [ARGS]...") and "balance" in out and "--catalog" in out
+    assert main(["table", "create", "-h"]) == 0
+    out = capsys.readouterr().out
+    assert "Usage: colocate table create [OPTIONS] TABLE" in out and "--distributed-by" in out and "[required]" in out

@@ -1,0 +1,90 @@
+"""``colocate backend``: the storage nodes buckets are placed on."""
+
+from __future__ import annotations
+
+import click
+
+from airflow_colocate.cli import params
+from airflow_colocate.cli.base import Env, Group, pass_env
+from airflow_colocate.cli.output import Table, json_option
+
+
+@click.group("backend", cls=Group, help="Storage backends: add, list, probe, drain, remove. A backend is a root URI on one host.")
+def backend() -> None:
+    pass
+
+
+@backend.command("add", help="Register a backend. ROOT is its root URI, e.g. file:///data/be1 or s3a://lake-be1/.")
+@click.argument("root")
+@click.option("--name", help="Backend name (default: be<id>).")
+@click.option("--host", help="Failure domain; backends on one host never share a bucket (default: the backend name).")
+@click.option("--capacity", help="Capacity, e.g. 500G (used by the size balancer).")
+@pass_env
+def add(env: Env, root: str, name: str | None, host: str | None, capacity: str | None) -> str:
+    b = env.catalog().add_backend(root, name=name, host=host, capacity_bytes=params.size(capacity))
+    return f"backend {b.name} (id {b.id}) added: root {b.root_uri}, host {b.host}"
+
+
+@backend.command("list", help="List backends.")
+@json_option
+@pass_env
+def list_(env: Env) -> Table:
+    return Table(["BackendId", "Name", "Root", "Host", "CapacityBytes", "State", "Since"],
+                 [[b.id, b.name, b.root_uri, b.host, b.capacity_bytes, b.state, b.state_since.isoformat(timespec="seconds")]
+                  for b in env.catalog().backends()])
+
+
+@backend.command("decommission", help="Drain a backend: the next balance moves its replicas away. BACKEND is an id or a name.")
+@click.argument("backend", metavar="BACKEND")
+@pass_env
+def decommission(env: Env, backend: str) -> str:
+    catalog = env.catalog()
+    b = catalog.decommission_backend(backend)
+    catalog.check_groups()
+    return f"backend {b.name} (id {b.id}) is decommissioning: the next balance moves its replicas away"
+
+
+@backend.command("remove", help="Delete an empty backend (decommission it first). BACKEND is an id or a name.")
+@click.argument("backend", metavar="BACKEND")
+@pass_env
+def remove(env: Env, backend: str) -> str:
+    env.catalog().remove_backend(backend)
+    return f"backend {backend} removed"
+
+
+@backend.command("probe", help="Heartbeat the backends; record alive or down. Writes, reads and deletes a small file under each root of the BACKENDs named (ids or names; default: all that are not decommissioned).")
+@click.argument("backends", nargs=-1, metavar="[BACKEND]...")
+@click.option("--timeout", type=params.FLOAT, default=20.0, show_default=True,
+              help="Seconds before a backend counts as down.")
+@click.option("--relocate-delay-minutes", type=params.FLOAT,
+              help="Down longer than this is unavailable (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30).")
+@json_option
+@pass_env
+def probe(env: Env, backends: tuple[str, ...], timeout: float, relocate_delay_minutes: float | None) -> Table:
+    from airflow_colocate.jobs.health import probe_backends
+
+    results = probe_backends(env.catalog(), backends=list(backends) or None, timeout=timeout,
+                             relocate_delay=params.relocate_delay(relocate_delay_minutes))
+    return Table(["BackendId", "Name", "State", "Probe", "DownSince", "LastHeartbeat", "Unavailable"],
+                 [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else f"FAILED: {r.error}",
+                   r.backend.state_since.isoformat(timespec="seconds") if r.backend.state != "alive" else "",
+                   r.backend.last_heartbeat.isoformat(timespec="seconds") if r.backend.last_heartbeat else "",
+                   str(r.backend.unavailable).lower()] for r in results])
+
+
+def _mark(state: str, verb: str, help: str) -> click.Command:
+    @backend.command(f"mark-{verb}", help=help)
+    @click.argument("backend", metavar="BACKEND")
+    @click.option("--reason", help="Why, recorded with the state (default: admin).")
+    @pass_env
+    def mark(env: Env, backend: str, reason: str | None) -> str:
+        catalog = env.catalog()
+        b = catalog.set_backend_state(backend, state, reason=reason or "admin")
+        catalog.check_groups()
+        return f"backend {b.name} (id {b.id}) is now {b.state}"
+
+    return mark
+
+
+mark_down = _mark("down", "down", "Admin: mark a backend down. The health probe never brings it back; mark-up does.")
+mark_up = _mark("alive", "up", "Admin: mark a backend up (alive) again.")

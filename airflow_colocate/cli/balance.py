@@ -1,0 +1,101 @@
+"""``colocate balance`` and ``colocate jobs``: repair and balance groups with clone-and-drop, and
+the jobs that do it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import click
+
+from airflow_colocate.cli import output, params
+from airflow_colocate.cli.base import Command, Env, Group, pass_env
+from airflow_colocate.cli.output import Report, Table, json_option
+
+
+@click.command("balance", cls=Command, help="Repair and balance groups with clone-and-drop. Runs the Spark clone job; --dry-run only prints the plan.")
+@click.option("--dry-run", is_flag=True, help="Print the plan, change nothing.")
+@click.option("--strategy", type=params.Choice(["count", "size"]), default="count", show_default=True,
+              help="count: even bucket slots per backend; size: bytes against capacity.")
+@click.option("--group", "groups", multiple=True, help="Only this group (repeatable).")
+@click.option("--threshold", type=params.FLOAT, default=0.0, show_default=True,
+              help="Skip moves that gain less than this fraction.")
+@click.option("--relocate-delay-minutes", type=params.FLOAT,
+              help="Down longer than this is relocated (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30).")
+@click.option("--grace-minutes", type=params.FLOAT, default=10.0, show_default=True,
+              help="Keep replicas the map dropped this long.")
+@click.option("--verify", is_flag=True, help="Re-hash replicas first; repair the ones that changed.")
+@click.option("--master", help="Spark master for the clone job (default $SPARK_MASTER or local[*]).")
+@json_option
+@pass_env
+def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], threshold: float,
+            relocate_delay_minutes: float | None, grace_minutes: float, verify: bool, master: str | None) -> Report:
+    from airflow_colocate.jobs.balance import BalanceOptions, describe_plans, plan
+
+    catalog = env.catalog()
+    options = BalanceOptions(strategy=strategy, threshold=threshold, relocate_delay=params.relocate_delay(relocate_delay_minutes),
+                             grace=timedelta(minutes=grace_minutes), groups=list(groups) or None, verify=verify)
+    names = {b.id: b.name for b in catalog.backends()}
+    if dry_run:
+        plans = plan(catalog, options)
+        moves = [[p.full_name, mv.bucket_seq, names.get(mv.src, mv.src), names.get(mv.dst, mv.dst), mv.bytes, mv.why]
+                 for p in plans for mv in p.moves]
+        blocks = ["dry run: nothing is changed", *describe_plans(plans, names)]
+        if moves:
+            blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], moves))
+        return Report(blocks, data=[dict(p.to_plan(), group=p.full_name, kind=p.kind, bytes=p.bytes) for p in plans])
+    out = _run(catalog, options, master)
+    return Report([
+        Table(["JobId", "Group", "Kind", "State", "Step", "Moves", "Cloned", "Bytes"],
+              [[j["job_id"], j["group"], j["kind"], j["state"], j["step"], j["moves"], j["cloned"], j["bytes"]]
+               for j in out["jobs"]], title="balance jobs"),
+        f"dropped {out['dropped']} redundant replicas; decommissioned: {', '.join(out['decommissioned']) or 'none'}",
+        Table(["GroupId", "GroupName", "IsStable", "Reason"],
+              [[g["group_id"], g["group"], str(g["stable"]).lower(), g["reason"] or ""] for g in out["groups"]]),
+    ], data=out)
+
+
+def _run(catalog, options, master: str | None) -> dict:
+    """Run the Balancer with a Spark session for its clone jobs; stop the session only if this
+    command started it (an embedding process, e.g. a test, keeps its own)."""
+    from pyspark.sql import SparkSession
+
+    from airflow_colocate.jobs.balance import Balancer, session_runner, summary_json
+    from airflow_colocate.spark.session import get_spark
+
+    owned = SparkSession.getActiveSession() is None
+    spark = get_spark("colocate-balance", master=master, conf={"spark.ui.enabled": "false"})
+    try:
+        if owned:
+            spark.sparkContext.setLogLevel("ERROR")
+        summary = Balancer(catalog, session_runner(spark), options, echo=output.progress()).run()
+    finally:
+        if owned:
+            spark.stop()
+    return summary_json(summary)
+
+
+@click.group("jobs", cls=Group, help="Write, balance and gc jobs: list, cancel.")
+def jobs() -> None:
+    pass
+
+
+@jobs.command("list", help="Jobs, newest first.")
+@click.option("--kind", help="write, relocate, balance, repair or gc.")
+@click.option("--state", help="running, done, cancelled, committed, failed, ...")
+@click.option("--limit", type=params.INT, default=50, show_default=True, help="At most this many jobs.")
+@json_option
+@pass_env
+def list_(env: Env, kind: str | None, state: str | None, limit: int) -> Table:
+    return Table(["JobId", "Kind", "State", "Group", "Step", "Moves", "Done", "Updated"],
+                 [[j.id, j.kind, j.state, j.group, j.step, len(j.plan.get("moves", [])) if j.kind != "write" else "",
+                   j.progress.get("cloned", j.progress.get("rows", "")), j.updated_at.isoformat(timespec="seconds")]
+                  for j in env.catalog().jobs(kind=kind, state=state, limit=limit)])
+
+
+@jobs.command("cancel", help="Cancel balance job JOB_ID if it has not switched its map yet.")
+@click.argument("job_id", type=params.INT)
+@click.option("--reason", help="Why (default: cancelled by an operator).")
+@pass_env
+def cancel(env: Env, job_id: int, reason: str | None) -> str:
+    j = env.catalog().cancel_balance_job(job_id, reason or "cancelled by an operator")
+    return f"balance job {j.id} is {j.state}"

@@ -1,0 +1,77 @@
+"""``colocate init``, ``flag``, ``events`` and ``gc``: the catalog itself, its switches, its audit
+log, and the files nothing needs any more."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import click
+
+from airflow_colocate.catalog import FLAGS
+from airflow_colocate.cli import params
+from airflow_colocate.cli.base import Command, Env, Group, pass_env
+from airflow_colocate.cli.output import Table, json_option
+
+
+@click.command("init", cls=Command, help="Create or upgrade the catalog (safe to run again).")
+@pass_env
+def init(env: Env) -> str:
+    catalog = env.catalog(check_schema=False)
+    catalog.init()
+    return f"catalog ready at {catalog.engine.url.render_as_string(hide_password=True)}"
+
+
+@click.group("flag", cls=Group, help="Global switches: disable join, relocate, balance. They hold everywhere until set back.")
+def flag() -> None:
+    pass
+
+
+@flag.command("set", help="Set FLAG to VALUE (true or false).")
+@click.argument("flag", type=params.Choice(FLAGS))
+@click.argument("value")
+@pass_env
+def set_(env: Env, flag: str, value: str) -> str:
+    on = params.boolean(value)
+    env.catalog().set_flag(flag, on)
+    return f"{flag} = {str(on).lower()}"
+
+
+@flag.command("list", help="Every flag and its value.")
+@json_option
+@pass_env
+def list_(env: Env) -> Table:
+    return Table(["Flag", "Value"], [[k, str(v).lower()] for k, v in env.catalog().flags().items()])
+
+
+@click.command("events", cls=Command, help="The audit log, newest first.")
+@click.option("--limit", type=params.INT, default=50, show_default=True, help="At most this many events.")
+@click.option("--kind", help="Only events of this kind, e.g. table.create.")
+@json_option
+@pass_env
+def events(env: Env, limit: int, kind: str | None) -> Table:
+    return Table(["EventId", "Time", "Actor", "Kind", "Subject", "Detail"],
+                 [[e.id, e.ts.isoformat(timespec="seconds"), e.actor, e.kind, e.subject, json.dumps(e.detail, default=str)]
+                  for e in env.catalog().events(limit=limit, kind=kind)])
+
+
+@click.command("gc", cls=Command, help="Remove files that no visible version needs. Staging of dead writes, superseded versions after the grace, purged tables; lists them.")
+@click.option("--grace-minutes", type=params.FLOAT, default=60.0, show_default=True,
+              help="Keep superseded versions this long for running readers.")
+@click.option("--stale-hours", type=params.FLOAT, default=24.0, show_default=True,
+              help="A write still staging after this long is dead.")
+@click.option("--dry-run", is_flag=True, help="List what would be removed, remove nothing.")
+@json_option
+@pass_env
+def gc(env: Env, grace_minutes: float, stale_hours: float, dry_run: bool) -> Table:
+    """Files are deleted before their rows are forgotten: a crash in between only means the next
+    gc deletes nothing and forgets them."""
+    from airflow_colocate.storage import fs
+
+    catalog = env.catalog()
+    items = catalog.garbage(grace=timedelta(minutes=grace_minutes), stale_after=timedelta(hours=stale_hours))
+    if not dry_run:
+        for item in items:
+            fs.delete_tree(item.uri)
+        catalog.forget_garbage(items)
+    return Table(["Reason", "Uri", "Removed"], [[i.reason, i.uri, "no (dry run)" if dry_run else "yes"] for i in items])

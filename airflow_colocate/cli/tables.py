@@ -1,0 +1,127 @@
+"""``colocate table`` and ``colocate partition``: tables, their colocation group and their partitions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import click
+
+from airflow_colocate.cli import params
+from airflow_colocate.cli.base import Env, Group, pass_env
+from airflow_colocate.cli.output import Fields, Report, Table, json_option
+from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.core.sqltypes import parse_columns
+
+
+@click.group("table", cls=Group, help="Tables: create, alter, drop, recover, list, show. --colocate-with puts a table in a colocation group.")
+def table() -> None:
+    pass
+
+
+@table.command("create", help="Create a table, optionally in a colocation group. TABLE is a name or db.table; a missing group is created from it (it becomes the parent table).")
+@click.argument("table")
+@click.option("--columns", required=True, help="Column definitions, e.g. 'o_orderkey bigint, o_orderdate date, ...'.")
+@click.option("--distributed-by", required=True, help="Bucket key column(s), comma separated.")
+@click.option("--buckets", type=params.INT, required=True, help="Bucket count.")
+@click.option("--replication", type=params.INT, default=1, show_default=True, help="Replicas of each bucket.")
+@click.option("--partition-by", help="Partition column(s), comma separated.")
+@click.option("--colocate-with", help="Group name; created from this table when missing.")
+@click.option("--if-not-exists", is_flag=True, help="Succeed without change when the table exists.")
+@pass_env
+def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int, replication: int,
+           partition_by: str | None, colocate_with: str | None, if_not_exists: bool) -> str:
+    t = env.catalog().create_table(table, parse_columns(columns), params.names(distributed_by), bucket_num=buckets,
+                                   replication_num=replication, partition_cols=params.names(partition_by),
+                                   colocate_with=colocate_with, db=env.db, if_not_exists=if_not_exists)
+    where = f" in colocation group {t.group_name} ({t.group_id})" if t.group_id else ""
+    return f"table {t.qualified_name} (id {t.id}) created{where}"
+
+
+@table.command("alter", help="Move a table to another group or set its replication. --colocate-with '' takes it out of its group.")
+@click.argument("table")
+@click.option("--colocate-with", help="Group to move to; '' takes the table out of its group.")
+@click.option("--replication", type=params.INT, help="New replication number, checked against the group schema.")
+@pass_env
+def alter(env: Env, table: str, colocate_with: str | None, replication: int | None) -> str:
+    if colocate_with is None and replication is None:
+        raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group) and/or --replication N")
+    catalog = env.catalog()
+    if colocate_with is not None:
+        t = catalog.alter_colocate_with(table, colocate_with, db=env.db)
+    if replication is not None:
+        t = catalog.set_replication_num(table, replication, db=env.db)
+    return f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}"
+
+
+@table.command("drop", help="Drop a table (recoverable for the retention). The retention is one day; --force purges at once.")
+@click.argument("table")
+@click.option("--force", is_flag=True, help="Purge now; cannot be recovered.")
+@pass_env
+def drop(env: Env, table: str, force: bool) -> str:
+    t = env.catalog().drop_table(table, db=env.db, force=force)
+    if force:
+        return f"table {t.qualified_name} (id {t.id}) dropped and purged"
+    return f"table {t.qualified_name} (id {t.id}) dropped; 'colocate table recover {t.qualified_name}' brings it back within the retention"
+
+
+@table.command("recover", help="Bring back a dropped table.")
+@click.argument("table")
+@pass_env
+def recover(env: Env, table: str) -> str:
+    t = env.catalog().recover_table(table, db=env.db)
+    return f"table {t.qualified_name} (id {t.id}) recovered"
+
+
+@table.command("purge", help="Erase tables dropped longer than the retention ago. Lists what was erased.")
+@click.option("--retention-hours", type=params.FLOAT, default=24.0, show_default=True,
+              help="Keep dropped tables this long.")
+@json_option
+@pass_env
+def purge(env: Env, retention_hours: float) -> Table:
+    purged = env.catalog().purge_dropped(retention=timedelta(hours=retention_hours))
+    return Table(["TableId", "Table"], [[t.id, t.qualified_name] for t in purged])
+
+
+@table.command("list", help="List tables.")
+@click.option("--all", "include_dropped", is_flag=True, help="Include dropped tables.")
+@json_option
+@pass_env
+def list_(env: Env, include_dropped: bool) -> Table:
+    return Table(["TableId", "Table", "DistCols", "PartitionCols", "BucketsNum", "ReplicationNum", "Group", "State"],
+                 [[t.id, t.qualified_name, ", ".join(t.dist_cols), ", ".join(t.partition_cols), t.bucket_num,
+                   t.replication_num, t.group_name or "", t.state] for t in env.catalog().tables(include_dropped=include_dropped)])
+
+
+@table.command("show", help="A table: columns, distribution, group, partitions.")
+@click.argument("table")
+@json_option
+@pass_env
+def show(env: Env, table: str) -> Report:
+    catalog = env.catalog()
+    t = catalog.table(table, db=env.db)
+    parts = catalog.partitions(table, db=env.db)
+    settings = Fields(f"table {t.qualified_name} (id {t.id})", [
+        ("columns", ", ".join(f"{n} {ty}" for n, ty in t.columns)),
+        ("distributed by", f"{', '.join(t.dist_cols)} into {t.bucket_num} buckets, replication_num {t.replication_num}"),
+        ("partitioned by", ", ".join(t.partition_cols) or "(not partitioned)"),
+        ("colocate_with", f"{t.group_name or '(none)'}{' (' + t.group_id + ')' if t.group_id else ''}"),
+    ])
+    partitions = Table(["Partition", "BucketsNum", "ReplicationNum", "VisibleVersion"],
+                       [[p.value, p.bucket_num, p.replication_num, p.visible_version] for p in parts])
+    return Report([settings, partitions], data={"table": t, "partitions": parts})
+
+
+@click.group("partition", cls=Group, help="Partitions of a table.")
+def partition() -> None:
+    pass
+
+
+@partition.command("add", help="Add partition VALUE (e.g. 2026-11-01) to TABLE, checked against the group schema.")
+@click.argument("table")
+@click.argument("value")
+@click.option("--buckets", type=params.INT, help="Bucket count (default: the table's).")
+@click.option("--replication", type=params.INT, help="Replication number (default: the table's).")
+@pass_env
+def add_partition(env: Env, table: str, value: str, buckets: int | None, replication: int | None) -> str:
+    p = env.catalog().add_partition(table, value, bucket_num=buckets, replication_num=replication, db=env.db)
+    return f"partition {p.value} added to {table} ({p.bucket_num} buckets, replication_num {p.replication_num})"
