@@ -246,3 +246,37 @@ def test_help_is_printed_and_exits_zero(capsys):
     assert main(["table", "create", "-h"]) == 0
     out = capsys.readouterr().out
     assert "Usage: colocate table create [OPTIONS] TABLE" in out and "--distributed-by" in out and "[required]" in out
+
+
+def test_issue13_refusals_exit_2_and_change_nothing(cli, tmp_path):
+    """The six bad inputs a fuzzing round found accepted (issue 13), each refused in one line."""
+    make_tables(cli)
+    (tmp_path / "nested").mkdir()
+
+    def state():
+        return [cli("show", "groups", "--json")[1], cli("table", "list", "--json", "--all")[1],
+                cli("backend", "list", "--json")[1], cli("events", "--json", "--limit", "1000")[1]]
+
+    assert cli("table", "drop", "lineitem")[0] == 0
+    cases = [
+        (["backend", "add", f"file://{tmp_path}//be1", "--name", "be9"], "is already backend be1"),
+        (["backend", "add", f"file://{tmp_path}/nowhere/be9", "--name", "be9"], "does not exist: create it"),
+        (["partition", "add", "orders", "2026-13-45"], "for column o_orderdate of type date"),
+        (["table", "purge", "--retention-hours=-1"], "must not be negative"),
+        (["gc", "--grace-minutes=-5"], "must not be negative"),
+    ]
+    for argv, message in cases:
+        before = state()
+        code, _, err = cli(*argv)
+        assert code == 2 and err.count("\n") == 1 and message in err, (argv, err)
+        assert state() == before, argv
+    # replication 2 on three backends: two others down leave the drained replicas nowhere to go
+    assert cli("backend", "mark-down", "be2")[0] == 0
+    before = state()
+    code, _, err = cli("backend", "decommission", "be1")
+    assert code == 2 and "cannot be decommissioned" in err and state() == before
+    assert cli("backend", "mark-up", "be2")[0] == 0
+    assert cli("backend", "decommission", "be1")[0] == 0
+    code, out, _ = cli("backend", "cancel-decommission", "be1")
+    assert code == 0 and "alive again" in out
+    assert json.loads(cli("backend", "list", "--json")[1])[0]["State"] == "alive"

@@ -21,7 +21,9 @@ def backend() -> None:
 @click.option("--capacity", help="Capacity, e.g. 500G (used by the size balancer).")
 @pass_env
 def add(env: Env, root: str, name: str | None, host: str | None, capacity: str | None) -> str:
-    b = env.catalog().add_backend(root, name=name, host=host, capacity_bytes=params.size(capacity))
+    from airflow_colocate.jobs.backends import add_backend
+
+    b = add_backend(env.catalog(), root, name=name, host=host, capacity_bytes=params.size(capacity))
     return f"backend {b.name} (id {b.id}) added: root {b.root_uri}, host {b.host}"
 
 
@@ -42,6 +44,16 @@ def decommission(env: Env, backend: str) -> str:
     b = catalog.decommission_backend(backend)
     catalog.check_groups()
     return f"backend {b.name} (id {b.id}) is decommissioning: the next balance moves its replicas away"
+
+
+@backend.command("cancel-decommission", help="Stop draining a decommissioning backend: it is alive again and keeps what it still holds. BACKEND is an id or a name.")
+@click.argument("backend", metavar="BACKEND")
+@pass_env
+def cancel_decommission(env: Env, backend: str) -> str:
+    catalog = env.catalog()
+    b = catalog.cancel_decommission(backend)
+    catalog.check_groups()
+    return f"backend {b.name} (id {b.id}) is alive again: its decommission is cancelled"
 
 
 @backend.command("remove", help="Delete an empty backend (decommission it first). BACKEND is an id or a name.")
