@@ -77,3 +77,54 @@ def parse_columns(spec: str) -> list[tuple[str, str]]:
             raise InvalidArgument(f"invalid column definition {part.strip()!r}: expected 'name type', e.g. 'o_orderkey bigint'")
         cols.append((check_name("column", words[0]), normalize_type(words[1])))
     return cols
+
+
+# ---------------------------------------------------------------------- widening
+
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+_INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+_CANONICAL_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+def comparable_type(type_name: str) -> str:
+    """:func:`normalize_type`, or for a type the catalog does not store (``array<int>``, a struct) its
+    lower-case spelling: a source may hold such a column, and the write must still name it in its error."""
+    try:
+        return normalize_type(type_name)
+    except InvalidArgument:
+        return " ".join(type_name.strip().lower().split())
+
+
+def _decimal(t: str) -> tuple[int, int] | None:
+    m = _CANONICAL_DECIMAL.fullmatch(t)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def widening_ok(source_type: str, table_type: str) -> bool:
+    """Whether a ``source_type`` column may be written into a ``table_type`` column.
+
+    The write casts the source to the table's types before hashing, so bucket ids are always those of
+    the table type; what must not happen is a cast that silently changes values. So only: equal
+    types, tinyint < smallint < int < bigint, float < double, an integral type into a decimal with
+    enough integer digits, decimal(p,s) into decimal(p2,s2) with s2 >= s and p2-s2 >= p-s, date into
+    timestamp (and void, an all-NULL column, into anything). Exact numbers never become approximate
+    ones (int into double), and nothing becomes a string.
+    """
+    src, dst = comparable_type(source_type), comparable_type(table_type)
+    if src == dst or src == "void":
+        return True
+    if src in _INTEGRAL and dst in _INTEGRAL:
+        return _INTEGRAL.index(src) <= _INTEGRAL.index(dst)
+    if src == "float" and dst == "double":
+        return True
+    dst_dec = _decimal(dst)
+    if src in _INTEGRAL and dst_dec:
+        precision, scale = dst_dec
+        return precision - scale >= _INTEGRAL_DIGITS[src]
+    src_dec = _decimal(src)
+    if src_dec and dst_dec:
+        (p, s), (p2, s2) = src_dec, dst_dec
+        return s2 >= s and p2 - s2 >= p - s
+    if src == "date" and dst in ("timestamp", "timestamp_ntz"):
+        return True
+    return False

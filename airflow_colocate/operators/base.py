@@ -14,7 +14,8 @@ class ColocateSparkOperator(SparkSubmitOperator):
     """A SparkSubmitOperator whose application gets ``--plan <json>`` and answers with a report."""
 
     def run_plan(self, context, plan_path: Path, report_uri: str) -> None:
-        """Submit the job; turn its failure into the job's own one-line reason when it left one."""
+        """Submit the job; turn its failure into the job's own one-line reason when it left one
+        (:mod:`airflow_colocate.spark.entry` writes it to ``<report_uri>.error``)."""
         self.application_args = ["--plan", str(plan_path)]
         self.env_vars = submit_env(self.env_vars if isinstance(self.env_vars, dict) else None)
         self._hook = None  # built from the attributes above at execute time

@@ -13,7 +13,8 @@ JOBS = Path(__file__).resolve().parent.parent / "spark"
 
 
 def job_path(name: str) -> str:
-    """The job file that ``spark-submit`` runs, e.g. ``write_job.py``."""
+    """The job file that ``spark-submit`` runs, e.g. ``write_job.py``: each runs the shared
+    :mod:`airflow_colocate.spark.entry` for its plan kind (``entry.py`` itself runs any plan)."""
     return str(JOBS / name)
 
 

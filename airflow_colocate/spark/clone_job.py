@@ -14,16 +14,22 @@ One task failing never fails the job: every task returns a result, and the contr
 The job never touches the catalog.
 
     spark-submit airflow_colocate/spark/clone_job.py --plan /path/clone-plan.json
+
+(through :mod:`airflow_colocate.spark.entry`, which writes the report or the one-line error).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import CloneReport, CloneResult, ClonePlan, VerifyResult
+from airflow_colocate.planner.contract import (
+    ClonePlan,
+    CloneReport,
+    CloneResult,
+    VerifyResult,
+)
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
 
@@ -151,46 +157,14 @@ def run_clone(spark, plan: ClonePlan, *, threads: int | None = None) -> CloneRep
     verifies = [VerifyResult(**r) for kind, r in results if kind == "verify"]
     report = CloneReport(job_id=plan.job_id, copies=copies, verifies=verifies, seconds=round(time.time() - started, 3),
                          bytes=sum(c.bytes for c in copies if c.ok), spark_version=spark.version)
+    bad = sum(1 for c in copies if not c.ok) + sum(1 for v in verifies if not v.ok)
+    log(f"{len(copies)} copies ({report.bytes} bytes) and {len(verifies)} verifies in {report.seconds:.1f}s, {bad} not ok")
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="airflow_colocate.spark.clone_job", description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", required=True, help="path or URI of the ClonePlan JSON")
-    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, $SPARK_MASTER, local[*])")
-    args = parser.parse_args(argv)
-    plan = ClonePlan.from_json(fs.read_text(args.plan))
-    if plan.kind != "clone":
-        log(f"FAILED: {args.plan} is a {plan.kind!r} plan, not a clone plan")
-        return 2
-    from pyspark.sql import SparkSession
-
-    from airflow_colocate.spark.session import get_spark
-
-    owned = SparkSession.getActiveSession() is None
-    spark = get_spark(f"colocate-clone {plan.job_id}", master=args.master)
-    try:
-        report = run_clone(spark, plan)
-        fs.write_text_atomic(plan.report_uri, report.to_json())
-        bad = sum(1 for c in report.copies if not c.ok) + sum(1 for v in report.verifies if not v.ok)
-        log(f"{len(report.copies)} copies ({report.bytes} bytes) and {len(report.verifies)} verifies in "
-            f"{report.seconds:.1f}s, {bad} not ok; report written to {plan.report_uri}")
-    except Exception as exc:
-        message = f"clone job {plan.job_id} failed: {type(exc).__name__}: {exc}"
-        log(f"FAILED: {message}")
-        try:
-            fs.write_text_atomic(plan.report_uri + ".error", message[:4000])
-        except Exception:
-            pass
-        return 1
-    finally:
-        if owned:
-            spark.stop()
-    return 0
-
-
 if __name__ == "__main__":
-    # Through the importable module, so the functions shipped to executors pickle by reference.
-    from airflow_colocate.spark import clone_job as _job
+    # spark-submit runs this file; the shared entry runs the plan through the importable modules, so
+    # the functions shipped to executors pickle by reference.
+    from airflow_colocate.spark import entry
 
-    sys.exit(_job.main())
+    sys.exit(entry.main(kind="clone"))

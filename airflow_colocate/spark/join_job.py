@@ -1,23 +1,22 @@
 """Spark join job: register the plan's tables, run the query, prove from the physical plan which
 joins ran without a shuffle, and write the result (to a path or, as a colocated write, into a
-catalog table). Runs under spark-submit; never touches the catalog.
+catalog table). Runs under spark-submit, through :mod:`airflow_colocate.spark.entry` (which writes
+the report or the one-line error); never touches the catalog.
 
     spark-submit …/join_job.py --plan plan.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.join import predict_join
 from airflow_colocate.planner.contract import JoinExplain, JoinPlan, JoinReport
+from airflow_colocate.planner.join import predict_join
 from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
 from airflow_colocate.spark.register import register_tables
-from airflow_colocate.storage import fs
 
 
 def log(message: str) -> None:
@@ -108,36 +107,12 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
         rows = df.count()  # explain-only run: no output, no preview
     report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text, physical_plan=plan_text(df),
                         seconds=time.time() - started, write=write_report, preview=preview)
-    fs.write_text_atomic(plan.report_uri, report.to_json())
-    log(f"{rows} rows in {report.seconds:.1f}s; report written to {plan.report_uri}")
+    log(f"{rows} rows in {report.seconds:.1f}s")
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="airflow_colocate.spark.join_job")
-    parser.add_argument("--plan", required=True)
-    parser.add_argument("--master", default=None)
-    args = parser.parse_args(argv)
-    plan = JoinPlan.from_json(fs.read_text(args.plan))
-    from pyspark.sql import SparkSession
-
-    from airflow_colocate.spark.session import get_spark
-
-    owned = SparkSession.getActiveSession() is None
-    spark = get_spark(f"colocate-join {plan.job_id}", master=args.master)
-    try:
-        run_join(spark, plan)
-    except ColocateError as exc:
-        log(f"FAILED: {exc}")
-        fs.write_text_atomic(plan.report_uri + ".error", str(exc))
-        return 1
-    finally:
-        if owned:
-            spark.stop()
-    return 0
-
-
 if __name__ == "__main__":
-    from airflow_colocate.spark import join_job as _job
+    # spark-submit runs this file; the shared entry runs the plan through the importable modules.
+    from airflow_colocate.spark import entry
 
-    sys.exit(_job.main())
+    sys.exit(entry.main(kind="join"))

@@ -1,95 +1,46 @@
-"""The write job: execute one :class:`~airflow_colocate.planner.contract.WritePlan` and write its report.
+"""The write job: execute one :class:`~airflow_colocate.planner.contract.WritePlan`.
 
-Launch::
+Launch (through :mod:`airflow_colocate.spark.entry`, which writes the report or the one-line error)::
 
     python -m airflow_colocate.spark.write_job --plan /path/plan.json
     spark-submit [--master …] /…/airflow_colocate/spark/write_job.py --plan file:///path/plan.json
 
-Steps (each logged as ``colocate-write: …`` on stdout):
+:func:`run_write` reads as the steps it takes (each logged as ``colocate-write: …`` on stdout):
 
-1. read the source (a file source, or a query over registered tables);
-2. check its schema against the table's (safe widening only) and the partition column's values;
+1. read the source (a file source, or a query over registered tables) — :func:`read_source`;
+2. check its schema against the table's (safe widening only, :func:`~airflow_colocate.core.sqltypes.widening_ok`)
+   and the partition column's values — :func:`conform`;
 3. bucket it with Spark's own hash partitioning, ``repartition(n, *dist_cols)`` — i.e.
    ``pmod(murmur3(cols, 42), n)``, the bucket id of Spark's bucketed writes — and write the
    non-partition columns as snappy parquet to the staging directory, one file per non-empty bucket,
-   where the writing task's index is the bucket seq (checked, not trusted);
-4. place the files with a Spark job over the buckets (Python on the executors, so it runs on any
-   cluster whose executors see the backend roots): the primary replica gets the staged file under
-   Spark's bucket file name, every other replica is a checksum-verified copy of the primary, and an
-   append carries the base version's files over (hard link or copy);
-5. delete the staging directory and write the WriteReport atomically.
+   where the writing task's index is the bucket seq (checked, not trusted) — :func:`stage`;
+4. place the files with a Spark job over the buckets, running :mod:`airflow_colocate.storage.place`
+   on the executors (renames, checksum-verified replica copies, an append's base files) — :func:`place`;
+5. delete the staging directory and return the WriteReport.
 
-A failure anywhere raises and writes no report. The job only ever writes into the plan's replica
+A failure anywhere raises and no report is written. The job only ever writes into the plan's replica
 directories (which it refuses to use if they hold files it did not produce) and its staging
 directory; it never touches the catalog.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
 
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
+from airflow_colocate.core.sqltypes import comparable_type, widening_ok
 from airflow_colocate.planner.contract import ReplicaReport, WritePlan, WriteReport
-from airflow_colocate.storage import copy as copy_mod
-from airflow_colocate.storage import fs, layout
+from airflow_colocate.spark.failures import executor_error, first_line, is_spark_error
+from airflow_colocate.storage import fs
+from airflow_colocate.storage import place as placement
 
 FORMATS = ("parquet", "csv", "json", "orc")
-_STAGED = re.compile(r"^part-(\d+)-.*\.parquet$")
 
 
 def log(message: str) -> None:
     print(f"colocate-write: {message}", flush=True)
-
-
-# ---------------------------------------------------------------------- types
-
-_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
-_INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
-_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
-
-
-def _norm(type_name: str) -> str:
-    from airflow_colocate.core.sqltypes import normalize_type
-
-    try:
-        return normalize_type(type_name)
-    except ColocateError:
-        return " ".join(type_name.strip().lower().split())
-
-
-def _decimal(t: str) -> tuple[int, int] | None:
-    m = _DECIMAL.fullmatch(t)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def widening_ok(source_type: str, table_type: str) -> bool:
-    """Whether a ``source_type`` column may be written into a ``table_type`` column.
-
-    Equal types, or a widening that loses nothing: tinyint < smallint < int < bigint, float <
-    double, an integral type into a decimal with enough integer digits, decimal(p,s) into
-    decimal(p2,s2) with s2 >= s and p2-s2 >= p-s, date into timestamp. Never anything into string.
-    """
-    src, dst = _norm(source_type), _norm(table_type)
-    if src == dst or src == "void":
-        return True
-    if src in _INTEGRAL and dst in _INTEGRAL:
-        return _INTEGRAL.index(src) <= _INTEGRAL.index(dst)
-    if src == "float" and dst == "double":
-        return True
-    dst_dec = _decimal(dst)
-    if src in _INTEGRAL and dst_dec:
-        precision, scale = dst_dec
-        return precision - scale >= _INTEGRAL_DIGITS[src]
-    src_dec = _decimal(src)
-    if src_dec and dst_dec:
-        (p, s), (p2, s2) = src_dec, dst_dec
-        return s2 >= s and p2 - s2 >= p - s
-    if src == "date" and dst in ("timestamp", "timestamp_ntz"):
-        return True
-    return False
 
 
 # ---------------------------------------------------------------------- plan
@@ -123,7 +74,7 @@ def check_plan(plan: WritePlan) -> None:
 
 def _col_map(plan: WritePlan) -> dict[str, tuple[str, str]]:
     """lower-case name -> (table's spelling, normalized type)."""
-    return {name.lower(): (name, _norm(type_)) for name, type_ in plan.columns}
+    return {name.lower(): (name, comparable_type(type_)) for name, type_ in plan.columns}
 
 
 def _ref(name: str):
@@ -217,7 +168,7 @@ def conform(spark, df, plan: WritePlan):
         key = field.name.lower()
         if key in source:
             problems.append(f"source column {field.name!r} appears twice (names are case-insensitive)")
-        source[key] = (field.name, _norm(field.dataType.simpleString()))
+        source[key] = (field.name, comparable_type(field.dataType.simpleString()))
     for key, (name, table_type) in cols.items():
         if key not in source:
             if key not in part:
@@ -297,219 +248,9 @@ def check_bucket_partitioning(df, dist: list[str], bucket_num: int) -> None:
     )
 
 
-def write_id_for(plan: WritePlan) -> str:
-    """The id inside bucket file names; safe for Spark's ``_<bucket>.`` file-name parser."""
-    return re.sub(r"[^A-Za-z0-9.-]", "-", plan.job_id)
-
-
-def staged_buckets(staging_uri: str, bucket_num: int) -> dict[int, list[str]]:
-    """bucket seq -> staged file URIs, from the writing task's index in Spark's part file names.
-
-    ``repartition(n, cols)`` makes task b hold exactly the rows of bucket b, and with
-    ``maxRecordsPerFile=0`` each task writes one file; several files of one task all belong to it.
-    """
-    by_task: dict[int, list[str]] = {}
-    for name, _ in fs.list_files(staging_uri):
-        if name.startswith((".", "_")):
-            continue  # _SUCCESS, .crc
-        m = _STAGED.match(name)
-        if not m:
-            raise ColocateError(f"unexpected file {name!r} in staging directory {staging_uri}")
-        by_task.setdefault(int(m.group(1)), []).append(fs.join(staging_uri, name))
-    bad = [t for t in by_task if t >= bucket_num]
-    if bad:
-        raise ColocateError(
-            f"Spark wrote files for tasks {sorted(bad)} but there are only {bucket_num} buckets: the task index "
-            f"is not the bucket seq here; refusing to place them"
-        )
-    many = {t: len(f) for t, f in by_task.items() if len(f) > 1}
-    if many:
-        log(f"note: several files for one bucket (bucket: files) {many}; all are placed in that bucket")
-    return {t: sorted(f) for t, f in by_task.items()}
-
-
-def _rows(uri: str) -> int:
-    import pyarrow.parquet as pq
-
-    with fs.open_read(uri) as f:
-        return pq.read_metadata(f).num_rows
-
-
-def _own_name(name: str, write_id: str) -> bool:
-    return name.startswith(f"part-00000-{write_id}_") or copy_mod.is_tmp_name(name)
-
-
-def place_bucket(task: dict) -> list[dict]:
-    """Executor side: place one bucket on all its replicas; returns one report dict per replica.
-
-    ``task``: bucket, write_id, staged (URIs), replicas ([backend_id, dir]), base_paths (dirs).
-    """
-    bucket, write_id = task["bucket"], task["write_id"]
-    replicas, base_paths = task["replicas"], [p for p in task["base_paths"]]
-
-    # Refuse a replica directory holding files this write did not produce (a planner bug must not
-    # make us write into a live version); our own files from a retried attempt are replaced.
-    for i, (_, path) in enumerate(replicas):
-        present = [n for n, _ in fs.list_files(path, missing_ok=True) if not n.startswith(".")]
-        foreign = [n for n in present if not _own_name(n, write_id)]
-        if foreign and i < len(base_paths) and base_paths[i]:
-            base_names = {n for n, _ in copy_mod.replica_files(base_paths[i])}
-            foreign = [n for n in foreign if n not in base_names]
-        if foreign:
-            raise ColocateError(
-                f"replica directory {path} of bucket {bucket} already holds {foreign[:3]}, which this write "
-                f"({write_id}) did not produce; a write must go to a new version directory"
-            )
-        fs.makedirs(path)
-
-    primary = replicas[0][1]
-    new_files: list[tuple[str, str]] = []  # (name, sha256) in the primary
-    new_rows = new_bytes = 0
-    index = 0
-    for staged in task["staged"]:
-        suffix = ".c000.snappy.parquet" if index == 0 else f".c{index:03d}.snappy.parquet"
-        name = layout.bucket_file_name(write_id, bucket, suffix)
-        dst = fs.join(primary, name)
-        if not fs.exists(staged):
-            # A retried task: an earlier attempt already moved this (non-empty) file.
-            if not fs.exists(dst):
-                raise ColocateError(f"staged file {staged} of bucket {bucket} is gone and {dst} does not exist")
-            rows = _rows(dst)
-            size, digest = fs.size(dst), copy_mod.sha256_file(dst)
-        else:
-            rows = _rows(staged)
-            if rows == 0:
-                continue  # Spark writes one empty file for an empty input: not a bucket file
-            if fs.can_rename(staged, dst):
-                fs.rename(staged, dst)
-                size, digest = fs.size(dst), copy_mod.sha256_file(dst)
-            else:
-                size, digest = copy_mod.copy_file(staged, dst)
-        new_files.append((name, digest))
-        new_rows += rows
-        new_bytes += size
-        index += 1
-
-    # append: the base version's files, from the same backend's base replica when there is one
-    base_files: list[tuple[str, str]] = []
-    base_rows = base_bytes = 0
-    if base_paths and base_paths[0]:
-        base_files, base_bytes = copy_mod.copy_replica(base_paths[0], primary, link=True)
-        base_rows = sum(_rows(fs.join(primary, n)) for n, _ in base_files)
-    clash = {n for n, _ in new_files} & {n for n, _ in base_files}
-    if clash:
-        raise ColocateError(f"bucket {bucket}: new files {sorted(clash)} have the names of base files")
-
-    all_files = sorted(new_files + base_files)
-    expected = dict(all_files)
-    checksum = copy_mod.replica_checksum(all_files)
-    reports = [(replicas[0], all_files)]
-    for i, (backend_id, path) in enumerate(replicas[1:], start=1):
-        got: list[tuple[str, str]] = []
-        for name, digest in new_files:
-            copy_mod.copy_file(fs.join(primary, name), fs.join(path, name), expect_sha256=digest)
-            got.append((name, digest))
-        if base_files:
-            if i < len(base_paths) and base_paths[i]:
-                carried, _ = copy_mod.copy_replica(
-                    base_paths[i], path, link=True, expect={n: d for n, d in base_files}
-                )
-            else:  # no base replica on this backend: copy the primary's carried files
-                for name, digest in base_files:
-                    copy_mod.copy_file(fs.join(primary, name), fs.join(path, name), expect_sha256=digest)
-                carried = base_files
-            got.extend(carried)
-        if dict(got) != expected:
-            raise ColocateError(f"replica {path} of bucket {bucket} does not match the primary {primary}")
-        reports.append(((backend_id, path), sorted(got)))
-
-    # Leftovers of an earlier attempt of this same write (an extra file, a temporary copy) must not
-    # be read as part of the bucket.
-    for _, path in replicas:
-        for name, _ in fs.list_files(path):
-            if name not in expected and _own_name(name, write_id):
-                fs.delete_file(fs.join(path, name))
-
-    return [
-        {
-            "bucket_seq": bucket,
-            "backend_id": backend_id,
-            "path": path,
-            "files": [n for n, _ in files],
-            "rows": new_rows + base_rows,
-            "bytes": new_bytes + base_bytes,
-            "checksum": checksum,
-            "new_rows": new_rows,
-        }
-        for (backend_id, path), files in reports
-    ]
-
-
-def place(spark, plan: WritePlan, staged: dict[int, list[str]]) -> list[dict]:
-    """Run :func:`place_bucket` for every bucket as one Spark job."""
-    write_id = write_id_for(plan)
-    base_needed = plan.mode == "append"
-    tasks = [
-        {
-            "bucket": b.bucket_seq,
-            "write_id": write_id,
-            "staged": staged.get(b.bucket_seq, []),
-            "replicas": [[r.backend_id, r.path] for r in b.replicas],
-            "base_paths": list(b.base_paths) if base_needed else [],
-        }
-        for b in sorted(plan.buckets, key=lambda b: b.bucket_seq)
-    ]
-    sc = spark.sparkContext
-    sc.setJobDescription(f"colocate-write place {plan.table} {plan.partition_value}")
-    slices = max(1, min(len(tasks), sc.defaultParallelism))
-    return sc.parallelize(tasks, slices).flatMap(place_bucket).collect()
-
-
-# ---------------------------------------------------------------------- run
-
-
-def _spark_error(exc: BaseException) -> bool:
-    try:
-        from pyspark.errors import PySparkException
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(exc, PySparkException) or type(exc).__module__.startswith("py4j")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
-        if line.strip() and not line.startswith("\tat "):
-            return line.strip()[:2000]
-    return type(exc).__name__
-
-
-def _executor_error(exc: BaseException) -> str:
-    """The message of the error an executor raised (the last ``…Error: message`` line)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for line in reversed(lines):
-        m = re.match(r"^[\w.]*(?:Error|Exception|Mismatch|NotFound|Conflict)\w*: (.+)$", line)
-        if m and not line.startswith(("org.apache", "py4j", "java.")):
-            return m.group(1)
-    return _first_line(exc)
-
-
-def run_write(spark, plan: WritePlan) -> WriteReport:
-    """Execute ``plan`` and return its report (also written to ``plan.report_uri``)."""
-    started = time.time()
-    check_plan(plan)
-    log(f"job {plan.job_id}: {plan.mode} {plan.table} partition {plan.partition_value} v{plan.version} "
-        f"into {plan.bucket_num} buckets")
-    try:
-        df = read_source(spark, plan)
-        out = conform(spark, df, plan)
-    except ColocateError:
-        raise
-    except Exception as exc:
-        if _spark_error(exc):
-            raise ColocateError(f"reading the source of {plan.table} failed: {_first_line(exc)}") from exc
-        raise
-
+def stage(spark, plan: WritePlan, out) -> dict[int, list[str]]:
+    """Bucket ``out`` with Spark's hash partitioning and write it to the staging directory, one file
+    per non-empty bucket; returns bucket seq -> staged files."""
     cols = _col_map(plan)
     dist = [cols[c.lower()][0] for c in plan.dist_cols]
     log(f"bucketing by pmod(hash({', '.join(dist)}), {plan.bucket_num}) into {plan.staging_uri}")
@@ -531,10 +272,10 @@ def run_write(spark, plan: WritePlan) -> WriteReport:
     except ColocateError:
         raise
     except Exception as exc:
-        if _spark_error(exc):
+        if is_spark_error(exc):
             raise ColocateError(
                 f"writing {plan.table} partition {plan.partition_value} failed while reading or bucketing the "
-                f"source: {_first_line(exc)}"
+                f"source: {first_line(exc)}"
             ) from exc
         raise
     finally:
@@ -542,27 +283,53 @@ def run_write(spark, plan: WritePlan) -> WriteReport:
             spark.conf.unset(_AUTO_BUCKETED_SCAN)
         else:
             spark.conf.set(_AUTO_BUCKETED_SCAN, saved)
-    staged = staged_buckets(plan.staging_uri, plan.bucket_num)
+    staged = placement.staged_buckets(plan.staging_uri, plan.bucket_num)
+    many = {b: len(f) for b, f in staged.items() if len(f) > 1}
+    if many:
+        log(f"note: several files for one bucket (bucket: files) {many}; all are placed in that bucket")
     log(f"staged {sum(len(v) for v in staged.values())} files for {len(staged)} non-empty buckets")
+    return staged
 
+
+def place(spark, plan: WritePlan, staged: dict[int, list[str]]) -> tuple[list[ReplicaReport], int]:
+    """Place every bucket with :func:`~airflow_colocate.storage.place.place_bucket`, as one Spark job
+    over the buckets; returns the replica reports in plan order and the rows the source added."""
+    tasks = placement.bucket_tasks(plan, staged)
+    sc = spark.sparkContext
+    sc.setJobDescription(f"colocate-write place {plan.table} {plan.partition_value}")
+    slices = max(1, min(len(tasks), sc.defaultParallelism))
     try:
-        placed = place(spark, plan, staged)
+        placed = sc.parallelize(tasks, slices).flatMap(placement.place_bucket).collect()
     except Exception as exc:
-        if _spark_error(exc):
-            raise ColocateError(f"placing the buckets of {plan.table} failed: {_executor_error(exc)}") from exc
+        if is_spark_error(exc):
+            raise ColocateError(f"placing the buckets of {plan.table} failed: {executor_error(exc)}") from exc
         raise
-    expected = {(b.bucket_seq, r.backend_id) for b in plan.buckets for r in b.replicas}
-    got = {(r["bucket_seq"], r["backend_id"]) for r in placed}
-    if got != expected:
-        raise ColocateError(f"placement reported {sorted(got ^ expected)} unlike the plan")
-    order = {(b.bucket_seq, r.backend_id): i for b in plan.buckets for i, r in enumerate(b.replicas)}
-    placed.sort(key=lambda r: (r["bucket_seq"], order[r["bucket_seq"], r["backend_id"]]))
-    source_rows = sum(r["new_rows"] for r in placed if order[r["bucket_seq"], r["backend_id"]] == 0)
-    replicas = [ReplicaReport(**{k: v for k, v in r.items() if k != "new_rows"}) for r in placed]
+    replicas, source_rows = placement.placed_replicas(plan, placed)
     log(f"placed {len(replicas)} replicas of {plan.bucket_num} buckets, {source_rows} rows")
+    return replicas, source_rows
 
+
+# ---------------------------------------------------------------------- run
+
+
+def run_write(spark, plan: WritePlan) -> WriteReport:
+    """Execute ``plan`` and return its report (:func:`airflow_colocate.spark.entry.run_plan` writes it)."""
+    started = time.time()
+    check_plan(plan)
+    log(f"job {plan.job_id}: {plan.mode} {plan.table} partition {plan.partition_value} v{plan.version} "
+        f"into {plan.bucket_num} buckets")
+    try:
+        out = conform(spark, read_source(spark, plan), plan)
+    except ColocateError:
+        raise
+    except Exception as exc:
+        if is_spark_error(exc):
+            raise ColocateError(f"reading the source of {plan.table} failed: {first_line(exc)}") from exc
+        raise
+    staged = stage(spark, plan, out)
+    replicas, source_rows = place(spark, plan, staged)
     fs.delete_tree(plan.staging_uri)
-    report = WriteReport(
+    return WriteReport(
         job_id=plan.job_id,
         table=plan.table,
         partition_value=plan.partition_value,
@@ -572,41 +339,11 @@ def run_write(spark, plan: WritePlan) -> WriteReport:
         seconds=round(time.time() - started, 3),
         spark_version=spark.version,
     )
-    fs.write_text_atomic(plan.report_uri, report.to_json())
-    log(f"report written to {plan.report_uri} ({report.seconds}s)")
-    return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="airflow_colocate.spark.write_job", description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", required=True, help="path or URI of the WritePlan JSON")
-    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, $SPARK_MASTER, local[*])")
-    args = parser.parse_args(argv)
-    plan = WritePlan.from_json(fs.read_text(args.plan))
-    if plan.kind != "write":
-        log(f"FAILED: {args.plan} is a {plan.kind!r} plan, not a write plan")
-        return 2
-    from pyspark.sql import SparkSession
-
-    from airflow_colocate.spark.session import get_spark
-
-    owned = SparkSession.getActiveSession() is None  # stop only a session this call started
-    spark = get_spark(f"colocate-write {plan.table} {plan.partition_value}", master=args.master)
-    try:
-        run_write(spark, plan)
-    except ColocateError as exc:
-        log(f"FAILED: {exc}")
-        fs.write_text_atomic(plan.report_uri + ".error", str(exc))  # the operator raises this one line
-        return 1
-    finally:
-        if owned:
-            spark.stop()
-    return 0
 
 
 if __name__ == "__main__":
-    # Run through the importable module (not this file's ``__main__`` copy) so the functions
-    # shipped to executors are pickled by reference to the installed package.
-    from airflow_colocate.spark import write_job as _job
+    # spark-submit runs this file; the shared entry runs the plan through the importable modules, so
+    # the functions shipped to executors are pickled by reference to the installed package.
+    from airflow_colocate.spark import entry
 
-    sys.exit(_job.main())
+    sys.exit(entry.main(kind="write"))

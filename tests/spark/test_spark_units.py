@@ -1,45 +1,28 @@
-"""The write job's and registration's pure parts (no Spark session)."""
+"""The write job's, the entry's and registration's pure parts (no Spark session); the widening rules
+are tested in tests/core/test_sqltypes.py."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import ReadPartition, ReadTable, Source
-from airflow_colocate.spark import write_job
-from airflow_colocate.spark.register import create_statements
-from airflow_colocate.spark.write_job import check_plan, staged_buckets, widening_ok
 from spark_helpers import make_plan
 
-
-@pytest.mark.parametrize(
-    "src, dst",
-    [
-        ("bigint", "bigint"), ("long", "bigint"), ("tinyint", "smallint"), ("tinyint", "bigint"),
-        ("int", "bigint"), ("float", "double"), ("int", "decimal(10,0)"), ("bigint", "decimal(21,2)"),
-        ("tinyint", "decimal(3,0)"), ("decimal(9,1)", "decimal(12,2)"), ("decimal(5,2)", "decimal(5,2)"),
-        ("date", "timestamp"), ("void", "string"),
-    ],
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.operators.spark_env import job_path
+from airflow_colocate.planner.contract import (
+    ClonePlan,
+    ReadPartition,
+    ReadTable,
+    Source,
 )
-def test_safe_widenings(src, dst):
-    assert widening_ok(src, dst)
-
-
-@pytest.mark.parametrize(
-    "src, dst",
-    [
-        ("bigint", "int"), ("double", "float"), ("double", "bigint"), ("int", "decimal(9,0)"),
-        ("bigint", "decimal(20,2)"), ("decimal(12,2)", "decimal(12,3)"), ("decimal(12,2)", "decimal(11,2)"),
-        ("int", "string"), ("date", "string"), ("string", "int"), ("timestamp", "date"), ("int", "double"),
-        ("array<int>", "string"),
-    ],
-)
-def test_refused_conversions(src, dst):
-    assert not widening_ok(src, dst)
+from airflow_colocate.spark import entry
+from airflow_colocate.spark.register import create_statements
+from airflow_colocate.spark.write_job import check_plan
+from airflow_colocate.storage.place import staged_buckets
 
 
 def test_staged_buckets_by_task_index(tmp_path):
@@ -85,9 +68,48 @@ def test_create_statements():
     assert "CLUSTERED" not in create_statements(table, "file:///tmp/e")[1]
 
 
-def test_job_file_runs_as_a_script():
+@pytest.mark.parametrize("name", ["entry.py", "write_job.py", "clone_job.py", "join_job.py"])
+def test_job_file_runs_as_a_script(name):
     """spark-submit runs the file by path: absolute imports and the __main__ guard must work."""
-    path = Path(write_job.__file__)
+    path = Path(job_path(name))
     out = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "--plan" in out.stdout
+
+
+# ---------------------------------------------------------------------- the shared entry
+
+
+def test_entry_refuses_a_plan_of_another_kind_before_starting_spark(tmp_path, capsys):
+    plan = make_plan(tmp_path, source=Source(format="parquet", path="/x"), columns=[["k", "bigint"]], dist_cols=["k"],
+                     partition_cols=[], value="all")
+    plan_path = plan.save(tmp_path / "plan.json")
+    assert entry.main(["--plan", str(plan_path)], kind="clone") == 2
+    line = f"{plan_path} is a 'write' plan, not a clone plan"
+    assert f"colocate-clone: FAILED: {line}" in capsys.readouterr().out
+    assert Path(plan.report_uri.removeprefix("file://") + ".error").read_text() == line  # what the operator raises
+    assert not Path(plan.report_uri.removeprefix("file://")).exists()
+
+
+def test_entry_refuses_unreadable_and_unknown_plans(tmp_path, capsys):
+    assert entry.main(["--plan", str(tmp_path / "nope.json")]) == 2
+    assert "cannot read plan" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("{not json")
+    assert entry.main(["--plan", str(tmp_path / "bad.json")]) == 2
+    assert "cannot read plan" in capsys.readouterr().out
+    report = tmp_path / "r.json"
+    (tmp_path / "odd.json").write_text(json.dumps({"kind": "vacuum", "report_uri": report.as_uri()}))
+    assert entry.main(["--plan", str(tmp_path / "odd.json")]) == 2
+    assert (tmp_path / "r.json.error").read_text() == (
+        f"{tmp_path / 'odd.json'} is not a job plan (kind 'vacuum'; expected one of write, clone, join)")
+    (tmp_path / "short.json").write_text(json.dumps({"kind": "clone", "report_uri": report.as_uri()}))
+    assert entry.main(["--plan", str(tmp_path / "short.json")]) == 2
+    assert (tmp_path / "r.json.error").read_text().startswith(f"{tmp_path / 'short.json'} is not a valid clone plan: ")
+
+
+def test_failure_line_is_one_line():
+    plan = ClonePlan(job_id="c1", copies=[], report_uri="file:///r.json")
+    assert entry.failure_line(plan, ColocateError("source x\n  is gone")) == "source x is gone"
+    assert entry.failure_line(plan, OSError("disk full")) == "clone job c1 failed: OSError: disk full"
+    assert entry.failure_line(plan, RuntimeError("")) == "clone job c1 failed: RuntimeError:"
+    assert "\n" not in entry.failure_line(plan, ValueError("a\nb\n\nc"))

@@ -17,8 +17,9 @@ from spark_helpers import make_plan, read_table, version_files
 
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
 from airflow_colocate.planner.contract import Source, WritePlan, WriteReport
+from airflow_colocate.spark.entry import main, run_plan
 from airflow_colocate.spark.register import register_tables
-from airflow_colocate.spark.write_job import main, run_write
+from airflow_colocate.spark.write_job import run_write
 from airflow_colocate.storage import fs, layout
 
 pytestmark = pytest.mark.spark
@@ -81,7 +82,7 @@ def orders(spark, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("orders")
     src = write_parquet(tmp / "src", source_table())
     plan = make_plan(tmp, source=Source(format="parquet", path=src), columns=COLUMNS, dist_cols=["key"])
-    report = run_write(spark, plan)
+    report = run_plan(spark, plan)  # run_write, then the report written as the job does
     return tmp, plan, report, src
 
 
@@ -225,6 +226,24 @@ def test_main_runs_a_plan_file(spark, tmp_path, capsys):
     assert spark.range(1).count() == 1  # the shared session is still alive
 
 
+def test_main_turns_a_failure_into_one_line(spark, tmp_path, capsys):
+    """What the operator raises: exit 1, no report, the reason as one line next to where the report would be."""
+    plan = make_plan(tmp_path, source=Source(format="parquet", path=(tmp_path / "nope").as_uri()), columns=COLUMNS,
+                     dist_cols=["key"])
+    plan_path = plan.save(tmp_path / "plan.json")
+    assert main(["--plan", str(plan_path)], kind="write") == 1
+    error = fs.read_text(plan.report_uri + ".error")
+    assert "\n" not in error and error.startswith("source path ") and "nope does not exist" in error
+    assert f"colocate-write: FAILED: {error}" in capsys.readouterr().out
+    assert not fs.exists(plan.report_uri) and version_files(plan) == []
+
+    # the same plan once its source exists: the earlier reason is gone with the retry
+    write_parquet(tmp_path / "nope", source_table(10))
+    assert main(["--plan", str(plan_path)]) == 0
+    assert not fs.exists(plan.report_uri + ".error")
+    assert WriteReport.from_json(fs.read_text(plan.report_uri)).source_rows == 10
+
+
 def test_empty_buckets_get_directories(spark, tmp_path):
     src = write_parquet(tmp_path / "src", source_table(3))
     plan = make_plan(tmp_path, source=Source(format="parquet", path=src), columns=COLUMNS, dist_cols=["key"], bucket_num=16)
@@ -240,7 +259,7 @@ def test_empty_buckets_get_directories(spark, tmp_path):
 
 def _fails(spark, plan: WritePlan, match: str, exc=ColocateError):
     with pytest.raises(exc, match=match):
-        run_write(spark, plan)
+        run_plan(spark, plan)
     assert version_files(plan) == []
     assert not fs.exists(plan.report_uri)
 
@@ -309,7 +328,7 @@ def test_refuses_a_target_holding_foreign_files(spark, tmp_path):
     victim.mkdir(parents=True)
     (victim / "part-00000-live_00003.c000.snappy.parquet").write_bytes(b"live data")
     with pytest.raises(ColocateError, match="did not produce"):
-        run_write(spark, plan)
+        run_plan(spark, plan)
     assert (victim / "part-00000-live_00003.c000.snappy.parquet").read_bytes() == b"live data"
     assert not fs.exists(plan.report_uri)
 

@@ -1,0 +1,37 @@
+"""Spark's errors as one line a person can act on.
+
+A Py4J or PySpark error is a Java stack trace wrapped around a Python one; the operator raises one
+line from the job (``<report_uri>.error``), so the jobs keep the line that names what went wrong.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def is_spark_error(exc: BaseException) -> bool:
+    """Raised by Spark (the JVM or an executor), not by this package's own checks."""
+    try:
+        from pyspark.errors import PySparkException
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, PySparkException) or type(exc).__module__.startswith("py4j")
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of the message that is not a Java stack frame (or the error's type)."""
+    for line in str(exc).strip().splitlines():
+        if line.strip() and not line.startswith("\tat "):
+            return line.strip()[:2000]
+    return type(exc).__name__
+
+
+def executor_error(exc: BaseException) -> str:
+    """The message of the error an executor raised (the last ``…Error: message`` line): a failed
+    task's Python exception is buried under the driver's ``An error occurred while calling …``."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in reversed(lines):
+        m = re.match(r"^[\w.]*(?:Error|Exception|Mismatch|NotFound|Conflict)\w*: (.+)$", line)
+        if m and not line.startswith(("org.apache", "py4j", "java.")):
+            return m.group(1)
+    return first_line(exc)
