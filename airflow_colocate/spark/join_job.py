@@ -26,9 +26,13 @@ def log(message: str) -> None:
 def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
     """colocate: true exactly when no Exchange feeds the join (what Spark did), next to what the
     planner predicted; the reason of a shuffled join is the planner's."""
+    # Spark folds identifiers to lower case (``FROM A A`` scans ``__cl_a``): match the plan's
+    # tables case-insensitively, and show the names the plan used.
     planned, planned_reason = predict_join(
-        j.left.tables, j.right.tables, (j.left.carriers, j.right.carriers), j.keys, reasons=plan.reasons,
-        groups=plan.groups, dist_cols={t.name: t.dist_cols for t in plan.tables})
+        j.left.tables, j.right.tables, (j.left.carriers, j.right.carriers), j.keys,
+        reasons=_folded(plan.reasons), groups=_folded(plan.groups),
+        dist_cols={t.name.lower(): t.dist_cols for t in plan.tables})
+    shown = {t.name.lower(): t.name for t in plan.tables}
     colocate = j.left.exchanges == 0 and j.right.exchanges == 0
     reason = None
     if not colocate:
@@ -38,14 +42,19 @@ def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
             reason = "Spark chose a broadcast join"
         else:
             reason = "Spark shuffled a join the planner expected to be colocated"
-    return JoinExplain(join=j.description, left_tables=j.left.tables, right_tables=j.right.tables,
+    return JoinExplain(join=j.description, left_tables=[shown.get(t, t) for t in j.left.tables],
+                       right_tables=[shown.get(t, t) for t in j.right.tables],
                        exchanges_left=j.left.exchanges, exchanges_right=j.right.exchanges,
                        colocate=colocate, reason=reason, planned=planned)
 
 
+def _folded(by_table: dict[str, str]) -> dict[str, str]:
+    return {name.lower(): value for name, value in by_table.items()}
+
+
 def should_be_colocated(e: JoinExplain, plan: JoinPlan) -> bool:
     """Both sides come from one colocation group: the user asked for this join to be local."""
-    groups = {plan.groups.get(t, "") for t in e.left_tables + e.right_tables}
+    groups = {_folded(plan.groups).get(t.lower(), "") for t in e.left_tables + e.right_tables}
     return len(groups) == 1 and "" not in groups and bool(e.left_tables) and bool(e.right_tables)
 
 
@@ -65,6 +74,7 @@ def _rows(df) -> list[dict]:
 
 
 def run_join(spark, plan: JoinPlan) -> JoinReport:
+    """Run the join of ``plan`` into its output and return its report (the entry writes it)."""
     started = time.time()
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
