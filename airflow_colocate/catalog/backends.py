@@ -141,16 +141,15 @@ class BackendsMixin:
 
     def backend_loads(self) -> dict[int, dict[str, int]]:
         """Per backend id: ``slots`` (bucket-replica entries of every group's map), and ``replicas``
-        and ``bytes`` of the verified replicas of visible versions it holds."""
+        and ``bytes`` of the verified replicas of visible versions it holds (from the bucket
+        summaries, so the cost does not grow with history)."""
         def run(s: Session) -> dict[int, dict[str, int]]:
             out = {b: {"slots": 0, "replicas": 0, "bytes": 0} for b in s.scalars(select(m.Backend.id))}
             for ids in s.scalars(select(m.BucketMap.backend_ids)):
                 for be in ids:
                     out.setdefault(be, {"slots": 0, "replicas": 0, "bytes": 0})["slots"] += 1
-            q = (select(m.Replica.backend_id, func.count(), func.coalesce(func.sum(m.Replica.bytes), 0))
-                 .join(m.Partition, m.Partition.id == m.Replica.partition_id)
-                 .where(m.Replica.state == "verified", m.Replica.version == m.Partition.visible_version)
-                 .group_by(m.Replica.backend_id))
+            q = (select(m.BucketReplicas.backend_id, func.sum(m.BucketReplicas.verified), func.sum(m.BucketReplicas.bytes))
+                 .group_by(m.BucketReplicas.backend_id))
             for be, count, size in s.execute(q):
                 row = out.setdefault(be, {"slots": 0, "replicas": 0, "bytes": 0})
                 row["replicas"], row["bytes"] = int(count), int(size)

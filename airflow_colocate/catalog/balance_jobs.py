@@ -6,11 +6,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.health import _Scan
+from airflow_colocate.catalog.health import _Buckets
+from airflow_colocate.catalog.summary import tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
     BALANCE_KINDS,
@@ -157,8 +158,8 @@ class BalanceJobsMixin:
             job.progress = dict(job.progress, cancelled=reason[:2000])
             self._event(s, "balance.cancel", self._group_view(s, g).full_name, job_id=job.id, reason=reason[:2000])
             s.flush()
-            reasons, count = self._problems(s, g)
-            self._record_check(s, g, reasons, count)
+            reasons, count, reused = self._problems(s, g)
+            self._record_check(s, g, reasons, count, reused)
             return self._job_view(s, job)
 
         return self._tx(run)
@@ -180,49 +181,59 @@ class BalanceJobsMixin:
             old = [list(r) for r in job.plan["old_map"]]
             backends = {b.id: b for b in s.scalars(select(m.Backend))}
             moved_from: dict[tuple[int, int], int] = {(mv["bucket_seq"], mv["dst"]): mv["src"] for mv in job.plan.get("moves", [])}
-            scan = self._scan(s, g)
             db_names = {d.id: d.name for d in s.scalars(select(m.Database))}
+
+            def alive(be: int) -> bool:
+                return be in backends and backends[be].state == "alive"
+
+            def wanted(seq: int, be: int) -> bool:
+                # A mapped backend that is down is repaired when it is back or relocated; a move's
+                # destination that died blocks the job (it is planned again).
+                return alive(be) or (not switched and be not in old[seq])
+
+            bk = self._buckets(s, g)
+            rows = self._lacking_rows(s, bk.cells(target, wanted))
+            keys = sorted({(r.partition_id, r.version, r.bucket_seq) for r in rows if alive(r.backend_id)})
+            have: dict[tuple[int, int, int], list[m.Replica]] = {}
+            for i in range(0, len(keys), 400):
+                q = (select(m.Replica).where(tuple_(m.Replica.partition_id, m.Replica.version, m.Replica.bucket_seq)
+                                             .in_(keys[i:i + 400]), m.Replica.state == "verified")
+                     .order_by(m.Replica.id))
+                for x in s.scalars(q):
+                    have.setdefault((x.partition_id, x.version, x.bucket_seq), []).append(x)
             needs: list[CloneNeed] = []
             blocked: list[Blocked] = []
-            for t, p in scan.parts:
-                label = scan.labels[t.id]
-                for seq in range(min(p.bucket_num, len(target))):
-                    have = scan.by_bucket.get((p.id, seq), {})
-                    for be in target[seq]:
-                        r = have.get(be)
-                        if r is not None and r.state == "verified":
-                            continue
-                        b = backends.get(be)
-                        if b is None or b.state != "alive":
-                            if not switched and be not in old[seq]:  # a move's destination died: plan again
-                                blocked.append(Blocked(label, p.value, seq, be,
-                                                       f"target backend {b.name if b else be} is not alive", target_down=True))
-                            continue  # a mapped backend that is down: repaired when it is back or relocated
-                        if r is not None and r.state == "deleting":
-                            blocked.append(Blocked(label, p.value, seq, be, "an old replica there is being deleted"))
-                            continue
-                        good = [x for x in have.values() if x.state == "verified" and x.backend_id != be
-                                and backends.get(x.backend_id) is not None and backends[x.backend_id].state == "alive"]
-                        if not good:
-                            held = [backends[x.backend_id].name for x in have.values() if x.state == "verified"
-                                    and x.backend_id in backends]
-                            why = (f"no alive backend holds a verified replica (verified on: {', '.join(held)})" if held
-                                   else "no verified replica left anywhere: the bucket is lost; rewrite the partition")
-                            blocked.append(Blocked(label, p.value, seq, be, why))
-                            continue
-                        src = moved_from.get((seq, be))
+            for r in rows:
+                t, label, seq, be = bk.tables[r.table_id], bk.labels[r.table_id], r.bucket_seq, r.backend_id
+                b = backends.get(be)
+                if not alive(be):
+                    blocked.append(Blocked(label, r.partition, seq, be, f"target backend {b.name if b else be} is not alive",
+                                           target_down=True))
+                    continue
+                if r.state == "deleting":
+                    blocked.append(Blocked(label, r.partition, seq, be, "an old replica there is being deleted"))
+                    continue
+                verified = have.get((r.partition_id, r.version, seq), [])
+                good = [x for x in verified if x.backend_id != be and alive(x.backend_id)]
+                if not good:
+                    held = [backends[x.backend_id].name for x in verified if x.backend_id in backends]
+                    why = (f"no alive backend holds a verified replica (verified on: {', '.join(held)})" if held
+                           else "no verified replica left anywhere: the bucket is lost; rewrite the partition")
+                    blocked.append(Blocked(label, r.partition, seq, be, why))
+                    continue
+                src = moved_from.get((seq, be))
 
-                        def rank(x: m.Replica, src=src, row=current[seq] if seq < len(current) else []) -> tuple:
-                            return (x.backend_id != src, x.backend_id not in row, x.backend_id)
+                def rank(x: m.Replica, src=src, row=current[seq] if seq < len(current) else []) -> tuple:
+                    return (x.backend_id != src, x.backend_id not in row, x.backend_id)
 
-                        good.sort(key=rank)
-                        path = r.path if r is not None else layout.replica_dir(
-                            b.root_uri, db_names.get(t.db_id, "default"), t.name, t.id, p.value, p.visible_version, seq)
-                        needs.append(CloneNeed(table=label, table_id=t.id, partition_id=p.id, partition=p.value,
-                                               version=p.visible_version, bucket_seq=seq, backend_id=be, path=path,
-                                               checksum=good[0].checksum, rows=good[0].rows, bytes=good[0].bytes,
-                                               sources=tuple((x.backend_id, x.path) for x in good),
-                                               repair="bad" if r is not None and r.state == "bad" else "missing"))
+                good.sort(key=rank)
+                path = r.path if r.state is not None else layout.replica_dir(
+                    b.root_uri, db_names.get(t.db_id, "default"), t.name, t.id, r.partition, r.version, seq)
+                needs.append(CloneNeed(table=label, table_id=t.id, partition_id=r.partition_id, partition=r.partition,
+                                       version=r.version, bucket_seq=seq, backend_id=be, path=path,
+                                       checksum=good[0].checksum, rows=good[0].rows, bytes=good[0].bytes,
+                                       sources=tuple((x.backend_id, x.path) for x in good),
+                                       repair="bad" if r.state == "bad" else "missing"))
             return needs, blocked
 
         return self._tx(run)
@@ -238,40 +249,41 @@ class BalanceJobsMixin:
             job, g = self._balance_job(s, job_id)
             now = self.now()
             added, stale, failed, bad = 0, [], [], []
-            for res in results:
-                if not res.ok:
-                    failed.append(f"{res.path}: {res.error}")
-                    if res.source_bad:
-                        src = s.scalar(select(m.Replica).where(m.Replica.partition_id == res.partition_id,
-                                                               m.Replica.version == res.version,
-                                                               m.Replica.bucket_seq == res.bucket_seq,
-                                                               m.Replica.backend_id == res.src_backend_id))
-                        if src is not None and src.state == "verified":
-                            src.state = "bad"
-                            bad.append(src.path)
-                            self._event(s, "replica.bad", src.path, replica_id=src.id, backend_id=src.backend_id,
-                                        reason=(res.error or "checksum mismatch while cloning")[:2000])
-                    continue
-                pv = s.get(m.PartitionVersion, (res.partition_id, res.version))
-                if pv is None or pv.state not in ("committed", "superseded"):
-                    stale.append(res.path)
-                    continue
-                row = s.scalar(select(m.Replica).where(m.Replica.partition_id == res.partition_id,
-                                                       m.Replica.version == res.version,
-                                                       m.Replica.bucket_seq == res.bucket_seq,
-                                                       m.Replica.backend_id == res.backend_id))
-                if row is not None and row.state == "deleting":
-                    continue  # its files are being removed; the next round clones again
-                p = s.get(m.Partition, res.partition_id)
-                if row is None:
-                    row = m.Replica(table_id=p.table_id, partition_id=p.id, version=res.version, bucket_seq=res.bucket_seq,
-                                    backend_id=res.backend_id, state="verified", path=res.path, rows=res.rows,
-                                    bytes=res.bytes, checksum=res.checksum, created_at=now, verified_at=now)
-                    s.add(row)
-                else:
-                    row.state, row.path, row.rows, row.bytes, row.checksum = "verified", res.path, res.rows, res.bytes, res.checksum
-                    row.verified_at, row.drop_after = now, None
-                added += 1
+            with tracking(s, buckets={(res.partition_id, res.bucket_seq) for res in results}):
+                for res in results:
+                    if not res.ok:
+                        failed.append(f"{res.path}: {res.error}")
+                        if res.source_bad:
+                            src = s.scalar(select(m.Replica).where(m.Replica.partition_id == res.partition_id,
+                                                                   m.Replica.version == res.version,
+                                                                   m.Replica.bucket_seq == res.bucket_seq,
+                                                                   m.Replica.backend_id == res.src_backend_id))
+                            if src is not None and src.state == "verified":
+                                src.state = "bad"
+                                bad.append(src.path)
+                                self._event(s, "replica.bad", src.path, replica_id=src.id, backend_id=src.backend_id,
+                                            reason=(res.error or "checksum mismatch while cloning")[:2000])
+                        continue
+                    pv = s.get(m.PartitionVersion, (res.partition_id, res.version))
+                    if pv is None or pv.state not in ("committed", "superseded"):
+                        stale.append(res.path)
+                        continue
+                    row = s.scalar(select(m.Replica).where(m.Replica.partition_id == res.partition_id,
+                                                           m.Replica.version == res.version,
+                                                           m.Replica.bucket_seq == res.bucket_seq,
+                                                           m.Replica.backend_id == res.backend_id))
+                    if row is not None and row.state == "deleting":
+                        continue  # its files are being removed; the next round clones again
+                    p = s.get(m.Partition, res.partition_id)
+                    if row is None:
+                        row = m.Replica(table_id=p.table_id, partition_id=p.id, version=res.version, bucket_seq=res.bucket_seq,
+                                        backend_id=res.backend_id, state="verified", path=res.path, rows=res.rows,
+                                        bytes=res.bytes, checksum=res.checksum, created_at=now, verified_at=now)
+                        s.add(row)
+                    else:
+                        row.state, row.path, row.rows, row.bytes, row.checksum = "verified", res.path, res.rows, res.bytes, res.checksum
+                        row.verified_at, row.drop_after = now, None
+                    added += 1
             progress = dict(job.progress)
             progress["rounds"] = progress.get("rounds", 0) + 1
             progress["cloned"] = progress.get("cloned", 0) + added
@@ -289,18 +301,12 @@ class BalanceJobsMixin:
         """Per planned move: (bytes already verified on its destination, bytes of the bucket)."""
         def run(s: Session) -> list[tuple[int, int]]:
             job, g = self._balance_job(s, job_id)
-            scan = self._scan(s, g)
+            bk = self._buckets(s, g)
             out = []
             for mv in job.plan.get("moves", []):
-                copied = total = 0
-                for _, p in scan.parts:
-                    have = scan.by_bucket.get((p.id, mv["bucket_seq"]), {})
-                    good = [r.bytes for r in have.values() if r.state == "verified"]
-                    total += max(good) if good else 0
-                    r = have.get(mv["dst"])
-                    if r is not None and r.state == "verified":
-                        copied += r.bytes
-                out.append((copied, total))
+                seq, dst = mv["bucket_seq"], mv["dst"]
+                copied = sum(bk.counts.get((t, seq, dst), (0, 0, 0))[1] for t in bk.tables)
+                out.append((copied, sum(bk.sizes.get((t, seq), 0) for t in bk.tables)))
             return out
 
         return self._tx(run)
@@ -323,17 +329,10 @@ class BalanceJobsMixin:
                 job.progress = dict(job.progress, cancelled="the bucket map changed under the job")
                 self._event(s, "balance.cancel", name, job_id=job.id, reason="the bucket map changed under the job")
                 return SwitchResult(False, cancelled=True, reason="the bucket map changed under the job")
-            scan = self._scan(s, g)
-            missing = []
-            for t, p in scan.parts:
-                for seq in range(min(p.bucket_num, len(new))):
-                    have = scan.by_bucket.get((p.id, seq), {})
-                    for be in new[seq]:
-                        if be in old[seq]:
-                            continue  # not moved: an in-place repair, done after the switch if needed
-                        r = have.get(be)
-                        if r is None or r.state != "verified":
-                            missing.append(f"{scan.labels[t.id]}/{p.value} bucket {seq} on backend {be}")
+            bk = self._buckets(s, g)
+            # Only what a move adds: an in-place repair is done after the switch if needed.
+            rows = self._lacking_rows(s, bk.cells(new, lambda seq, be: be not in old[seq]))
+            missing = [f"{bk.labels[r.table_id]}/{r.partition} bucket {r.bucket_seq} on backend {r.backend_id}" for r in rows]
             if missing:
                 return SwitchResult(False, missing=tuple(missing))
             now = self.now()
@@ -341,6 +340,7 @@ class BalanceJobsMixin:
                 for row in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id)):
                     row.backend_ids = list(new[row.bucket_seq])
                 g.version += 1
+                g.generation += 1
                 self._event(s, "group.switch_map", name, job_id=job.id, old_map=old, new_map=new,
                             moves=len(job.plan.get("moves", [])))
             g.stable = False
@@ -366,43 +366,41 @@ class BalanceJobsMixin:
                 raise Conflict(f"balance job {job_id} has not switched its map yet (step {job.progress.get('step')})")
             bucket_map = self._map(s, g.id)
             backends = {b.id: b for b in s.scalars(select(m.Backend))}
-            scan = self._scan(s, g)
-            missing = []
-            for t, p in scan.parts:
-                for seq in range(min(p.bucket_num, len(bucket_map))):
-                    have = scan.by_bucket.get((p.id, seq), {})
-                    for be in bucket_map[seq]:
-                        r = have.get(be)
-                        b = backends.get(be)
-                        if b is not None and b.state == "alive" and (r is None or r.state != "verified"):
-                            missing.append(f"{scan.labels[t.id]}/{p.value} bucket {seq} on backend {b.name}")
+            bk = self._buckets(s, g)
+            rows = self._lacking_rows(s, bk.cells(bucket_map, lambda seq, be: be in backends and backends[be].state == "alive"))
+            missing = [f"{bk.labels[r.table_id]}/{r.partition} bucket {r.bucket_seq} on backend {backends[r.backend_id].name}"
+                       for r in rows]
             if missing:
                 return FinishResult(done=False, missing=tuple(missing))
             now = self.now()
-            dropping = self._mark_redundant(s, scan, bucket_map, now + grace)
+            dropping = self._mark_redundant(s, bk, bucket_map, now + grace)
             job.state, job.updated_at = "done", now
             job.progress = dict(job.progress, step="finished", finished_at=now.isoformat(), dropping=dropping)
             self._event(s, "balance.finish", self._group_view(s, g).full_name, job_id=job.id, dropping=dropping)
             s.flush()
-            reasons, count = self._problems(s, g, scan=scan)
-            health = self._record_check(s, g, reasons, count)
+            reasons, count, reused = self._problems(s, g)
+            health = self._record_check(s, g, reasons, count, reused)
             return FinishResult(done=True, health=health, dropping=dropping)
 
         return self._tx(run)
 
-    @staticmethod
-    def _mark_redundant(s: Session, scan: _Scan, bucket_map: list[list[int]], drop_after: datetime) -> int:
+    def _mark_redundant(self, s: Session, bk: _Buckets, bucket_map: list[list[int]], drop_after: datetime) -> int:
+        """Mark ``dropping`` the replicas (verified or bad) of visible versions on backends the map
+        no longer names, one statement per bucket column of a table; a bucket keeps every old copy
+        until it is whole on its map."""
+        columns = sorted({(t, seq) for (t, seq, be), (v, _, bad) in bk.counts.items()
+                          if t in bk.tables and seq < len(bucket_map) and be not in bucket_map[seq] and v + bad})
         n = 0
-        for _, p in scan.parts:
-            for seq in range(min(p.bucket_num, len(bucket_map))):
-                have = scan.by_bucket.get((p.id, seq), {})
+        visible = select(m.Partition.visible_version).where(m.Partition.id == m.Replica.partition_id).scalar_subquery()
+        with tracking(s, columns=columns):
+            for t, seq in columns:
                 row = bucket_map[seq]
-                if not all(be in have and have[be].state == "verified" for be in row):
-                    continue  # keep every old copy until the bucket is whole on its map
-                for be, r in have.items():
-                    if be not in row and r.state in ("verified", "bad"):
-                        r.state, r.drop_after = "dropping", drop_after
-                        n += 1
+                cond = [m.Replica.table_id == t, m.Replica.bucket_seq == seq, m.Replica.backend_id.not_in(row),
+                        m.Replica.state.in_(("verified", "bad")), m.Replica.version == visible]
+                if any(bk.deficit(t, seq, be) for be in row):
+                    cond.append(self._whole(seq, row))
+                n += s.execute(update(m.Replica).where(*cond).values(state="dropping", drop_after=drop_after)
+                               .execution_options(synchronize_session=False)).rowcount
         return n
 
     def take_droppable(self) -> list[DropItem]:
@@ -418,28 +416,33 @@ class BalanceJobsMixin:
             reachable = set(s.scalars(select(m.Backend.id).where(m.Backend.state.in_(("alive", "decommissioning")))))
             reachable_alive = set(s.scalars(select(m.Backend.id).where(m.Backend.state == "alive")))
             q = select(m.Replica).where(m.Replica.state.in_(("dropping", "deleting"))).order_by(m.Replica.id)
-            for r in s.scalars(q):
-                if r.backend_id not in reachable:
-                    continue  # files on a down backend are deleted when it is back
-                if r.state == "dropping":
-                    if utc(r.drop_after) is not None and utc(r.drop_after) > now:
-                        continue
-                    t = s.get(m.Table, r.table_id)
-                    mapped = set()
-                    if t is not None and t.group_id is not None:
-                        row = s.scalar(select(m.BucketMap).where(m.BucketMap.group_id == t.group_id,
-                                                                 m.BucketMap.bucket_seq == r.bucket_seq))
-                        mapped = set(row.backend_ids) if row is not None else set()
-                    others = {o.backend_id for o in s.scalars(select(m.Replica).where(
-                        m.Replica.partition_id == r.partition_id, m.Replica.version == r.version,
-                        m.Replica.bucket_seq == r.bucket_seq, m.Replica.state == "verified"))}
-                    if not (others & mapped) or not (mapped & reachable_alive) <= others:
-                        # a replacement went bad or missing since: keep this copy as a source
-                        r.state, r.drop_after = "verified", None
-                        revived += 1
-                        continue
-                    r.state = "deleting"
-                items.append(DropItem(r.id, r.backend_id, r.path))
+            leaving = list(s.scalars(q))
+            maps: dict[tuple[int, int], set[int]] = {}
+            with tracking(s, buckets={(r.partition_id, r.bucket_seq) for r in leaving if r.state == "dropping"}):
+                for r in leaving:
+                    if r.backend_id not in reachable:
+                        continue  # files on a down backend are deleted when it is back
+                    if r.state == "dropping":
+                        if utc(r.drop_after) is not None and utc(r.drop_after) > now:
+                            continue
+                        t = s.get(m.Table, r.table_id)
+                        mapped = set()
+                        if t is not None and t.group_id is not None:
+                            if (t.group_id, r.bucket_seq) not in maps:
+                                row = s.scalar(select(m.BucketMap).where(m.BucketMap.group_id == t.group_id,
+                                                                         m.BucketMap.bucket_seq == r.bucket_seq))
+                                maps[(t.group_id, r.bucket_seq)] = set(row.backend_ids) if row is not None else set()
+                            mapped = maps[(t.group_id, r.bucket_seq)]
+                        others = {o.backend_id for o in s.scalars(select(m.Replica).where(
+                            m.Replica.partition_id == r.partition_id, m.Replica.version == r.version,
+                            m.Replica.bucket_seq == r.bucket_seq, m.Replica.state == "verified"))}
+                        if not (others & mapped) or not (mapped & reachable_alive) <= others:
+                            # a replacement went bad or missing since: keep this copy as a source
+                            r.state, r.drop_after = "verified", None
+                            revived += 1
+                            continue
+                        r.state = "deleting"
+                    items.append(DropItem(r.id, r.backend_id, r.path))
             if items or revived:
                 self._event(s, "replica.drop_start", "catalog", replicas=len(items), revived=revived)
             return items
@@ -451,10 +454,13 @@ class BalanceJobsMixin:
 
         def run(s: Session) -> int:
             n = 0
-            for i in range(0, len(ids), 500):
-                for r in s.scalars(select(m.Replica).where(m.Replica.id.in_(ids[i:i + 500]), m.Replica.state == "deleting")):
-                    s.delete(r)
-                    n += 1
+            gone = [(i, p, seq) for part in range(0, len(ids), 500) for i, p, seq in s.execute(
+                select(m.Replica.id, m.Replica.partition_id, m.Replica.bucket_seq)
+                .where(m.Replica.id.in_(ids[part:part + 500]), m.Replica.state == "deleting"))]
+            with tracking(s, buckets={(p, seq) for _, p, seq in gone}):
+                for part in range(0, len(gone), 500):
+                    n += s.execute(delete(m.Replica).where(m.Replica.id.in_([i for i, _, _ in gone[part:part + 500]]))
+                                   .execution_options(synchronize_session=False)).rowcount
             if n:
                 self._event(s, "replica.drop", "catalog", replicas=n)
             return n

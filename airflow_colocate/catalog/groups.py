@@ -114,6 +114,7 @@ class GroupsMixin:
             g = s.get(m.ColocateGroup, group_id)
             name = self._group_view(s, g).full_name
             s.execute(delete(m.BucketMap).where(m.BucketMap.group_id == group_id))
+            s.execute(delete(m.GroupCheck).where(m.GroupCheck.group_id == group_id))
             s.delete(g)
             self._event(s, "group.remove", name, grp_id=group_id)
 
@@ -180,39 +181,32 @@ class GroupsMixin:
                     raise Conflict(f"refusing to force the bucket map of group {name}: " + "; ".join(why) + "; or pass force")
             old = [list(r.backend_ids) for r in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id)
                                                            .order_by(m.BucketMap.bucket_seq))]
-            missing: list[str] = []
+            missing, first = 0, ""
             if rows != old:
                 for r in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id)):
                     r.backend_ids = list(rows[r.bucket_seq])
                 g.version += 1
-                missing = self._unplaced(s, g, rows, backends)
+                g.generation += 1
+                missing, first = self._unplaced(s, g, rows, backends)
                 if missing:
                     g.stable = False
-                    g.unstable_reason = (f"bucket map forced by {self.actor}: {len(missing)} replicas are not on the backends "
-                                         f"the map names (first: {missing[0]}); a repair clones them there")[:2000]
+                    g.unstable_reason = (f"bucket map forced by {self.actor}: {missing} replicas are not on the backends "
+                                         f"the map names (first: {first}); a repair clones them there")[:2000]
             self._event(s, "group.set_bucket_map", name, group_id=self._group_view(s, g).group_id, old_map=old,
                         new_map=rows, changed=rows != old, force=bool(force), flags=flags,
-                        running_job=running.id if running is not None else None, unplaced=len(missing))
+                        running_job=running.id if running is not None else None, unplaced=missing)
             return self._group_view(s, g, with_map=True)
 
         return self._tx(run)
 
-    def _unplaced(self, s: Session, g: m.ColocateGroup, rows: list[list[int]], backends: dict) -> list[str]:
-        """(table/partition, bucket, backend) of ``rows`` without a verified replica of the visible version."""
-        out: list[str] = []
-        tables = {t.id: t for t in s.scalars(select(m.Table).where(m.Table.group_id == g.id, m.Table.state == "normal"))}
-        if not tables:
-            return out
-        parts = s.scalars(select(m.Partition).where(m.Partition.table_id.in_(list(tables)), m.Partition.visible_version > 0)
-                          .order_by(m.Partition.table_id, m.Partition.value))
-        for p in parts:
-            have: dict[int, set[int]] = {}
-            for seq, be in s.execute(select(m.Replica.bucket_seq, m.Replica.backend_id).where(
-                    m.Replica.partition_id == p.id, m.Replica.version == p.visible_version, m.Replica.state == "verified")):
-                have.setdefault(seq, set()).add(be)
-            for seq, row in enumerate(rows[:p.bucket_num]):
-                for be in row:
-                    if be not in have.get(seq, set()):
-                        out.append(f"{tables[p.table_id].name}/{p.value} bucket {seq} on backend {backends[be].name}")
-        return out
-
+    def _unplaced(self, s: Session, g: m.ColocateGroup, rows: list[list[int]], backends: dict) -> tuple[int, str]:
+        """How many (table/partition, bucket, backend) of ``rows`` have no verified replica of the
+        visible version, and the first of them, from the summaries (detail only for the first)."""
+        bk = self._buckets(s, g)
+        cells = bk.cells(rows)
+        lacking = self._lacking_rows(s, cells, 1)
+        if not lacking:
+            return 0, ""
+        r = lacking[0]
+        first = f"{bk.tables[r.table_id].name}/{r.partition} bucket {r.bucket_seq} on backend {backends[r.backend_id].name}"
+        return sum(bk.deficit(t, seq, be) for t, seq, _, be in cells), first

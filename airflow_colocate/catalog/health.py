@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy.orm import Session, aliased
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.summary import VISIBLE, tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
     BALANCE_KINDS,
@@ -32,16 +34,63 @@ from airflow_colocate.core.times import utc
 
 
 @dataclass
-class _Scan:
-    """The visible replicas of one group: every (live table, committed partition) and, per
-    (partition id, bucket seq), the replica rows of the visible version by backend id."""
+class _Buckets:
+    """One group's replicas as counts per (table, bucket seq, backend), read from the summaries:
+    what stability, repairs and loads need, without a replica row. ``deficit`` says how many
+    committed partitions lack a verified replica in a cell; :meth:`HealthMixin._lacking_rows`
+    fetches those partitions only where it is not zero."""
 
     group: m.ColocateGroup
+    tables: dict[int, m.Table]  # live tables of the group, by id ascending
     labels: dict[int, str]  # table id -> db.table
-    tables: dict[int, m.Table]
-    parts: list[tuple[m.Table, m.Partition]]
-    by_bucket: dict[tuple[int, int], dict[int, m.Replica]] = field(default_factory=dict)
+    committed: dict[int, dict[int, int]]  # table id -> {bucket_num: partitions with a visible version}
+    counts: dict[tuple[int, int, int], tuple[int, int, int]]  # (table, seq, backend) -> (verified, bytes, bad)
+    sizes: dict[tuple[int, int], int] = field(default_factory=dict)  # (table, seq) -> bytes of one replica
 
+    def expected(self, t: int, seq: int) -> int:
+        return sum(n for buckets, n in self.committed.get(t, {}).items() if buckets > seq)
+
+    def verified(self, t: int, seq: int, be: int) -> int:
+        return self.counts.get((t, seq, be), (0, 0, 0))[0]
+
+    def deficit(self, t: int, seq: int, be: int) -> int:
+        return self.expected(t, seq) - self.verified(t, seq, be)
+
+    def cells(self, bucket_map: Sequence[Sequence[int]], keep=lambda seq, be: True) -> list[tuple[int, int, int, int]]:
+        """(table, seq, position in the map row, backend) of every mapped cell with a deficit, in
+        the order a check reports them."""
+        return [(t, seq, k, be) for t in self.tables for seq, row in enumerate(bucket_map)
+                for k, be in enumerate(row) if keep(seq, be) and self.deficit(t, seq, be) > 0]
+
+
+@dataclass(frozen=True)
+class _Lacking:
+    """A committed partition's bucket without a verified replica on a backend (``state`` and
+    ``path`` of the replica row there, if any)."""
+
+    table_id: int
+    partition_id: int
+    partition: str
+    version: int
+    bucket_seq: int
+    backend_id: int
+    state: str | None
+    path: str | None
+
+
+def _digest(g: m.ColocateGroup, bucket_map: list[list[int]], backends: dict, job: m.Job | None) -> str:
+    """Everything a check reads besides the replicas (those bump the generation)."""
+    parts = [f"g{g.generation}", repr(bucket_map)]
+    for be in sorted({be for row in bucket_map for be in row}):
+        b = backends.get(be)
+        parts.append(f"{be}:-" if b is None else f"{be}:{b.state}:{utc(b.state_since).isoformat()}:{b.state_reason}")
+    parts.append(f"job:{job.id}:{job.kind}:{job.progress.get('step', 'planned')}" if job is not None else "job:-")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def _problem_text(state: str | None) -> str:
+    return ("no verified replica" if state is None else
+            "replica failed its checksum (bad)" if state == "bad" else f"replica is {state}")
 
 
 class HealthMixin:
@@ -87,10 +136,10 @@ class HealthMixin:
         become ``decommissioned`` (then ``colocate backend remove`` may delete them)."""
         def run(s: Session) -> list[str]:
             used = {be for ids in s.scalars(select(m.BucketMap.backend_ids)) for be in ids}
-            holding = set(s.scalars(select(m.Replica.backend_id).distinct()))
             done = []
             for b in s.scalars(select(m.Backend).where(m.Backend.state == "decommissioning").order_by(m.Backend.id)):
-                if b.id not in used and b.id not in holding:
+                holding = s.scalar(select(exists().where(m.Replica.backend_id == b.id)))
+                if b.id not in used and not holding:
                     self._event(s, "backend.state", b.name, id=b.id, old=b.state, new="decommissioned", reason="drained")
                     b.state, b.state_since, b.state_reason = "decommissioned", self.now(), "drained"
                     done.append(b.name)
@@ -98,24 +147,63 @@ class HealthMixin:
 
         return self._tx(run)
 
-    def _scan(self, s: Session, g: m.ColocateGroup) -> _Scan:
+    def _buckets(self, s: Session, g: m.ColocateGroup) -> _Buckets:
+        """The group's live tables and their summaries: a handful of small queries."""
         tables = {t.id: t for t in s.scalars(select(m.Table).where(m.Table.group_id == g.id, m.Table.state == "normal")
                                              .order_by(m.Table.id))}
         db_names = {d.id: d.name for d in s.scalars(select(m.Database))}
         labels = {t.id: f"{db_names.get(t.db_id, '?')}.{t.name}" for t in tables.values()}
-        parts: list[tuple[m.Table, m.Partition]] = []
-        if tables:
-            q = (select(m.Partition).where(m.Partition.table_id.in_(list(tables)), m.Partition.visible_version > 0)
-                 .order_by(m.Partition.table_id, m.Partition.value))
-            parts = [(tables[p.table_id], p) for p in s.scalars(q)]
-        scan = _Scan(group=g, labels=labels, tables=tables, parts=parts)
-        visible = {p.id: p.visible_version for _, p in parts}
-        ids = list(visible)
-        for i in range(0, len(ids), 500):
-            for r in s.scalars(select(m.Replica).where(m.Replica.partition_id.in_(ids[i:i + 500]))):
-                if r.version == visible[r.partition_id]:
-                    scan.by_bucket.setdefault((r.partition_id, r.bucket_seq), {})[r.backend_id] = r
-        return scan
+        bk = _Buckets(group=g, tables=tables, labels=labels, committed={}, counts={})
+        if not tables:
+            return bk
+        ids = list(tables)
+        q = (select(m.Partition.table_id, m.Partition.bucket_num, func.count())
+             .where(m.Partition.table_id.in_(ids), m.Partition.visible_version > 0)
+             .group_by(m.Partition.table_id, m.Partition.bucket_num))
+        for t, buckets, n in s.execute(q):
+            bk.committed.setdefault(t, {})[buckets] = int(n)
+        for r in s.scalars(select(m.BucketReplicas).where(m.BucketReplicas.table_id.in_(ids))):
+            bk.counts[(r.table_id, r.bucket_seq, r.backend_id)] = (r.verified, r.bytes, r.bad)
+        for r in s.scalars(select(m.BucketSize).where(m.BucketSize.table_id.in_(ids))):
+            bk.sizes[(r.table_id, r.bucket_seq)] = r.bytes
+        return bk
+
+    @staticmethod
+    def _lacking(s: Session, t: int, seq: int, be: int, limit: int | None = None) -> list[_Lacking]:
+        """Committed partitions of table ``t`` whose bucket ``seq`` has no verified replica on
+        backend ``be``, by partition value: an index walk that stops at ``limit``."""
+        q = (select(m.Partition.id, m.Partition.value, m.Partition.visible_version, m.Replica.state, m.Replica.path)
+             .select_from(m.Partition)
+             .outerjoin(m.Replica, and_(m.Replica.partition_id == m.Partition.id,
+                                        m.Replica.version == m.Partition.visible_version, m.Replica.table_id == t,
+                                        m.Replica.bucket_seq == seq, m.Replica.backend_id == be))
+             .where(m.Partition.table_id == t, m.Partition.visible_version > 0, m.Partition.bucket_num > seq,
+                    or_(m.Replica.id.is_(None), m.Replica.state != "verified"))
+             .order_by(m.Partition.value))
+        if limit is not None:
+            q = q.limit(limit)
+        return [_Lacking(t, pid, value, version, seq, be, state, path) for pid, value, version, state, path in s.execute(q)]
+
+    def _lacking_rows(self, s: Session, cells: Sequence[tuple[int, int, int, int]],
+                      limit: int | None = None) -> list[_Lacking]:
+        """The detail of ``cells`` ((table, seq, position, backend), see :meth:`_Buckets.cells`) in
+        check order: table, partition (as the database orders values), seq, position in the map row."""
+        out: list[_Lacking] = []
+        by_table: dict[int, list[tuple[int, int, int, int]]] = {}
+        for cell in cells:
+            by_table.setdefault(cell[0], []).append(cell)
+        for t, mine in by_table.items():
+            left = None if limit is None else limit - len(out)
+            if left is not None and left <= 0:
+                break
+            rows = [(seq, k, row) for _, seq, k, be in mine for row in self._lacking(s, t, seq, be, left)]
+            if len(mine) > 1:
+                rank = {pid: i for i, pid in enumerate(s.scalars(
+                    select(m.Partition.id).where(m.Partition.table_id == t, m.Partition.visible_version > 0)
+                    .order_by(m.Partition.value)))}
+                rows.sort(key=lambda x: (rank[x[2].partition_id], x[0], x[1]))
+            out += [row for _, _, row in rows[:left]]
+        return out
 
     @staticmethod
     def _map(s: Session, grp_id: int) -> list[list[int]]:
@@ -130,9 +218,17 @@ class HealthMixin:
                 return job
         return None
 
-    def _problems(self, s: Session, g: m.ColocateGroup, *, exclude_job: int | None = None,
-                  scan: _Scan | None = None) -> tuple[list[Reason], int]:
-        self.now()
+    def _problems(self, s: Session, g: m.ColocateGroup, *,
+                  exclude_job: int | None = None) -> tuple[list[Reason], int, bool]:
+        """Why the group is not stable: (the first MAX_REASONS reasons, how many problems, whether
+        the last computed answer was reused because nothing it reads changed since)."""
+        job = self._active_job(s, g.id, exclude_job)
+        bucket_map = self._map(s, g.id)
+        backends = {b.id: b for b in s.scalars(select(m.Backend))}
+        inputs = _digest(g, bucket_map, backends, job)
+        last = s.get(m.GroupCheck, g.id)
+        if last is not None and last.inputs == inputs:
+            return [Reason(**d) for d in last.reasons], last.problems, True
         reasons: list[Reason] = []
         count = 0
 
@@ -142,11 +238,8 @@ class HealthMixin:
             if len(reasons) < MAX_REASONS:
                 reasons.append(reason)
 
-        job = self._active_job(s, g.id, exclude_job)
         if job is not None:
             add(Reason(f"balance job {job.id} ({job.kind}, step {job.progress.get('step', 'planned')}) is changing the group"))
-        bucket_map = self._map(s, g.id)
-        backends = {b.id: b for b in s.scalars(select(m.Backend))}
         seqs_of: dict[int, list[int]] = defaultdict(list)
         for seq, row in enumerate(bucket_map):
             for be in row:
@@ -161,25 +254,22 @@ class HealthMixin:
                 shown = ", ".join(map(str, seqs[:8])) + (", ..." if len(seqs) > 8 else "")
                 add(Reason(f"backend {b.name} is {b.state} since {since} ({b.state_reason or 'no reason given'}): "
                            f"bucket seqs {shown} are not on an alive backend", backend=b.name))
-        scan = scan or self._scan(s, g)
-        for t, p in scan.parts:
-            label = scan.labels[t.id]
-            for seq in range(min(p.bucket_num, len(bucket_map))):
-                have = scan.by_bucket.get((p.id, seq), {})
-                for be in bucket_map[seq]:
-                    b = backends.get(be)
-                    if b is None or b.state != "alive":
-                        continue  # reported once per backend above
-                    r = have.get(be)
-                    if r is not None and r.state == "verified":
-                        continue
-                    problem = ("no verified replica" if r is None else
-                               "replica failed its checksum (bad)" if r.state == "bad" else f"replica is {r.state}")
-                    add(Reason(problem, table=label, partition=p.value, version=p.visible_version, bucket=seq,
-                               backend=b.name))
-        return reasons, count
+        alive = {be for be, b in backends.items() if b.state == "alive"}  # others are reported once above
+        bk = self._buckets(s, g)
+        cells = bk.cells(bucket_map, lambda seq, be: be in alive)
+        for row in self._lacking_rows(s, cells, MAX_REASONS - len(reasons)):
+            reasons.append(Reason(_problem_text(row.state), table=bk.labels[row.table_id], partition=row.partition,
+                                  version=row.version, bucket=row.bucket_seq, backend=backends[row.backend_id].name))
+        count += sum(bk.deficit(t, seq, be) for t, seq, _, be in cells)
+        detail = [asdict(r) for r in reasons]
+        if last is None:
+            s.add(m.GroupCheck(group_id=g.id, inputs=inputs, problems=count, reasons=detail, computed_at=self.now()))
+        else:
+            last.inputs, last.problems, last.reasons, last.computed_at = inputs, count, detail, self.now()
+        return reasons, count, False
 
-    def _record_check(self, s: Session, g: m.ColocateGroup, reasons: list[Reason], count: int) -> GroupHealth:
+    def _record_check(self, s: Session, g: m.ColocateGroup, reasons: list[Reason], count: int,
+                      reused: bool = False) -> GroupHealth:
         now = self.now()
         stable = count == 0
         text = summary(reasons, count)
@@ -194,15 +284,17 @@ class HealthMixin:
         g.checked_at = now
         view = self._group_view(s, g)
         return GroupHealth(group_id=view.group_id, full_name=view.full_name, stable=stable, reasons=tuple(reasons),
-                           problems=count, checked_at=now, changed=changed)
+                           problems=count, checked_at=now, changed=changed, reused=reused)
 
     def check_group(self, ref: str, *, db: str = "default") -> GroupHealth:
         """Compute whether the group is stable from its replicas, record the answer and the
-        reasons (replacing any manual mark), and return them."""
+        reasons (replacing any manual mark), and return them. When nothing the last computation
+        read has changed (the group's generation, map, mapped backends' states, balance job), its
+        answer is reused at the cost of a few small queries."""
         def run(s: Session) -> GroupHealth:
             g = self._group(s, ref, db)
-            reasons, count = self._problems(s, g)
-            return self._record_check(s, g, reasons, count)
+            reasons, count, reused = self._problems(s, g)
+            return self._record_check(s, g, reasons, count, reused)
 
         return self._tx(run)
 
@@ -231,8 +323,36 @@ class HealthMixin:
 
         return self._tx(run)
 
+    @staticmethod
+    def _whole(seq: int, row: Sequence[int]):
+        """A replica's bucket has a verified replica of its version on every backend of ``row``."""
+        others = aliased(m.Replica)
+        return and_(*[exists().where(others.partition_id == m.Replica.partition_id, others.version == m.Replica.version,
+                                     others.bucket_seq == seq, others.backend_id == be, others.state == "verified")
+                      for be in row])
+
+    def _redundant(self, s: Session, bk: _Buckets, bucket_map: list[list[int]]) -> int:
+        """Replicas (verified or bad) of visible versions on backends the map does not name, in
+        buckets that are whole on the map (what a finished job marks for dropping)."""
+        extras: dict[tuple[int, int], int] = defaultdict(int)
+        for (t, seq, be), (v, _, bad) in bk.counts.items():
+            if t in bk.tables and seq < len(bucket_map) and be not in bucket_map[seq]:
+                extras[(t, seq)] += v + bad
+        n = 0
+        for (t, seq), extra in sorted(extras.items()):
+            row = bucket_map[seq]
+            if not extra:
+                continue
+            if all(bk.deficit(t, seq, be) == 0 for be in row):
+                n += extra
+                continue
+            n += s.scalar(select(func.count()).select_from(m.Replica).join(m.Partition, VISIBLE).where(
+                    m.Replica.table_id == t, m.Replica.bucket_seq == seq, m.Replica.backend_id.not_in(row),
+                    m.Replica.state.in_(("verified", "bad")), self._whole(seq, row)))
+        return n
+
     def placement_snapshot(self, *, relocate_delay: timedelta = DEFAULT_RELOCATE_DELAY) -> ClusterSnapshot:
-        """Everything the balance planner reads, in one consistent transaction."""
+        """Everything the balance planner reads, in one consistent transaction, from the summaries."""
         def run(s: Session) -> ClusterSnapshot:
             now = self.now()
             backends = tuple(self._health(b, now, relocate_delay) for b in s.scalars(select(m.Backend).order_by(m.Backend.id)))
@@ -242,30 +362,26 @@ class HealthMixin:
             for g in s.scalars(select(m.ColocateGroup).order_by(m.ColocateGroup.id)):
                 view = self._group_view(s, g)
                 bucket_map = self._map(s, g.id)
-                scan = self._scan(s, g)
-                in_group.update(scan.tables)
+                bk = self._buckets(s, g)
+                in_group.update(bk.tables)
                 sizes = [0] * g.bucket_num
-                repairs = redundant = 0
-                for _, p in scan.parts:
-                    for seq in range(min(p.bucket_num, len(bucket_map))):
-                        have = scan.by_bucket.get((p.id, seq), {})
-                        good = [r.bytes for r in have.values() if r.state == "verified"]
-                        sizes[seq] += max(good) if good else 0
-                        row = bucket_map[seq]
-                        repairs += sum(1 for be in row if be in alive and (be not in have or have[be].state != "verified"))
-                        if all(be in have and have[be].state == "verified" for be in row):  # droppable now
-                            redundant += sum(1 for be, r in have.items() if be not in row and r.state in ("verified", "bad"))
+                for (_, seq), size in bk.sizes.items():
+                    if seq < min(g.bucket_num, len(bucket_map)):
+                        sizes[seq] += size
+                repairs = sum(bk.deficit(t, seq, be) for t in bk.tables for seq, row in enumerate(bucket_map)
+                              for be in row if be in alive)
                 job = self._active_job(s, g.id)
                 groups.append(GroupSnapshot(grp_id=g.id, group_id=view.group_id, full_name=view.full_name,
                                             bucket_num=g.bucket_num, replication_num=g.replication_num,
                                             bucket_map=tuple(tuple(r) for r in bucket_map), bucket_bytes=tuple(sizes),
-                                            active_job=job.id if job else None, repairs=repairs, redundant=redundant))
+                                            active_job=job.id if job else None, repairs=repairs,
+                                            redundant=self._redundant(s, bk, bucket_map)))
             other: dict[int, int] = defaultdict(int)
-            q = (select(m.Replica.backend_id, m.Replica.bytes, m.Replica.table_id, m.Replica.version, m.Partition.visible_version)
-                 .join(m.Partition, m.Partition.id == m.Replica.partition_id).where(m.Replica.state == "verified"))
-            for be, size, table_id, version, visible in s.execute(q):
-                if version == visible and table_id not in in_group:
-                    other[be] += size
+            q = (select(m.BucketReplicas.table_id, m.BucketReplicas.backend_id, func.sum(m.BucketReplicas.bytes))
+                 .group_by(m.BucketReplicas.table_id, m.BucketReplicas.backend_id))
+            for table_id, be, size in s.execute(q):
+                if table_id not in in_group and size:
+                    other[be] += int(size)
             flags = {f: False for f in ("disable_colocate_balance", "disable_colocate_relocate", "disable_colocate_join")}
             flags.update({r.name: r.value for r in s.scalars(select(m.Flag))})
             return ClusterSnapshot(now=now, relocate_delay=relocate_delay, backends=backends, groups=tuple(groups),
@@ -279,20 +395,18 @@ class HealthMixin:
         re-hashed longest ago (or never) first."""
         def run(s: Session) -> list[VerifyNeed]:
             if groups:
-                gs = [self._group(s, ref, db) for ref in groups]
+                gids = sorted({self._group(s, ref, db).id for ref in groups})
             else:
-                gs = list(s.scalars(select(m.ColocateGroup).order_by(m.ColocateGroup.id)))
-            alive = {b.id for b in s.scalars(select(m.Backend).where(m.Backend.state == "alive"))}
-            rows: list[m.Replica] = []
-            for g in gs:
-                scan = self._scan(s, g)
-                rows += [r for have in scan.by_bucket.values() for r in have.values()
-                         if r.state == "verified" and r.backend_id in alive]
-            epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
-            rows.sort(key=lambda r: (utc(r.verified_at) or epoch, r.id))
+                gids = list(s.scalars(select(m.ColocateGroup.id)))
+            alive = list(s.scalars(select(m.Backend.id).where(m.Backend.state == "alive")))
+            q = (select(m.Replica.id, m.Replica.backend_id, m.Replica.path, m.Replica.checksum, m.Replica.bytes)
+                 .join(m.Partition, VISIBLE).join(m.Table, m.Table.id == m.Replica.table_id)
+                 .where(m.Table.group_id.in_(gids), m.Table.state == "normal", m.Replica.state == "verified",
+                        m.Replica.backend_id.in_(alive))
+                 .order_by(m.Replica.verified_at.asc().nulls_first(), m.Replica.id))
             if limit is not None:
-                rows = rows[:limit]
-            return [VerifyNeed(r.id, r.backend_id, r.path, r.checksum, r.bytes) for r in rows]
+                q = q.limit(limit)
+            return [VerifyNeed(*row) for row in s.execute(q)]
 
         return self._tx(run)
 
@@ -305,25 +419,25 @@ class HealthMixin:
         def run(s: Session) -> list[str]:
             now = self.now()
             bad = []
-            for res in results:
-                r = s.get(m.Replica, res.replica_id)
-                if r is None or r.state != "verified":
-                    continue
+            rows = [(res, s.get(m.Replica, res.replica_id)) for res in results]
+            rows = [(res, r) for res, r in rows if r is not None and r.state == "verified"]
+            for res, r in rows:
                 if res.ok:
                     r.verified_at = now
-                    continue
-                r.state = "bad"
-                bad.append(r.path)
-                self._event(s, "replica.bad", r.path, replica_id=r.id, backend_id=r.backend_id,
-                            reason=(res.error or "checksum mismatch")[:2000])
-                t = s.get(m.Table, r.table_id)
-                g = s.get(m.ColocateGroup, t.group_id) if t is not None and t.group_id is not None else None
-                if g is not None:
-                    if g.stable:
-                        g.version += 1
-                    g.stable = False
-                    g.unstable_reason = f"replica {r.path} failed its checksum: {res.error or 'mismatch'}"[:2000]
+            failed = [(res, r) for res, r in rows if not res.ok]
+            with tracking(s, buckets={(r.partition_id, r.bucket_seq) for _, r in failed}):
+                for res, r in failed:
+                    r.state = "bad"
+                    bad.append(r.path)
+                    self._event(s, "replica.bad", r.path, replica_id=r.id, backend_id=r.backend_id,
+                                reason=(res.error or "checksum mismatch")[:2000])
+                    t = s.get(m.Table, r.table_id)
+                    g = s.get(m.ColocateGroup, t.group_id) if t is not None and t.group_id is not None else None
+                    if g is not None:
+                        if g.stable:
+                            g.version += 1
+                        g.stable = False
+                        g.unstable_reason = f"replica {r.path} failed its checksum: {res.error or 'mismatch'}"[:2000]
             return bad
 
         return self._tx(run)
-

@@ -23,6 +23,10 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.expression import false
+
+_UNSETTLED = "state IN ('staging', 'aborted', 'superseded')"
+_LEAVING = "state IN ('dropping', 'deleting')"
 
 
 class Base(DeclarativeBase):
@@ -70,6 +74,10 @@ class ColocateGroup(Base):
     # backend) problem (capped), and when the check ran.
     unstable_detail: Mapped[list | None] = mapped_column(JSON, nullable=True)
     checked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Bumped in the transaction of every change a stability check reads other than backend states
+    # and balance jobs (a commit, a clone, a drop, a bad replica, a map switch, a table joining or
+    # leaving): a check that finds the generation it saw last reuses its answer.
+    generation: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     __table_args__ = (
         Index("uq_group_db_name", "db_id", "name", unique=True, postgresql_where=text("db_id IS NOT NULL"),
               sqlite_where=text("db_id IS NOT NULL")),
@@ -133,6 +141,12 @@ class PartitionVersion(Base):
     bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The write job that made this version: gc finds the directories it was granted without a scan.
+    job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    __table_args__ = (
+        # gc looks for the few versions that are not committed or removed; the index holds only those.
+        Index("ix_version_unsettled", "state", postgresql_where=text(_UNSETTLED), sqlite_where=text(_UNSETTLED)),
+    )
 
 
 class Replica(Base):
@@ -157,7 +171,48 @@ class Replica(Base):
     __table_args__ = (
         UniqueConstraint("partition_id", "version", "bucket_seq", "backend_id", name="uq_replica"),
         Index("ix_replica_backend", "backend_id"),
+        # A table's replicas by bucket and backend: purge, bulk drop marks, one bucket column's detail.
+        Index("ix_replica_table", "table_id", "bucket_seq", "backend_id"),
+        # The few replicas on their way out, for the drop loop (every other replica is verified).
+        Index("ix_replica_leaving", "state", postgresql_where=text(_LEAVING), sqlite_where=text(_LEAVING)),
     )
+
+
+class BucketReplicas(Base):
+    """Per (table, bucket seq, backend): the verified and bad replicas of the visible versions and
+    the verified bytes, summed over every partition. Kept current by the transaction that changes a
+    replica or flips a visible version (:mod:`airflow_colocate.catalog.summary`), so stability,
+    loads and balance plans read buckets x backends rows, never years of replica rows."""
+
+    __tablename__ = "bucket_replicas"
+    table_id: Mapped[int] = mapped_column(ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True)
+    bucket_seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    backend_id: Mapped[int] = mapped_column(ForeignKey("backends.id", ondelete="CASCADE"), primary_key=True)
+    verified: Mapped[int] = mapped_column(Integer)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    bad: Mapped[int] = mapped_column(Integer)
+
+
+class BucketSize(Base):
+    """Per (table, bucket seq): the bytes of one verified replica of each visible version's bucket,
+    summed over partitions (what moving that bucket of that table copies)."""
+
+    __tablename__ = "bucket_sizes"
+    table_id: Mapped[int] = mapped_column(ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True)
+    bucket_seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+
+
+class GroupCheck(Base):
+    """The last computed stability answer of a group and a digest of what it read (the group's
+    generation, its map, the states of the backends the map names, its running balance job)."""
+
+    __tablename__ = "group_checks"
+    group_id: Mapped[int] = mapped_column(ForeignKey("colocate_groups.id", ondelete="CASCADE"), primary_key=True)
+    inputs: Mapped[str] = mapped_column(String(64))
+    problems: Mapped[int] = mapped_column(Integer)
+    reasons: Mapped[list] = mapped_column(JSON)
+    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class Job(Base):
@@ -170,7 +225,12 @@ class Job(Base):
     progress: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    __table_args__ = (Index("ix_jobs_kind_state", "kind", "state"),)
+    # A write whose staging directory gc has not removed yet (its plan names it).
+    gc_pending: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    __table_args__ = (
+        Index("ix_jobs_kind_state", "kind", "state"),
+        Index("ix_jobs_gc_pending", "gc_pending", postgresql_where=text("gc_pending"), sqlite_where=text("gc_pending = 1")),
+    )
 
 
 class Flag(Base):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog import summary
 from airflow_colocate.catalog.checks import (
     _check_duration,
     _check_partition_of,
@@ -28,6 +29,7 @@ from airflow_colocate.core.errors import (
     SchemaMismatch,
 )
 from airflow_colocate.core.times import utc
+from airflow_colocate.storage import layout
 
 DEFAULT_RETENTION = timedelta(days=1)
 
@@ -85,6 +87,7 @@ class TablesMixin:
             s.flush()
             if group is not None:
                 group.version += 1
+                group.generation += 1
             self._event(s, "table.create", f"{db_name}.{table_name}", id=t.id, group=colocate_with,
                         bucket_num=bucket_num, replication_num=replication_num, dist_cols=dist, partition_cols=parts)
             return self._table_view(s, t)
@@ -155,6 +158,7 @@ class TablesMixin:
                         _check_cgs(target, f"partition {p.value} of table {label}", dist_types, p.bucket_num, p.replication_num)
                 t.group_id = target.id
                 target.version += 1
+                target.generation += 1
                 has_data = s.scalar(select(func.count()).select_from(m.Partition).where(
                     m.Partition.table_id == t.id, m.Partition.visible_version > 0))
                 if has_data:
@@ -164,6 +168,7 @@ class TablesMixin:
             if old_group is not None:
                 g = s.get(m.ColocateGroup, old_group)
                 g.version += 1
+                g.generation += 1
             self._event(s, "table.alter_colocate_with", label, old_group=old_group, new_group=colocate_with or None)
             s.flush()
             self._maybe_remove_group(s, old_group)
@@ -199,7 +204,9 @@ class TablesMixin:
             t = self._table(s, ref, db)
             t.state, t.dropped_at = "dropped", self.now()
             if t.group_id is not None:
-                s.get(m.ColocateGroup, t.group_id).version += 1
+                g = s.get(m.ColocateGroup, t.group_id)
+                g.version += 1
+                g.generation += 1
             view = self._table_view(s, t)
             self._event(s, "table.drop", view.qualified_name, id=t.id, force=force)
             if force:
@@ -217,7 +224,9 @@ class TablesMixin:
                 raise AlreadyExists(f"cannot recover {label}: a new table of that name exists (id {clash.id}); drop or rename it first")
             t.state, t.dropped_at = "normal", None
             if t.group_id is not None:
-                s.get(m.ColocateGroup, t.group_id).version += 1
+                g = s.get(m.ColocateGroup, t.group_id)
+                g.version += 1
+                g.generation += 1
             self._event(s, "table.recover", label, id=t.id)
             return self._table_view(s, t)
 
@@ -240,20 +249,39 @@ class TablesMixin:
     def _purge(self, s: Session, t: m.Table) -> None:
         group_id = t.group_id
         label = self._table_view(s, t).qualified_name
-        paths = list(s.scalars(select(m.Replica.path).where(m.Replica.table_id == t.id)))
+        replicas = s.scalar(select(func.count()).select_from(m.Replica).where(m.Replica.table_id == t.id))
+        paths = self._purge_paths(s, t)
         part_ids = list(s.scalars(select(m.Partition.id).where(m.Partition.table_id == t.id)))
         s.execute(delete(m.Replica).where(m.Replica.table_id == t.id))
         if part_ids:
             s.execute(delete(m.PartitionVersion).where(m.PartitionVersion.partition_id.in_(part_ids)))
         s.execute(delete(m.Partition).where(m.Partition.table_id == t.id))
+        summary.forget_table(s, t.id)
+        summary.touch_groups(s, [group_id])
         s.delete(t)
         s.flush()
         # The files go after the rows: a pending gc job tells 'colocate gc' which paths are garbage.
         if paths:
-            s.add(m.Job(kind="gc", group_id=None, state="pending", plan={"paths": sorted(set(paths)), "table": label},
+            s.add(m.Job(kind="gc", group_id=None, state="pending", plan={"paths": paths, "table": label},
                         progress={}, created_at=self.now(), updated_at=self.now()))
-        self._event(s, "table.purge", label, id=t.id, replicas=len(paths))
+        self._event(s, "table.purge", label, id=t.id, replicas=replicas)
         self._maybe_remove_group(s, group_id)
+
+    @staticmethod
+    def _purge_paths(s: Session, t: m.Table) -> list[str]:
+        """What gc deletes for a purged table: its directory on every backend that holds a replica
+        of it (one tree per backend, not one path per replica row), and any replica kept elsewhere."""
+        db = s.get(m.Database, t.db_id).name
+        paths = set()
+        holders = s.execute(select(m.Backend.id, m.Backend.root_uri).where(
+            exists().where(m.Replica.table_id == t.id, m.Replica.backend_id == m.Backend.id)).order_by(m.Backend.id))
+        for be, root in holders:
+            tree = layout.table_dir(root, db, t.name, t.id)
+            paths.add(tree)
+            paths.update(s.scalars(select(m.Replica.path).where(
+                m.Replica.table_id == t.id, m.Replica.backend_id == be,
+                func.substr(m.Replica.path, 1, len(tree) + 1) != tree + "/")))
+        return sorted(paths)
 
     def add_partition(self, ref: str, value: str, *, bucket_num: int | None = None,
                       replication_num: int | None = None, db: str | None = None,

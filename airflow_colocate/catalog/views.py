@@ -206,6 +206,7 @@ class GroupHealth:
     problems: int  # all problems found; ``reasons`` keeps the first MAX_REASONS
     checked_at: datetime
     changed: bool = False  # the check flipped the stable flag or changed the reason
+    reused: bool = False  # nothing the last computation read had changed: its answer was reused
 
     @property
     def reason(self) -> str | None:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.checks import _check_duration, _check_partition_of, _check_replication_vs_backends
 from airflow_colocate.catalog.session import _partition_view
+from airflow_colocate.catalog.summary import tracking
 from airflow_colocate.catalog.views import (
     GarbageItem,
     PartitionReplicas,
@@ -88,12 +90,12 @@ class WritesMixin:
             base_paths = self._base_paths(s, p, base_version, targets)
             version = p.next_version
             p.next_version += 1
-            s.add(m.PartitionVersion(partition_id=p.id, version=version, state="staging", mode=mode,
-                                     base_version=base_version, created_at=self.now()))
             job = m.Job(kind="write", group_id=t.group_id, state="running", plan=plan or {}, progress={},
-                        created_at=self.now(), updated_at=self.now())
+                        created_at=self.now(), updated_at=self.now(), gc_pending="staging_uri" in (plan or {}))
             s.add(job)
             s.flush()
+            s.add(m.PartitionVersion(partition_id=p.id, version=version, state="staging", mode=mode,
+                                     base_version=base_version, created_at=self.now(), job_id=job.id))
             job.plan = dict(job.plan, table_id=t.id, partition_id=p.id, version=version,
                             dirs=sorted({layout.version_dir(root, view.db, t.name, t.id, partition_value, version)
                                          for bucket in targets for _, root in bucket}))
@@ -166,17 +168,18 @@ class WritesMixin:
             if problems:
                 return None  # the caller aborts in its own transaction and raises
             now = self.now()
-            for r in report.replicas:
-                s.add(m.Replica(table_id=t.id, partition_id=p.id, version=pv.version, bucket_seq=r.bucket_seq,
-                                backend_id=r.backend_id, state="verified", path=r.path, rows=r.rows, bytes=r.bytes,
-                                checksum=r.checksum, created_at=now))
             rows = sum(got[0].rows for got in by_bucket.values())
             old = p.visible_version
-            if old:
-                prev = s.get(m.PartitionVersion, (p.id, old))
-                prev.state, prev.finished_at = "superseded", now
-            pv.state, pv.rows, pv.bytes, pv.finished_at = "committed", rows, sum(r.bytes for r in report.replicas), now
-            p.visible_version = pv.version
+            with tracking(s, partitions=[p.id]):  # the summaries swap the old version's buckets for the new
+                for r in report.replicas:
+                    s.add(m.Replica(table_id=t.id, partition_id=p.id, version=pv.version, bucket_seq=r.bucket_seq,
+                                    backend_id=r.backend_id, state="verified", path=r.path, rows=r.rows, bytes=r.bytes,
+                                    checksum=r.checksum, created_at=now))
+                if old:
+                    prev = s.get(m.PartitionVersion, (p.id, old))
+                    prev.state, prev.finished_at = "superseded", now
+                pv.state, pv.rows, pv.bytes, pv.finished_at = "committed", rows, sum(r.bytes for r in report.replicas), now
+                p.visible_version = pv.version
             job.state, job.updated_at = "committed", now
             job.progress = {"rows": rows, "replicas": len(report.replicas)}
             if t.group_id is not None and job.plan.get("missing"):
@@ -212,6 +215,7 @@ class WritesMixin:
         def run(s: Session) -> None:
             job = s.get(m.Job, job_id)
             job.plan = dict(job.plan, **plan, targets={str(k): list(v) for k, v in targets.items()}, missing=list(missing))
+            job.gc_pending = "staging_uri" in job.plan
             job.updated_at = self.now()
 
         self._tx(run)
@@ -272,7 +276,18 @@ class WritesMixin:
         def run(s: Session) -> list[GarbageItem]:
             now = self.now()
             items: list[GarbageItem] = []
-            for job in s.scalars(select(m.Job).where(m.Job.kind == "write").order_by(m.Job.id)):
+            # Set queries on small indexes: the running writes (stale ones are aborted), the writes
+            # whose staging directory is still there, the writers of aborted and superseded versions.
+            # (The conditions repeat the partial indexes' own, so that SQLite uses them.)
+            old = list(s.execute(
+                select(m.PartitionVersion.partition_id, m.PartitionVersion.version, m.PartitionVersion.state,
+                       m.PartitionVersion.job_id)
+                .where(m.PartitionVersion.state.in_(("staging", "aborted", "superseded")),
+                       m.PartitionVersion.state != "staging", m.PartitionVersion.finished_at <= now - grace)))
+            ids = set(s.scalars(select(m.Job.id).where(m.Job.kind == "write", m.Job.state == "running")))
+            ids.update(s.scalars(select(m.Job.id).where(m.Job.gc_pending == True)))  # noqa: E712
+            ids.update(job_id for _, _, _, job_id in old if job_id is not None)
+            for job in s.scalars(select(m.Job).where(m.Job.id.in_(sorted(ids))).order_by(m.Job.id)) if ids else ():
                 pid, version = job.plan.get("partition_id"), job.plan.get("version")
                 pv = s.get(m.PartitionVersion, (pid, version)) if pid is not None else None
                 if pv is None:
@@ -283,33 +298,51 @@ class WritesMixin:
                     self._event(s, "write.abort", f"job {job.id}", job_id=job.id, version=version, reason="stale")
                 finished = utc(pv.finished_at)
                 if pv.state in ("aborted", "superseded") and finished is not None and finished <= now - grace:
-                    dirs = set(job.plan.get("dirs", []))
-                    dirs.update(s.scalars(select(m.Replica.path).where(m.Replica.partition_id == pid, m.Replica.version == version)))
-                    for d in sorted(dirs):
+                    for d in self._version_trees(s, pid, version, job.plan.get("dirs", [])):
                         items.append(GarbageItem(f"{pv.state} version", d, pid, version, job.id))
                     if "staging_uri" in job.plan:
                         items.append(GarbageItem("write staging", job.plan["staging_uri"], pid, version, job.id))
                 if job.state in ("committed", "failed") and "staging_uri" in job.plan and pv.state != "staging":
                     if utc(job.updated_at) <= now - grace:
                         items.append(GarbageItem("write staging", job.plan["staging_uri"], None, None, job.id))
+            for pid, version, state, job_id in old:
+                if job_id is None:  # written before versions named their job: only the replica rows tell
+                    items += [GarbageItem(f"{state} version", d, pid, version) for d in self._version_trees(s, pid, version, [])]
             for job in s.scalars(select(m.Job).where(m.Job.kind == "gc", m.Job.state == "pending")):
                 items += [GarbageItem(f"purged table {job.plan.get('table')}", path, job_id=job.id) for path in job.plan["paths"]]
             return items
 
         return self._tx(run)
 
+    @staticmethod
+    def _version_trees(s: Session, pid: int, version: int, dirs: Iterable[str]) -> list[str]:
+        """The directories to delete for a garbage version: the version directories its write was
+        granted, plus the version directory of any replica elsewhere (a clone), one tree per
+        backend instead of one path per replica row."""
+        trees = set(dirs)
+        for path in s.scalars(select(m.Replica.path).where(m.Replica.partition_id == pid, m.Replica.version == version)):
+            if any(path == d or path.startswith(d.rstrip("/") + "/") for d in trees):
+                continue
+            parent, _, leaf = path.rstrip("/").rpartition("/")
+            in_layout = re.fullmatch(r"b\d{5}", leaf) and parent.endswith(f"/v{version:06d}")
+            trees.add(parent if in_layout else path)
+        return sorted(trees)
+
     def forget_garbage(self, items: Iterable[GarbageItem]) -> None:
         """After the files are gone: drop the rows of the removed versions."""
         items = list(items)
 
         def run(s: Session) -> None:
-            done = {(i.partition_id, i.version) for i in items if i.partition_id is not None}
-            for pid, version in done:
-                s.execute(delete(m.Replica).where(m.Replica.partition_id == pid, m.Replica.version == version))
-                pv = s.get(m.PartitionVersion, (pid, version))
-                if pv is not None and pv.state in ("aborted", "superseded"):
-                    pv.state = "removed"
-            for job_id in {i.job_id for i in items if i.job_id is not None}:
+            done = sorted({(i.partition_id, i.version) for i in items if i.partition_id is not None})
+            if done:
+                keys = [{"p": pid, "v": version} for pid, version in done]
+                replicas, versions = m.Replica.__table__, m.PartitionVersion.__table__
+                s.execute(delete(replicas).where(replicas.c.partition_id == bindparam("p"),
+                                                 replicas.c.version == bindparam("v")), keys)
+                s.execute(update(versions).where(versions.c.partition_id == bindparam("p"), versions.c.version == bindparam("v"),
+                                                 versions.c.state.in_(("aborted", "superseded")))
+                          .values(state="removed"), keys)
+            for job_id in sorted({i.job_id for i in items if i.job_id is not None}):
                 job = s.get(m.Job, job_id)
                 if job is None:
                     continue
@@ -317,6 +350,7 @@ class WritesMixin:
                     job.state, job.updated_at = "done", self.now()
                 elif "staging_uri" in job.plan:
                     job.plan = {k: v for k, v in job.plan.items() if k != "staging_uri"}
+                    job.gc_pending = False
             self._event(s, "gc", "catalog", versions=len(done), items=len(items))
 
         self._tx(run)

@@ -1,0 +1,179 @@
+"""Per-bucket summaries of the replicas, kept current by the transaction that changes them.
+
+A group's stability, the loads of the backends and a balance plan depend on buckets x backends, not
+on how many days of history exist. ``bucket_replicas`` counts, per (table, bucket seq, backend), the
+verified and bad replicas of the visible versions and their verified bytes; ``bucket_sizes`` sums,
+per (table, bucket seq), the bytes of one verified replica of every visible version's bucket. A
+check or a plan reads a few thousand such rows instead of millions of replica rows, and fetches
+replica rows only where the counts show a problem.
+
+Every change of a replica's state, a replica row or a visible version goes through
+:func:`tracking`: it measures what the touched buckets contribute before and after the change and
+adds the difference, so the summaries stay equal to a recount (:func:`drift` proves it), and it
+bumps the generation of the groups of the touched tables (the incremental check reads it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import and_, case, delete, func, select, true, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from airflow_colocate.catalog import models as m
+
+R, P = m.Replica, m.Partition
+
+# A replica counts when it belongs to the visible version of its partition.
+VISIBLE = and_(P.id == R.partition_id, P.visible_version == R.version)
+
+_CHUNK = 400
+
+Counts = dict[tuple[int, int, int], tuple[int, int, int]]  # (table, seq, backend) -> (verified, bytes, bad)
+Sizes = dict[tuple[int, int], int]  # (table, seq) -> bytes of one replica, summed over partitions
+
+
+def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _conditions(partitions: Iterable[int] = (), buckets: Iterable[tuple[int, int]] = (),
+                columns: Iterable[tuple[int, int]] = ()) -> list:
+    """Replica predicates covering whole buckets: a partition, a (partition, seq) or a (table, seq)."""
+    conds = [R.partition_id.in_(c) for c in _chunks(sorted(set(partitions)))]
+    conds += [tuple_(R.partition_id, R.bucket_seq).in_(c) for c in _chunks(sorted(set(buckets)))]
+    conds += [tuple_(R.table_id, R.bucket_seq).in_(c) for c in _chunks(sorted(set(columns)))]
+    return conds
+
+
+def measure(s: Session, cond) -> tuple[Counts, Sizes]:
+    """What the replicas matching ``cond`` (whole buckets) contribute to the two summaries."""
+    verified = R.state == "verified"
+    q = (select(R.table_id, R.bucket_seq, R.backend_id, func.sum(case((verified, 1), else_=0)),
+                func.sum(case((verified, R.bytes), else_=0)), func.sum(case((R.state == "bad", 1), else_=0)))
+         .join(P, VISIBLE).where(R.state.in_(("verified", "bad")), cond)
+         .group_by(R.table_id, R.bucket_seq, R.backend_id))
+    counts: Counts = {(t, seq, be): (int(v), int(b), int(bad)) for t, seq, be, v, b, bad in s.execute(q)}
+    one = (select(R.table_id.label("table_id"), R.bucket_seq.label("bucket_seq"), func.max(R.bytes).label("bytes"))
+           .join(P, VISIBLE).where(verified, cond).group_by(R.table_id, R.partition_id, R.bucket_seq).subquery())
+    q = select(one.c.table_id, one.c.bucket_seq, func.sum(one.c.bytes)).group_by(one.c.table_id, one.c.bucket_seq)
+    sizes: Sizes = {(t, seq): int(b) for t, seq, b in s.execute(q)}
+    return counts, sizes
+
+
+def _measure_all(s: Session, conds: list) -> tuple[Counts, Sizes]:
+    counts: dict = defaultdict(lambda: (0, 0, 0))
+    sizes: dict = defaultdict(int)
+    for cond in conds:
+        c, z = measure(s, cond)
+        for k, (v, b, bad) in c.items():
+            v0, b0, bad0 = counts[k]
+            counts[k] = (v0 + v, b0 + b, bad0 + bad)
+        for k, b in z.items():
+            sizes[k] += b
+    return dict(counts), dict(sizes)
+
+
+def _insert(s: Session, model):
+    dialect = s.get_bind().dialect.name
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(model)
+
+
+def add(s: Session, counts: Counts, sizes: Sizes) -> None:
+    """Add (signed) contributions to the summaries."""
+    rows = [{"table_id": t, "bucket_seq": seq, "backend_id": be, "verified": v, "bytes": b, "bad": bad}
+            for (t, seq, be), (v, b, bad) in sorted(counts.items()) if v or b or bad]
+    if rows:
+        ins = _insert(s, m.BucketReplicas)
+        s.execute(ins.on_conflict_do_update(
+            index_elements=["table_id", "bucket_seq", "backend_id"],
+            set_={"verified": m.BucketReplicas.verified + ins.excluded.verified,
+                  "bytes": m.BucketReplicas.bytes + ins.excluded.bytes,
+                  "bad": m.BucketReplicas.bad + ins.excluded.bad}), rows)
+    rows = [{"table_id": t, "bucket_seq": seq, "bytes": b} for (t, seq), b in sorted(sizes.items()) if b]
+    if rows:
+        ins = _insert(s, m.BucketSize)
+        s.execute(ins.on_conflict_do_update(index_elements=["table_id", "bucket_seq"],
+                                            set_={"bytes": m.BucketSize.bytes + ins.excluded.bytes}), rows)
+
+
+def touch_groups(s: Session, group_ids: Iterable[int | None]) -> None:
+    """Something a stability check reads changed in these groups."""
+    ids = sorted({g for g in group_ids if g is not None})
+    if ids:
+        s.execute(update(m.ColocateGroup).where(m.ColocateGroup.id.in_(ids))
+                  .values(generation=m.ColocateGroup.generation + 1).execution_options(synchronize_session=False))
+        for g in s.identity_map.values():  # keep loaded group rows in step with the database
+            if isinstance(g, m.ColocateGroup) and g.id in ids:
+                s.expire(g, ["generation"])
+
+
+def touch_tables(s: Session, table_ids: Iterable[int]) -> None:
+    ids = sorted(set(table_ids))
+    groups: set[int] = set()
+    for chunk in _chunks(ids):
+        groups.update(g for g in s.scalars(select(m.Table.group_id).where(m.Table.id.in_(chunk))) if g is not None)
+    touch_groups(s, groups)
+
+
+@contextmanager
+def tracking(s: Session, *, partitions: Iterable[int] = (), buckets: Iterable[tuple[int, int]] = (),
+             columns: Iterable[tuple[int, int]] = ()) -> Iterator[None]:
+    """Keep the summaries exact across a change of the replicas of the given whole buckets
+    (partitions, (partition, seq) pairs or (table, seq) columns) or of their visible versions, and
+    bump the generation of their groups. The block must change nothing outside them."""
+    partitions, buckets, columns = list(partitions), list(buckets), list(columns)
+    conds = _conditions(partitions, buckets, columns)
+    s.flush()
+    before = _measure_all(s, conds)
+    yield
+    s.flush()
+    after = _measure_all(s, conds)
+    counts = {k: tuple(a - b for a, b in zip(after[0].get(k, (0, 0, 0)), before[0].get(k, (0, 0, 0))))
+              for k in after[0].keys() | before[0].keys()}
+    sizes = {k: after[1].get(k, 0) - before[1].get(k, 0) for k in after[1].keys() | before[1].keys()}
+    add(s, {k: v for k, v in counts.items() if any(v)}, {k: v for k, v in sizes.items() if v})
+    tables = {t for t, _ in columns}
+    pids = sorted(set(partitions) | {p for p, _ in buckets})
+    for chunk in _chunks(pids):
+        tables.update(s.scalars(select(P.table_id).where(P.id.in_(chunk)).distinct()))
+    touch_tables(s, tables)
+
+
+def forget_table(s: Session, table_id: int) -> None:
+    """A purged table's rows go with it."""
+    s.execute(delete(m.BucketReplicas).where(m.BucketReplicas.table_id == table_id))
+    s.execute(delete(m.BucketSize).where(m.BucketSize.table_id == table_id))
+
+
+def recount(s: Session) -> tuple[Counts, Sizes]:
+    """The summaries computed from every replica row (a full scan: for checks and repairs only)."""
+    return measure(s, true())
+
+
+def stored(s: Session) -> tuple[Counts, Sizes]:
+    counts = {(r.table_id, r.bucket_seq, r.backend_id): (r.verified, r.bytes, r.bad)
+              for r in s.scalars(select(m.BucketReplicas))}
+    sizes = {(r.table_id, r.bucket_seq): r.bytes for r in s.scalars(select(m.BucketSize))}
+    return ({k: v for k, v in counts.items() if any(v)}, {k: v for k, v in sizes.items() if v})
+
+
+def drift(s: Session) -> list[str]:
+    """Where the stored summaries differ from a recount; empty when they are exact."""
+    (have_c, have_s), (want_c, want_s) = stored(s), recount(s)
+    out = [f"bucket_replicas {k}: stored {have_c.get(k)}, recounted {want_c.get(k)}"
+           for k in sorted(have_c.keys() | want_c.keys()) if have_c.get(k) != want_c.get(k)]
+    out += [f"bucket_sizes {k}: stored {have_s.get(k)}, recounted {want_s.get(k)}"
+            for k in sorted(have_s.keys() | want_s.keys()) if have_s.get(k) != want_s.get(k)]
+    return out
+
+
+def rebuild(s: Session) -> None:
+    """Replace the summaries by a recount (after a repair of the catalog by hand)."""
+    s.execute(delete(m.BucketReplicas))
+    s.execute(delete(m.BucketSize))
+    add(s, *recount(s))
