@@ -61,7 +61,7 @@ def _table(node) -> str | None:
     try:
         ident = node.tableIdentifier()
         if ident.isDefined():
-            name = ident.get().table()
+            name = str(ident.get().table()).lower()  # Spark's identifiers are case-insensitive
             return name[len(BACKING_PREFIX):] if name.startswith(BACKING_PREFIX) else name
     except Exception:  # not a file scan
         return None
