@@ -64,3 +64,22 @@ def test_after_a_full_outer_join_nothing_is_bucketed_any_more():
     got = predict_join(["o", "l"], ["o2"], ([], ["o2"]), [(("o", "o_orderkey"), ("o2", "o_orderkey"))],
                        reasons={**OK, "o2": ""}, groups={**GROUPS, "o2": "1.1"}, dist_cols={**DIST, "o2": ["o_orderkey"]})
     assert got[0] is False and got[1].startswith(NOT_COVERED)
+
+
+def test_tables_named_in_upper_case_match_spark_folded_names():
+    """The seeds' ``FROM A A JOIN B B``: Spark scans ``__cl_a``, the plan says ``A`` (issue 13: this
+    crashed the join job with KeyError 'a'). Pure: a hand-made join node, no Spark session."""
+    from airflow_colocate.planner.contract import JoinPlan, ReadTable
+    from airflow_colocate.spark.join_job import explain_join, should_be_colocated
+    from airflow_colocate.spark.physical_plan import JoinNode, Side
+
+    tables = [ReadTable(name=n, columns=[["id", "bigint"], ["dt", "date"]], dist_cols=["id"], partition_cols=["dt"],
+                        bucket_num=4, partitions=[]) for n in ("A", "B")]
+    plan = JoinPlan(job_id="j", query="q", tables=tables, reasons={"A": "", "B": ""}, groups={"A": "1.1", "B": "1.1"},
+                    require_colocate=True, report_uri="file:///tmp/r.json")
+    node = JoinNode(description="SortMergeJoin", left=Side(tables=["a"], carriers=["a"]),
+                    right=Side(tables=["b"], carriers=["b"]),
+                    keys=[(("a", "dt"), ("b", "dt")), (("a", "id"), ("b", "id"))])
+    e = explain_join(node, plan)
+    assert e.planned and e.colocate and e.left_tables == ["A"] and e.right_tables == ["B"]
+    assert should_be_colocated(e, plan)
