@@ -113,6 +113,9 @@ class ReplicaView:
     bytes: int
     checksum: str
     state: str
+    id: int = 0
+    # ((name, size), ...) as the write or clone reported them; None for a replica recorded before 0.2
+    files: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,9 @@ class CloneNeed:
     bytes: int
     sources: tuple[tuple[int, str], ...]
     repair: str  # missing | bad
+    # ((name, size), ...) of the replica the clone copies (the catalog's files; None before 0.2)
+    files: tuple[tuple[str, int], ...] | None = None
+    root: str | None = None  # the target backend's root: the clone stages its copies in its tmp area
 
 
 @dataclass(frozen=True)
