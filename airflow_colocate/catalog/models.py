@@ -54,6 +54,11 @@ class Backend(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # Who set the state: "probe: <error>" or "admin: <reason>"; the probe never overrides an admin.
     state_reason: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    # The token of the identity marker at the root (``storage/identity.py``); the probe requires it.
+    # None for backends added before 0.2 (the probe warns until ``colocate backend reinit``).
+    marker_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # The replica id after which the probe's rotating sample of files resumes.
+    sample_cursor: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
 
 class ColocateGroup(Base):
@@ -168,6 +173,8 @@ class Replica(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)  # last re-hash
     drop_after: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)  # dropping: grace end
+    # [[name, size], ...] of every file, as reported by the write or clone; None before 0.2.
+    files: Mapped[list | None] = mapped_column(JSON, nullable=True)
     __table_args__ = (
         UniqueConstraint("partition_id", "version", "bucket_seq", "backend_id", name="uq_replica"),
         Index("ix_replica_backend", "backend_id"),
@@ -251,3 +258,11 @@ class Event(Base):
     detail: Mapped[dict] = mapped_column(JSON)
     actor: Mapped[str] = mapped_column(String(128))
 
+
+class CatalogInfo(Base):
+    """One row: the catalog's own id, written into every backend's identity marker."""
+
+    __tablename__ = "catalog_info"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uid: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
