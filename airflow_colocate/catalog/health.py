@@ -410,6 +410,28 @@ class HealthMixin:
 
         return self._tx(run)
 
+    def _mark_bad(self, s: Session, marks: Sequence[tuple[m.Replica, str, str]]) -> list[str]:
+        """Mark replicas ``bad`` ((replica row, event reason, group reason)) and their groups
+        unstable with that reason, keeping the summaries current: the one path for a checksum that
+        no longer matches (verify), a missing, short or unknown file (a read), a corrupt clone
+        source. A bad replica is never chosen for a read, and the next balance repairs it."""
+        marks = [(r, why, group_why) for r, why, group_why in marks if r.state == "verified"]
+        bad = []
+        with tracking(s, buckets={(r.partition_id, r.bucket_seq) for r, _, _ in marks}):
+            for r, why, group_why in marks:
+                r.state = "bad"
+                bad.append(r.path)
+                self._event(s, "replica.bad", r.path, replica_id=r.id, backend_id=r.backend_id, reason=why[:2000])
+                t = s.get(m.Table, r.table_id)
+                g = s.get(m.ColocateGroup, t.group_id) if t is not None and t.group_id is not None else None
+                if g is not None:
+                    if g.stable:
+                        g.version += 1
+                    g.stable = False
+                    g.unstable_reason = group_why[:2000]
+                    g.unstable_detail = [asdict(Reason(group_why[:2000]))]
+        return bad
+
     def record_verify(self, results: Iterable) -> list[str]:
         """Apply ``VerifyResult``s: a replica whose files no longer hash to its checksum (or are
         gone) is ``bad`` (lost: the next balance repairs it from a good copy) and its group
@@ -418,26 +440,33 @@ class HealthMixin:
 
         def run(s: Session) -> list[str]:
             now = self.now()
-            bad = []
             rows = [(res, s.get(m.Replica, res.replica_id)) for res in results]
             rows = [(res, r) for res, r in rows if r is not None and r.state == "verified"]
             for res, r in rows:
                 if res.ok:
                     r.verified_at = now
-            failed = [(res, r) for res, r in rows if not res.ok]
-            with tracking(s, buckets={(r.partition_id, r.bucket_seq) for _, r in failed}):
-                for res, r in failed:
-                    r.state = "bad"
-                    bad.append(r.path)
-                    self._event(s, "replica.bad", r.path, replica_id=r.id, backend_id=r.backend_id,
-                                reason=(res.error or "checksum mismatch")[:2000])
-                    t = s.get(m.Table, r.table_id)
-                    g = s.get(m.ColocateGroup, t.group_id) if t is not None and t.group_id is not None else None
-                    if g is not None:
-                        if g.stable:
-                            g.version += 1
-                        g.stable = False
-                        g.unstable_reason = f"replica {r.path} failed its checksum: {res.error or 'mismatch'}"[:2000]
-            return bad
+            return self._mark_bad(s, [(r, res.error or "checksum mismatch",
+                                       f"replica {r.path} failed its checksum: {res.error or 'mismatch'}")
+                                      for res, r in rows if not res.ok])
+
+        return self._tx(run)
+
+    def mark_replicas_bad(self, items: Iterable) -> list[str]:
+        """Record replicas a read found not to hold exactly their recorded files
+        (:class:`~airflow_colocate.planner.contract.BadReplica`: replica id, path, reason) as
+        ``bad``, their groups unstable with the reason. A replica no longer verified, or whose
+        row now has another path, is left alone. Returns the paths marked bad."""
+        items = list(items)
+
+        def run(s: Session) -> list[str]:
+            marks = []
+            for item in items:
+                r = s.get(m.Replica, item.replica_id)
+                if r is None or r.path != item.path:
+                    continue
+                where = f"{item.table}/{item.partition} bucket {item.bucket_seq}"
+                marks.append((r, f"read check: {item.reason}",
+                              f"replica {r.path} ({where}) does not hold the files the catalog recorded: {item.reason}"))
+            return self._mark_bad(s, marks)
 
         return self._tx(run)
