@@ -110,6 +110,9 @@ class ReplicaReport:
     rows: int
     bytes: int
     checksum: str  # sha256 over the sorted (name, sha256(file)) pairs: equal for byte-identical replicas
+    # name -> bytes of every file in ``files``: the catalog records them and reads check them (a
+    # report without them, from before 0.2, is checked by ``bytes`` only)
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,11 +132,27 @@ class WriteReport(JsonMixin):
 
 
 @dataclass
+class ReadReplica:
+    """One replica a read may register for a bucket, with what the catalog recorded of it: the
+    Spark side registers it only if its directory holds exactly these files."""
+
+    replica_id: int
+    backend_id: int
+    path: str
+    bytes: int
+    files: list[list] | None = None  # [[name, size], ...]; None: recorded before 0.2, checked by bytes
+
+
+@dataclass
 class ReadPartition:
     value: str
     # bucket seq -> the replica directory chosen for this read (same backend for every table of a
     # colocated join); an empty string means the bucket has no rows.
     bucket_paths: list[str]
+    # bucket seq -> the replicas the read may use, in preference order (the first is bucket_paths'
+    # choice): each is checked against its files before it is registered, the next one used if it
+    # is not exact. Empty (a plan from before 0.2, a test): bucket_paths are registered unchecked.
+    candidates: list[list[ReadReplica]] = field(default_factory=list)
 
 
 @dataclass
@@ -147,6 +166,21 @@ class ReadTable:
     bucket_num: int
     partitions: list[ReadPartition]
     bucketed: bool = True  # False: registered without a bucket spec (the fallback)
+    table: str = ""  # db.table, for messages
+
+
+@dataclass
+class BadReplica:
+    """A replica a read found not to hold exactly the files the catalog recorded: the control
+    plane marks it ``bad`` (and its group unstable) so no read chooses it and balance repairs it."""
+
+    replica_id: int
+    table: str  # db.table
+    partition: str
+    bucket_seq: int
+    backend_id: int
+    path: str
+    reason: str
 
 
 # ---------------------------------------------------------------------- joins
@@ -196,6 +230,7 @@ class JoinReport(JsonMixin):
     write: WriteReport | None = None
     preview: list[dict] = field(default_factory=list)
     kind: str = "join"
+    bad_replicas: list[BadReplica] = field(default_factory=list)  # found (and not read) while registering
 
 
 # ---------------------------------------------------------------------- clones (repair, balance)
@@ -222,6 +257,10 @@ class CloneTask:
     bytes: int
     rows: int
     files: dict[str, str] = field(default_factory=dict)
+    # name -> bytes of every file the catalog recorded for the source replica: only these are
+    # copied (empty: recorded before 0.2, the source's data files are copied)
+    sizes: dict[str, int] = field(default_factory=dict)
+    root: str | None = None  # the destination backend's root: copies are staged in its tmp area
 
 
 @dataclass
@@ -261,6 +300,10 @@ class CloneResult:
     seconds: float = 0.0
     source_bad: bool = False  # the bytes read from the source do not match the catalog: the source is corrupt
     error: str | None = None
+    sizes: dict[str, int] = field(default_factory=dict)  # name -> bytes of every file in ``files``
+    # the source's directory holds files the catalog does not list (a killed copy's leftovers): the
+    # clone copied only the catalog's files, and the source is marked bad so balance repairs it
+    source_problem: str | None = None
 
 
 @dataclass

@@ -1,29 +1,70 @@
 """The one copy primitive that the write job and the clone (balance/repair) job share.
 
-A copy streams in 8 MiB chunks and hashes while it reads, writes to ``dst + '.tmp-<random>'``,
-syncs, checks the size, and only then renames to ``dst``: a half copy is never visible under the
-final name. A replica's checksum is a sha256 over its sorted ``name:sha256`` lines, so two
-byte-identical replicas have the same checksum wherever they live.
+A copy streams in 8 MiB chunks and hashes while it reads, writes to a temporary file, syncs, checks
+the size, and only then renames to ``dst``: a half copy is never visible under the final name.
+Given the backend ``root``, the temporary file lives in the backend's tmp area
+(:func:`~airflow_colocate.storage.layout.tmp_dir`), never inside a replica directory: Spark reads
+every file of a registered replica directory, so a temporary file a killed job left there would be
+read as (duplicate) rows. A replica's checksum is a sha256 over its sorted ``name:sha256`` lines,
+so two byte-identical replicas have the same checksum wherever they live.
+
+:func:`replica_files` lists *every* file of a replica directory, temporary names included, and
+:func:`replica_problem` says what is wrong with a listing against what the catalog recorded: reads,
+verify and clones refuse a directory holding a file nobody committed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import time
 
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.storage import fs
+from airflow_colocate.storage import fs, layout
 
 CHUNK = 8 * 1024 * 1024
 TMP_MARK = ".tmp-"
+_TMP_TIME = re.compile(r"\.tmp-(\d{9,})-[0-9a-f]+$")
+
+
+class StagingError(ColocateError):
+    """The destination backend cannot stage a copy (its root is gone, another file system): a
+    problem of the destination, not of the bytes being copied."""
 
 
 def is_tmp_name(name: str) -> bool:
     return TMP_MARK in name
 
 
-def _tmp_uri(dst_uri: str) -> str:
-    return f"{dst_uri}{TMP_MARK}{os.urandom(6).hex()}"
+def tmp_time(name: str) -> int | None:
+    """When a temporary file was started (unix seconds, from its name); None for a name without
+    one (made before 0.2)."""
+    m = _TMP_TIME.search(name)
+    return int(m.group(1)) if m else None
+
+
+def tmp_area(root: str) -> str:
+    """The backend's tmp area, created if needed; refuses a missing root (a lost disk must not
+    come back as an empty folder because a copy wanted to write to it)."""
+    if not fs.exists(root):
+        raise StagingError(f"backend root {root} does not exist (a lost or unmounted disk): nothing is copied there")
+    area = layout.tmp_dir(root)
+    fs.makedirs(area)
+    return area
+
+
+def _tmp_uri(dst_uri: str, root: str | None = None) -> str:
+    """A temporary name for a copy to ``dst_uri``: in the backend's tmp area when its root is known
+    (the name says when it started, for gc), else next to ``dst_uri``."""
+    name = f"{fs.basename(dst_uri)}{TMP_MARK}{int(time.time())}-{os.urandom(6).hex()}"
+    if root is None:
+        return fs.join(fs.parent(dst_uri), name)
+    tmp = fs.join(tmp_area(root), name)
+    if not fs.can_rename(tmp, dst_uri):
+        raise StagingError(f"cannot stage a copy to {dst_uri} in {layout.tmp_dir(root)}: not the same file system "
+                            f"as the replica directory, so the final rename would not be atomic")
+    return tmp
 
 
 def sha256_file(uri: str) -> str:
@@ -34,13 +75,15 @@ def sha256_file(uri: str) -> str:
     return h.hexdigest()
 
 
-def copy_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None) -> tuple[int, str]:
+def copy_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
+              root: str | None = None) -> tuple[int, str]:
     """Copy one file; returns (bytes, sha256 hex) of what was written.
 
     With ``expect_sha256``, a copy whose bytes hash differently is deleted and a
-    :class:`ColocateError` names both ends and both checksums.
+    :class:`ColocateError` names both ends and both checksums. ``root``: the destination backend's
+    root, whose tmp area holds the copy until it is verified (without it, a sibling of ``dst``).
     """
-    tmp = _tmp_uri(dst_uri)
+    tmp = _tmp_uri(dst_uri, root)
     h = hashlib.sha256()
     written = 0
     try:
@@ -64,20 +107,20 @@ def copy_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None) -
                 f"size mismatch copying {src_uri} to {dst_uri}: wrote {written} bytes but the destination "
                 f"holds {on_disk}; the copy was deleted"
             )
-        fs.rename(tmp, dst_uri)  # a sibling: always the same file system
+        fs.rename(tmp, dst_uri)  # same file system: checked when the temporary name was chosen
     except BaseException:
         fs.delete_file(tmp)
         raise
     return written, digest
 
 
-def link_or_copy(src_uri: str, dst_uri: str) -> tuple[int, str]:
+def link_or_copy(src_uri: str, dst_uri: str, *, root: str | None = None) -> tuple[int, str]:
     """Hard-link ``src`` to ``dst`` when both are on one local device, else :func:`copy_file`.
 
     Returns (bytes, sha256); the checksum of a link is read from the (shared) bytes.
     """
     if fs.same_device(src_uri, dst_uri):
-        tmp = _tmp_uri(dst_uri)
+        tmp = _tmp_uri(dst_uri, root)
         try:
             os.link(fs.local_path(src_uri), fs.local_path(tmp))
             os.replace(fs.local_path(tmp), fs.local_path(dst_uri))
@@ -85,7 +128,7 @@ def link_or_copy(src_uri: str, dst_uri: str) -> tuple[int, str]:
             fs.delete_file(tmp)  # e.g. a file system without hard links: copy below
         else:
             return fs.size(dst_uri), sha256_file(dst_uri)
-    return copy_file(src_uri, dst_uri)
+    return copy_file(src_uri, dst_uri, root=root)
 
 
 def replica_checksum(files: list[tuple[str, str]]) -> str:
@@ -97,12 +140,77 @@ def replica_checksum(files: list[tuple[str, str]]) -> str:
 
 
 def replica_files(dir_uri: str) -> list[tuple[str, int]]:
-    """(name, size) of the data files of one replica directory (no temporary or hidden files)."""
-    return [
-        (name, size)
-        for name, size in fs.list_files(dir_uri)
-        if not is_tmp_name(name) and not name.startswith((".", "_"))
-    ]
+    """(name, size) of *every* file in one replica directory, temporary and hidden names included:
+    whatever is there, Spark may read it."""
+    return fs.list_files(dir_uri)
+
+
+def subdirs(dir_uri: str) -> list[str]:
+    """Names of the directories inside ``dir_uri`` (Spark reads files below them too)."""
+    if fs.is_local(dir_uri):
+        try:
+            with os.scandir(fs.local_path(dir_uri)) as it:
+                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+    from pyarrow.fs import FileSelector, FileType
+
+    filesystem, path = fs._arrow(dir_uri)
+    infos = filesystem.get_file_info(FileSelector(path, allow_not_found=True, recursive=False))
+    return sorted(i.base_name for i in infos if i.type == FileType.Directory)
+
+
+def is_data_name(name: str) -> bool:
+    """A name a replica written by this package can hold (not temporary, not hidden)."""
+    return not is_tmp_name(name) and not name.startswith((".", "_"))
+
+
+def _names(items, limit: int = 3) -> str:
+    items = list(items)
+    return ", ".join(items[:limit]) + (f" (and {len(items) - limit} more)" if len(items) > limit else "")
+
+
+def replica_problem(listing: list[tuple[str, int]] | None, *, files: list | None, size: int,
+                    dirs: list[str] = ()) -> str | None:
+    """What is wrong with a replica directory holding ``listing`` ((name, size); None: the
+    directory is gone) and the sub-directories ``dirs``, against what the catalog recorded: the
+    exact ``files`` ([name, size] pairs), or for a replica recorded without them (before 0.2) its
+    total ``size`` and no temporary name. None when it is exactly right. Pure."""
+    if listing is None:
+        return "its directory is gone"
+    have = dict(listing)
+    problems = []
+    if files is not None:
+        want = {str(n): int(s) for n, s in files}
+        missing = sorted(set(want) - set(have))
+        short = sorted(n for n in want if n in have and have[n] != want[n])
+        unknown = sorted(set(have) - set(want))
+        if missing:
+            problems.append(f"missing file{'s' if len(missing) > 1 else ''} {_names(missing)}")
+        if short:
+            problems.append("; ".join(f"file {n} holds {have[n]} bytes, the catalog recorded {want[n]}" for n in short[:3]))
+    else:
+        unknown = sorted(n for n in have if not is_data_name(n))
+        total = sum(have.values())
+        if total != size:
+            problems.append(f"holds {total} bytes in {len(have)} files, the catalog recorded {size}")
+    if unknown:
+        kind = "a temporary copy" if any(is_tmp_name(n) for n in unknown) else "not committed"
+        problems.append(f"unknown file{'s' if len(unknown) > 1 else ''} {_names(unknown)} ({kind})")
+    if dirs:
+        problems.append(f"unknown director{'ies' if len(dirs) > 1 else 'y'} {_names(sorted(dirs))}")
+    return "; ".join(problems) or None
+
+
+def check_replica(path: str, *, files: list | None, size: int) -> str | None:
+    """List ``path`` and say what is wrong with it (see :func:`replica_problem`); None when exact."""
+    try:
+        listing = replica_files(path)
+    except FileNotFoundError:
+        listing = None
+    except Exception as exc:
+        return f"cannot list it: {type(exc).__name__}: {exc}"[:500]
+    return replica_problem(listing, files=files, size=size, dirs=subdirs(path) if listing is not None else [])
 
 
 def copy_replica(
@@ -111,18 +219,25 @@ def copy_replica(
     *,
     expect: dict[str, str] | None = None,
     link: bool = False,
+    root: str | None = None,
 ) -> tuple[list[tuple[str, str]], int]:
-    """Copy every data file of one replica directory into ``dst_dir`` (created if missing).
+    """Copy every file of one replica directory into ``dst_dir`` (created if missing).
 
     Returns ([(name, sha256), ...] sorted by name, total bytes). ``expect`` maps file names to the
-    sha256 each must have (a clone from a reported replica); the set of names must match too.
+    sha256 each must have (a clone from a reported replica); the set of names must match too. A
+    temporary, hidden or directory entry in the source is refused: it is no file of the replica.
     ``link=True`` hard-links instead of copying when both directories are on one local device (the
     carry-over of base files on append: the files are immutable, so sharing the inode is safe).
+    ``root``: the destination backend's root (temporary copies go to its tmp area).
     """
     try:
         names = replica_files(src_dir)
     except FileNotFoundError:
         raise ColocateError(f"replica directory {src_dir} does not exist") from None
+    unknown = [n for n, _ in names if not is_data_name(n)] + [d + "/" for d in subdirs(src_dir)]
+    if unknown:
+        raise ColocateError(f"replica {src_dir} holds files that are no part of it: {_names(sorted(unknown))}; "
+                            f"nothing was copied (repair the replica: 'colocate balance --verify')")
     if expect is not None and sorted(expect) != [n for n, _ in names]:
         raise ColocateError(
             f"replica {src_dir} does not hold the expected files: has {[n for n, _ in names]}, "
@@ -135,7 +250,7 @@ def copy_replica(
         src, dst = fs.join(src_dir, name), fs.join(dst_dir, name)
         want = None if expect is None else expect[name]
         if link:
-            n, digest = link_or_copy(src, dst)
+            n, digest = link_or_copy(src, dst, root=root)
             if want is not None and digest != want:
                 fs.delete_file(dst)
                 raise ColocateError(
@@ -143,7 +258,7 @@ def copy_replica(
                     f"the copy was deleted"
                 )
         else:
-            n, digest = copy_file(src, dst, expect_sha256=want)
+            n, digest = copy_file(src, dst, expect_sha256=want, root=root)
         out.append((name, digest))
         total += n
     return out, total

@@ -6,11 +6,21 @@ The table id in the path keeps a re-created table apart from a dropped one of th
 version directory makes every write land somewhere new, so a failed write never touches visible
 files; the ``_{bucket:05d}`` suffix is Spark's own bucket-file naming, which Spark's bucketed scan
 parses to assign files to buckets.
+
+Temporary copies (clone and write) go to ``{root}/_colocate/tmp/`` on the same backend, outside
+every replica directory: Spark reads every file of a registered replica directory, so a half copy
+left there by a killed job would be read as rows. They are renamed into place once verified, and
+``colocate gc`` removes the ones a killed job left behind.
 """
 
 from __future__ import annotations
 
+import re
+
 STAGING = "_staging"
+TMP = "_colocate/tmp"
+
+_REPLICA_DIR = re.compile(r"^(?P<root>.+)/[^/]+/[^/]+_\d+/[^/]+/v\d{6}/b\d{5}$")
 
 
 def table_dir(root: str, db: str, table: str, table_id: int) -> str:
@@ -32,3 +42,16 @@ def staging_dir(root: str, job_id: str) -> str:
 def bucket_file_name(write_id: str, bucket: int, suffix: str = ".c000.snappy.parquet") -> str:
     """Spark's ``BucketingUtils`` name: ``part-00000-<id>_<bucket:05d>.c000…``."""
     return f"part-00000-{write_id}_{bucket:05d}{suffix}"
+
+
+def tmp_dir(root: str) -> str:
+    """The backend's area for temporary copies: same file system as its replica directories (so
+    the final rename is atomic), never inside one of them."""
+    return f"{root.rstrip('/')}/{TMP}"
+
+
+def replica_root(path: str) -> str | None:
+    """The backend root a replica directory made by :func:`replica_dir` lives under, or None for a
+    path of another shape."""
+    m = _REPLICA_DIR.match(path.rstrip("/"))
+    return m.group("root") if m else None

@@ -5,8 +5,11 @@ The write job stages one parquet file per non-empty bucket with Spark, then runs
 so it works on any cluster whose executors see the backend roots). The primary replica gets the
 staged file under Spark's bucket file name (a rename when the file system allows it, else a copy);
 every other replica is a checksum-verified copy of the primary; an append carries the base
-version's files over (hard link or copy). Nothing here needs Spark or the catalog: a task is a
-dict, a result is a dict, and :func:`placed_replicas` checks the results against the plan.
+version's files over (hard link or copy). Every copy is staged in its backend's tmp area
+(``{root}/_colocate/tmp``) and renamed into the replica directory once verified, so a killed task
+never leaves a partial or temporary file where Spark reads. Nothing here needs Spark or the
+catalog: a task is a dict, a result is a dict, and :func:`placed_replicas` checks the results
+against the plan.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ def bucket_tasks(plan: WritePlan, staged: dict[int, list[str]]) -> list[dict]:
             "write_id": write_id,
             "staged": staged.get(b.bucket_seq, []),
             "replicas": [[r.backend_id, r.path] for r in b.replicas],
+            # the backend roots, from the layout the plan's paths were made with: tmp areas
+            "roots": [layout.replica_root(r.path) for r in b.replicas],
             "base_paths": list(b.base_paths) if base_needed else [],
         }
         for b in sorted(plan.buckets, key=lambda b: b.bucket_seq)
@@ -94,7 +99,8 @@ def _refuse_foreign(bucket: int, write_id: str, replicas: list, base_paths: list
         fs.makedirs(path)
 
 
-def _place_primary(bucket: int, write_id: str, staged_files: list[str], primary: str) -> tuple[list[tuple[str, str]], int, int]:
+def _place_primary(bucket: int, write_id: str, staged_files: list[str], primary: str,
+                   root: str | None = None) -> tuple[list[tuple[str, str]], int, int]:
     """Move (or copy) the staged files into the primary replica: ([(name, sha256)], rows, bytes)."""
     new_files: list[tuple[str, str]] = []
     rows_total = bytes_total = 0
@@ -117,7 +123,7 @@ def _place_primary(bucket: int, write_id: str, staged_files: list[str], primary:
                 fs.rename(staged, dst)
                 size, digest = fs.size(dst), copy_mod.sha256_file(dst)
             else:
-                size, digest = copy_mod.copy_file(staged, dst)
+                size, digest = copy_mod.copy_file(staged, dst, root=root)
         new_files.append((name, digest))
         rows_total += rows
         bytes_total += size
@@ -132,16 +138,17 @@ def place_bucket(task: dict) -> list[dict]:
     """
     bucket, write_id = task["bucket"], task["write_id"]
     replicas, base_paths = task["replicas"], list(task["base_paths"])
+    roots = list(task.get("roots") or [None] * len(replicas))
     _refuse_foreign(bucket, write_id, replicas, base_paths)
 
     primary = replicas[0][1]
-    new_files, new_rows, new_bytes = _place_primary(bucket, write_id, task["staged"], primary)
+    new_files, new_rows, new_bytes = _place_primary(bucket, write_id, task["staged"], primary, roots[0])
 
     # append: the base version's files, from the same backend's base replica when there is one
     base_files: list[tuple[str, str]] = []
     base_rows = base_bytes = 0
     if base_paths and base_paths[0]:
-        base_files, base_bytes = copy_mod.copy_replica(base_paths[0], primary, link=True)
+        base_files, base_bytes = copy_mod.copy_replica(base_paths[0], primary, link=True, root=roots[0])
         base_rows = sum(_rows(fs.join(primary, n)) for n, _ in base_files)
     clash = {n for n, _ in new_files} & {n for n, _ in base_files}
     if clash:
@@ -154,16 +161,17 @@ def place_bucket(task: dict) -> list[dict]:
     for i, (backend_id, path) in enumerate(replicas[1:], start=1):
         got: list[tuple[str, str]] = []
         for name, digest in new_files:
-            copy_mod.copy_file(fs.join(primary, name), fs.join(path, name), expect_sha256=digest)
+            copy_mod.copy_file(fs.join(primary, name), fs.join(path, name), expect_sha256=digest, root=roots[i])
             got.append((name, digest))
         if base_files:
             if i < len(base_paths) and base_paths[i]:
                 carried, _ = copy_mod.copy_replica(
-                    base_paths[i], path, link=True, expect={n: d for n, d in base_files}
+                    base_paths[i], path, link=True, expect={n: d for n, d in base_files}, root=roots[i]
                 )
             else:  # no base replica on this backend: copy the primary's carried files
                 for name, digest in base_files:
-                    copy_mod.copy_file(fs.join(primary, name), fs.join(path, name), expect_sha256=digest)
+                    copy_mod.copy_file(fs.join(primary, name), fs.join(path, name), expect_sha256=digest,
+                                       root=roots[i])
                 carried = base_files
             got.extend(carried)
         if dict(got) != expected:
@@ -171,11 +179,19 @@ def place_bucket(task: dict) -> list[dict]:
         reports.append(((backend_id, path), sorted(got)))
 
     # Leftovers of an earlier attempt of this same write (an extra file, a temporary copy) must not
-    # be read as part of the bucket.
+    # be read as part of the bucket; what stays is recorded with its size, which reads check.
+    sizes: dict[str, dict[str, int]] = {}
     for _, path in replicas:
-        for name, _ in fs.list_files(path):
+        listing = fs.list_files(path)
+        for name, _ in listing:
             if name not in expected and _own_name(name, write_id):
                 fs.delete_file(fs.join(path, name))
+        sizes[path] = {n: size for n, size in listing if n in expected}
+        if sizes[path].keys() != expected.keys():
+            raise ColocateError(f"replica {path} of bucket {bucket} lost files while it was placed: has "
+                                f"{sorted(sizes[path])}, expected {sorted(expected)}")
+    if len({tuple(sorted(v.items())) for v in sizes.values()}) > 1:
+        raise ColocateError(f"the replicas of bucket {bucket} hold files of different sizes: {sizes}")
 
     return [
         {
@@ -187,6 +203,7 @@ def place_bucket(task: dict) -> list[dict]:
             "bytes": new_bytes + base_bytes,
             "checksum": checksum,
             "new_rows": new_rows,
+            "sizes": sizes[path],
         }
         for (backend_id, path), files in reports
     ]

@@ -98,12 +98,22 @@ def _replica(path, files: dict[str, bytes]):
 
 
 def test_copy_replica_copies_and_reports(tmp_path):
-    src = _replica(tmp_path / "src", {"p1": b"one", "p0": b"zero", ".p0.crc": b"x", "p2.tmp-abc": b"half"})
+    src = _replica(tmp_path / "src", {"p1": b"one", "p0": b"zero"})
     files, total = copy_replica(src, (tmp_path / "dst").as_uri())
     assert files == [("p0", hashlib.sha256(b"zero").hexdigest()), ("p1", hashlib.sha256(b"one").hexdigest())]
     assert total == 7
     assert sorted(os.listdir(tmp_path / "dst")) == ["p0", "p1"]
     assert os.stat(tmp_path / "dst" / "p0").st_ino != os.stat(tmp_path / "src" / "p0").st_ino  # a real copy
+
+
+def test_copy_replica_refuses_a_source_with_unknown_files(tmp_path):
+    """A temporary or hidden file in a replica directory is no part of the replica, and Spark would
+    read a temporary one: it is an unknown file, never silently skipped (nor copied)."""
+    src = _replica(tmp_path / "src", {"p1": b"one", "p0": b"zero", ".p0.crc": b"x", "p2.tmp-abc": b"half"})
+    with pytest.raises(ColocateError, match=r"holds files that are no part of it: \.p0\.crc, p2\.tmp-abc"):
+        copy_replica(src, (tmp_path / "dst").as_uri())
+    assert not (tmp_path / "dst").exists()
+    assert copy_mod.replica_files(src) == [(".p0.crc", 1), ("p0", 4), ("p1", 3), ("p2.tmp-abc", 4)]
 
 
 def test_copy_replica_checks_expected_files(tmp_path):
