@@ -3,9 +3,16 @@ Spark. The balance loop does not care which one it is given."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import asdict
 
-from airflow_colocate.planner.contract import ClonePlan, CloneReport
+from airflow_colocate.planner.contract import (
+    ClonePlan,
+    CloneReport,
+    CloneResult,
+    VerifyResult,
+)
 
 Runner = Callable[[ClonePlan], CloneReport]
 
@@ -15,3 +22,29 @@ def session_runner(spark) -> Runner:
     from airflow_colocate.spark.clone_job import run_clone
 
     return lambda plan: run_clone(spark, plan)
+
+
+def local_runner(threads: int | None = None) -> Runner:
+    """Run clone plans in this process, ``threads`` replicas at a time (default: the clone job's 4).
+
+    For a small cluster whose backends this machine can reach, and for a control plane without
+    Spark. Every task goes through the function the Spark clone job runs on its executors
+    (:func:`airflow_colocate.spark.clone_job._run_partition`, i.e. ``clone_task``/``verify_task``),
+    so a copy is hashed, verified and cleaned up exactly as on a cluster; only the spreading over
+    executors is missing. Importing the clone job does not import pyspark."""
+    from airflow_colocate.spark import clone_job
+
+    n = max(1, clone_job.DEFAULT_THREADS if threads is None else threads)
+
+    def run(plan: ClonePlan) -> CloneReport:
+        started = time.time()
+        # biggest first, as the Spark job deals them, so the long copies do not start last
+        items = [("copy", asdict(t)) for t in sorted(plan.copies, key=lambda t: -t.bytes)]
+        items += [("verify", asdict(t)) for t in sorted(plan.verifies, key=lambda t: -t.bytes)]
+        results = clone_job._run_partition(items, n) if items else []
+        copies = [CloneResult(**r) for kind, r in results if kind == "copy"]
+        verifies = [VerifyResult(**r) for kind, r in results if kind == "verify"]
+        return CloneReport(job_id=plan.job_id, copies=copies, verifies=verifies, seconds=round(time.time() - started, 3),
+                           bytes=sum(c.bytes for c in copies if c.ok), spark_version="local")
+
+    return run

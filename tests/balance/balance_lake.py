@@ -1,6 +1,11 @@
 """A small lake for balance tests: a SQLite catalog with a clock the test moves, local backends,
 and a writer that follows the write job's contract (plan, replica directories, report, commit)
-with pyarrow instead of Spark, so a fault test sets up in milliseconds with real files."""
+with pyarrow instead of Spark, so a fault test sets up in milliseconds with real files.
+
+The writer puts each row in the bucket Spark would (``pmod(murmur3(id, 42), n)``) under the file
+name the write job gives it; test_lake_writer_matches_spark.py holds it to the real write job.
+Balance runs clone with :func:`~airflow_colocate.jobs.runners.local_runner` (the clone job's own
+task function, in this process) unless the lake was given a Spark session."""
 
 from __future__ import annotations
 
@@ -10,13 +15,16 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from colocate_testing import spark_bucket
 
-from airflow_colocate.jobs.balance import Balancer, BalanceOptions, session_runner
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.jobs.balance import BalanceOptions, Balancer
+from airflow_colocate.jobs.runners import Runner, local_runner, session_runner
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.planner.contract import ReplicaReport, Source, WriteReport
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs, layout
+from airflow_colocate.storage.place import write_id_for
 
 COLUMNS = [("id", "bigint"), ("v", "string"), ("dt", "date")]
 
@@ -37,8 +45,12 @@ class Lake:
     catalog: Catalog
     clock: Clock
     root: Path
-    spark: object = None
+    spark: object = None  # given: balance runs clone with the Spark clone job in this session
     names: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def runner(self) -> Runner:
+        return local_runner() if self.spark is None else session_runner(self.spark)
 
     @property
     def work(self) -> Path:
@@ -56,18 +68,21 @@ class Lake:
                                          partition_cols=["dt"], colocate_with=group)
 
     def write(self, table: str, partition: str, keys, *, ticket_and_plan=None) -> dict:
-        """Write ``keys`` (bucket = id % buckets) as one new version of ``table/partition``."""
+        """Write ``keys`` as one new version of ``table/partition``, each in Spark's bucket for it."""
         ticket, plan = ticket_and_plan or prepare_write(self.catalog, table, partition,
                                                          Source(format="parquet", path=str(self.root)), work_dir=self.work)
         keys = list(keys)
+        by_bucket: dict[int, list[int]] = {}
+        for k in keys:
+            by_bucket.setdefault(spark_bucket(k, plan.bucket_num), []).append(k)
         reports = []
         for b in plan.buckets:
-            ks = [k for k in keys if k % plan.bucket_num == b.bucket_seq]
+            ks = by_bucket.get(b.bucket_seq, [])
             primary = b.replicas[0].path
             fs.makedirs(primary)
             files = []
             if ks:
-                name = layout.bucket_file_name(f"w{ticket.job_id}", b.bucket_seq)
+                name = layout.bucket_file_name(write_id_for(plan), b.bucket_seq)
                 data = pa.table({"id": pa.array(ks, pa.int64()), "v": pa.array([f"{table}-{partition}-{k}" for k in ks])})
                 pq.write_table(data, fs.local_path(fs.join(primary, name)))
                 files.append((name, copy_mod.sha256_file(fs.join(primary, name))))
@@ -83,7 +98,7 @@ class Lake:
 
     def balancer(self, on_step=None, **options) -> Balancer:
         options.setdefault("grace", timedelta(0))
-        return Balancer(self.catalog, session_runner(self.spark), BalanceOptions(**options), work_dir=self.work,
+        return Balancer(self.catalog, self.runner, BalanceOptions(**options), work_dir=self.work,
                         on_step=on_step, echo=print)
 
     def run(self, on_step=None, **options) -> dict:

@@ -1,20 +1,21 @@
-"""Repair with real Spark clone jobs and real files: a backend goes down, is decommissioned, comes
-back; a replica is corrupted; a write lands in the middle of a balance."""
+"""Repair with real clone tasks and real files: a backend goes down, is decommissioned, comes
+back; a replica is corrupted; a write lands in the middle of a balance. The clones run with the
+local runner (the Spark clone job's own task function, in process); test_spark_relocate.py
+relocates through the Spark clone job."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from balance_lake import assert_whole, fingerprint, replica_dirs, rows
+from colocate_testing import spark_bucket
 
 from airflow_colocate.jobs.balance import BalanceOptions, describe_plans, plan
 from airflow_colocate.jobs.write import prepare_write
 from airflow_colocate.planner.contract import Source
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
-from balance_lake import assert_whole, fingerprint, replica_dirs, rows
-
-pytestmark = pytest.mark.spark
 
 DAYS = ["2026-11-01", "2026-11-02"]
 
@@ -106,7 +107,7 @@ def test_new_backends_receive_their_share(lake):
 def test_size_strategy_balances_bytes_against_capacity(lake):
     cat = lake.catalog
     lake.create("events", buckets=8, replicas=1)
-    keys = [k for k in range(40_000) if k % 8 in (0, 1)] + [k for k in range(400) if k % 8 > 1]
+    keys = [k for k in range(40_000) if spark_bucket(k, 8) in (0, 1)] + [k for k in range(400) if spark_bucket(k, 8) > 1]
     lake.write("events", "2026-11-01", keys)  # buckets 0 and 1 are big, the rest small
     lake.add_backend("be4", capacity_bytes=10 << 30)
 

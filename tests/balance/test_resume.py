@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from airflow_colocate.spark.clone_job import run_clone
-from airflow_colocate.storage import copy as copy_mod
-from airflow_colocate.storage import fs
 from balance_lake import assert_whole, fingerprint, replica_dirs, rows
 
-pytestmark = pytest.mark.spark
+from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import fs
 
 STEPS = ["planned", "unstable", "cloned", "switched", "finished", "dropping", "dropped"]
 
@@ -55,12 +52,14 @@ def test_killed_after_each_step_then_resumed(loaded, step):
     lake, (before_rows, before_sums) = loaded
     cat = lake.catalog
     if step == "mid-clone":
-        # The Spark clone job copies every file, then dies before the control plane hears of it.
+        # The clone job copies every file, then dies before the control plane hears of it.
+        balancer = lake.balancer()
+        runner = balancer.runner
+
         def dying(plan):
-            run_clone(lake.spark, plan)
+            runner(plan)
             raise Killed("clone job lost after copying")
 
-        balancer = lake.balancer()
         balancer.runner = dying
         with pytest.raises(Killed):
             balancer.run()

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from balance_lake import assert_whole, fingerprint, rows
 
+from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.planner.contract import Source
-from airflow_colocate.core.sqltypes import parse_columns
-from balance_lake import assert_whole, fingerprint, rows
 
 pytestmark = pytest.mark.spark
 
@@ -19,7 +19,8 @@ QUERY = ("SELECT o.dt, o.o_id, o.amount, l.qty FROM orders o JOIN lines l "
          "ON o.dt = l.dt AND o.o_id = l.l_id")
 
 
-def test_relocation_brings_the_colocated_join_back(lake, tmp_path):
+def test_relocation_brings_the_colocated_join_back(spark_lake, tmp_path):
+    lake = spark_lake  # relocated by the Spark clone job
     cat, spark = lake.catalog, lake.spark
     src = tmp_path / "src"
     for name, cols, data in [
