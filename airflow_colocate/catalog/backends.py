@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import random
+from dataclasses import asdict
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog import summary
 from airflow_colocate.catalog.checks import BACKEND_STATES, _nested, normalize_root
 from airflow_colocate.catalog.session import _backend_view
-from airflow_colocate.catalog.views import BackendView
+from airflow_colocate.catalog.views import BackendView, Reason
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     AlreadyExists,
@@ -25,7 +27,7 @@ class BackendsMixin:
     """Storage backends: add, list, state changes, decommission, remove, loads."""
 
     def add_backend(self, root_uri: str, *, name: str | None = None, host: str | None = None,
-                    capacity_bytes: int | None = None) -> BackendView:
+                    capacity_bytes: int | None = None, marker_token: str | None = None) -> BackendView:
         """Register a storage backend. ``host`` defaults to the backend's own name, i.e. its own
         failure domain; give backends that share a machine the same host so that no bucket keeps
         two replicas there."""
@@ -49,7 +51,8 @@ class BackendsMixin:
                     raise AlreadyExists(f"backend name {name!r} is taken by backend id {other.id}: choose another name")
             now = self.now()
             row = m.Backend(name=name or f"tmp_{random.getrandbits(48):x}", root_uri=root, host=host or "",
-                            capacity_bytes=capacity_bytes, state="alive", state_since=now, created_at=now)
+                            capacity_bytes=capacity_bytes, state="alive", state_since=now, created_at=now,
+                            marker_token=marker_token)
             s.add(row)
             s.flush()
             if name is None:
@@ -58,6 +61,47 @@ class BackendsMixin:
                 row.host = row.name
             self._event(s, "backend.add", row.name, id=row.id, root=root, host=row.host, capacity_bytes=capacity_bytes)
             return _backend_view(row)
+
+        return self._tx(run)
+
+    def catalog_uid(self) -> str:
+        """The catalog's own id, written into every backend's identity marker."""
+        return self._tx(lambda s: s.scalar(select(m.CatalogInfo.uid).where(m.CatalogInfo.id == 1)))
+
+    def backend_markers(self) -> dict[int, str | None]:
+        """backend id -> the token its identity marker must hold (None: added before 0.2)."""
+        return self._tx(lambda s: dict(s.execute(select(m.Backend.id, m.Backend.marker_token)).all()))
+
+    def reinit_backend(self, ref: int | str, marker_token: str, *, reason: str, lost: bool = True) -> tuple[BackendView, int]:
+        """Record a new identity marker for a backend (a replaced disk, or a backend from before 0.2
+        that never had one). With ``lost`` its replicas are gone with the old disk: every verified
+        replica on it becomes ``bad`` in one set update, its groups unstable, and the next balance
+        re-clones them from the other replicas. Returns the backend and the number of replicas lost."""
+        if not reason or not reason.strip():
+            raise InvalidArgument("a re-initialisation needs a reason (e.g. 'disk sdb replaced'): it is kept in the event log")
+
+        def run(s: Session) -> tuple[BackendView, int]:
+            row = self._backend(s, ref)
+            if row.state == "decommissioned":
+                raise Conflict(f"backend {row.name} is decommissioned: add the disk as a new backend instead")
+            lost_count = 0
+            if lost:
+                R = m.Replica
+                columns = s.execute(select(R.table_id, R.bucket_seq).where(R.backend_id == row.id, R.state == "verified")
+                                    .distinct()).all()
+                with summary.tracking(s, columns=[tuple(c) for c in columns]):
+                    lost_count = s.execute(update(R).where(R.backend_id == row.id, R.state == "verified")
+                                           .values(state="bad").execution_options(synchronize_session=False)).rowcount
+                why = f"backend {row.name} was re-initialised ({reason}): its {lost_count} replicas are lost"
+                group_ids = set(s.scalars(select(m.Table.group_id).where(
+                    m.Table.id.in_({t for t, _ in columns}), m.Table.group_id.is_not(None))))
+                for g in s.scalars(select(m.ColocateGroup).where(m.ColocateGroup.id.in_(group_ids))):
+                    if g.stable:
+                        g.version += 1
+                    g.stable, g.unstable_reason, g.unstable_detail = False, why, [asdict(Reason(why))]
+            self._event(s, "backend.reinit", row.name, id=row.id, reason=reason, lost_replicas=lost_count)
+            row.marker_token = marker_token
+            return _backend_view(row), lost_count
 
         return self._tx(run)
 

@@ -56,6 +56,21 @@ def cancel_decommission(env: Env, backend: str) -> str:
     return f"backend {b.name} (id {b.id}) is alive again: its decommission is cancelled"
 
 
+@backend.command("reinit", help="Write a new identity marker at a backend's root after its disk was replaced: the replicas it held are marked lost and the next balance re-clones them. With --keep-replicas, adopt an intact disk that has no marker (a backend added before 0.2). Logged in the event log with the reason.")
+@click.argument("backend", metavar="BACKEND")
+@click.option("--reason", required=True, help="Why, e.g. 'disk sdb replaced' (kept in the event log).")
+@click.option("--keep-replicas", is_flag=True, help="The disk still holds its replicas (adopt it, mark nothing lost).")
+@pass_env
+def reinit(env: Env, backend: str, reason: str, keep_replicas: bool) -> str:
+    from airflow_colocate.jobs.backends import reinit_backend
+
+    catalog = env.catalog()
+    b, lost = reinit_backend(catalog, backend, reason=reason, keep_replicas=keep_replicas)
+    catalog.check_groups()
+    tail = "its replicas were kept" if keep_replicas else f"{lost} replicas on it are lost; 'colocate balance' re-clones them"
+    return f"backend {b.name} (id {b.id}) re-initialised: a new identity marker is at {b.root_uri}; {tail}"
+
+
 @backend.command("remove", help="Delete an empty backend (decommission it first). BACKEND is an id or a name.")
 @click.argument("backend", metavar="BACKEND")
 @pass_env

@@ -1,6 +1,7 @@
 """Adding a backend is a catalog change and a storage check: the root must exist and take a write
 before the catalog lists it as alive, so a typo or an unmounted disk is refused at once instead of
-becoming an empty backend that the balancer fills."""
+becoming an empty backend that the balancer fills. The backend's identity marker is written at its
+root then, and rewritten only by an explicit re-initialisation."""
 
 from __future__ import annotations
 
@@ -13,4 +14,22 @@ def add_backend(catalog, root_uri: str, *, name: str | None = None, host: str | 
                 capacity_bytes: int | None = None) -> BackendView:
     root = normalize_root(root_uri)
     identity.check_root_usable(root)
-    return catalog.add_backend(root, name=name, host=host, capacity_bytes=capacity_bytes)
+    token = identity.new_token()
+    b = catalog.add_backend(root, name=name, host=host, capacity_bytes=capacity_bytes, marker_token=token)
+    try:
+        identity.write_marker(root, backend_id=b.id, name=b.name, catalog_id=catalog.catalog_uid(), token=token)
+    except BaseException:
+        catalog.remove_backend(b.id)  # nothing may list a backend whose disk cannot carry its identity
+        raise
+    return b
+
+
+def reinit_backend(catalog, ref: int | str, *, reason: str, keep_replicas: bool = False) -> tuple[BackendView, int]:
+    """Write a new identity marker on a backend's root and record it. For a replaced disk the
+    replicas it held are lost (marked bad, re-cloned by the next balance); ``keep_replicas`` is for
+    a disk that is intact but has no marker yet (a backend added before 0.2)."""
+    b = catalog.backend(ref)
+    identity.check_root_usable(b.root_uri)
+    token = identity.new_token()
+    identity.write_marker(b.root_uri, backend_id=b.id, name=b.name, catalog_id=catalog.catalog_uid(), token=token)
+    return catalog.reinit_backend(b.id, token, reason=reason, lost=not keep_replicas)

@@ -1,7 +1,9 @@
 """Backend health: a heartbeat probe on each backend root, and the group state a sensor reports.
 
-The probe writes a small heartbeat object under ``{root}/_colocate/heartbeat/``, reads it back,
-compares and deletes it: a backend that cannot do all three (within a timeout) is down. The
+The probe first requires the backend's identity marker (a lost, empty or swapped disk is down, with
+that reason, and is never recreated), then writes a small heartbeat object under
+``{root}/_colocate/heartbeat/``, reads it back, compares and deletes it: a backend that cannot do
+all of it (within a timeout) is down. The
 catalog records alive / down-since (:meth:`Catalog.record_probe`); a backend down longer than the
 relocate delay, or decommissioning, is *unavailable* and the balancer replaces it.
 """
@@ -55,7 +57,10 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
         return []
     pool = ThreadPoolExecutor(max_workers=min(16, len(targets)), thread_name_prefix="colocate-probe")
     started = {b.id: time.monotonic() for b in targets}
-    futures = {b.id: pool.submit(probe_root, b.root_uri) for b in targets}
+    tokens, uid = catalog.backend_markers(), catalog.catalog_uid()
+    markers = {b.id: ({"backend_id": b.id, "catalog_id": uid, "token": tokens[b.id]} if tokens.get(b.id) else None)
+               for b in targets}
+    futures = {b.id: pool.submit(probe_root, b.root_uri, marker=markers[b.id]) for b in targets}
     results = []
     try:
         for b in targets:

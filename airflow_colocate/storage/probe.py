@@ -10,13 +10,21 @@ import os
 import socket
 import time
 
-from airflow_colocate.storage import fs
+from airflow_colocate.storage import fs, identity
 
 HEARTBEAT_DIR = "_colocate/heartbeat"
 
 
-def probe_root(root_uri: str) -> None:
-    """Write, read back and delete one heartbeat object; raise on any failure."""
+def probe_root(root_uri: str, *, marker: dict | None = None) -> None:
+    """Check the root is this backend's disk (``marker``: backend_id, catalog_id, token, when the
+    catalog has one), then write, read back and delete one heartbeat object; raise on any failure.
+    Never creates the root: a lost disk must fail here, not come back empty."""
+    if not fs.exists(root_uri):
+        raise OSError(f"root {root_uri} is missing (a lost or unmounted disk)")
+    if marker is not None:
+        problem = identity.marker_problem(root_uri, **marker)
+        if problem:
+            raise OSError(problem)
     name = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(6).hex()}"
     uri = fs.join(fs.join(root_uri, HEARTBEAT_DIR), name)
     payload = f"colocate heartbeat {time.time():.6f} {name}\n"

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_colocate import health
+from airflow_colocate.jobs import health
 from airflow_colocate.catalog import Catalog
 from colocate_testing import add_local_backends
 
@@ -75,10 +75,10 @@ def test_a_hung_backend_times_out(clocked, monkeypatch):
     cat, now, root = clocked
     real = health.probe_root
 
-    def slow(uri):
+    def slow(uri, **kwargs):
         if uri.endswith("be3"):
             time.sleep(3)
-        return real(uri)
+        return real(uri, **kwargs)
 
     monkeypatch.setattr(health, "probe_root", slow)
     started = time.monotonic()

@@ -1,0 +1,92 @@
+"""A backend has an identity on disk: a lost, emptied or swapped disk is down with that reason, the
+probe never recreates it, and only an explicit re-initialisation writes a new marker (issue 18)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+
+import pytest
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.jobs.backends import add_backend, reinit_backend
+from airflow_colocate.jobs.health import probe_backends
+from airflow_colocate.storage.identity import MARKER
+
+
+@pytest.fixture
+def lake(catalog_url, tmp_path):
+    cat = Catalog(catalog_url, actor="pytest", clock=lambda: datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc))
+    cat.init()
+    for i in (1, 2, 3):
+        (tmp_path / f"be{i}").mkdir()
+        add_backend(cat, (tmp_path / f"be{i}").as_uri(), name=f"be{i}")
+    cat.create_table("t", [("id", "bigint")], ["id"], bucket_num=3, replication_num=2, colocate_with="g")
+    yield cat, tmp_path
+    cat.dispose()
+
+
+def probe(cat) -> dict:
+    return {r.backend.name: r for r in probe_backends(cat, timeout=10)}
+
+
+def test_add_writes_a_marker_with_the_catalog_and_backend_ids(lake):
+    cat, root = lake
+    marker = json.loads((root / "be2" / MARKER).read_text())
+    assert marker["backend_id"] == cat.backend("be2").id and marker["catalog_id"] == cat.catalog_uid()
+    assert marker["token"] == cat.backend_markers()[cat.backend("be2").id]
+    assert all(r.ok for r in probe(cat).values())
+
+
+def test_a_deleted_root_is_down_and_never_recreated(lake):
+    cat, root = lake
+    shutil.rmtree(root / "be2")
+    result = probe(cat)["be2"]
+    assert not result.ok and "is missing" in result.error
+    assert not (root / "be2").exists()  # the probe did not bring an empty disk back
+    b = cat.backend("be2")
+    assert b.state == "down"
+    assert not cat.group("g").stable and "be2" in cat.group("g").unstable_reason
+
+
+def test_an_empty_disk_in_its_place_is_down_until_reinitialised(lake):
+    cat, root = lake
+    shutil.rmtree(root / "be2")
+    (root / "be2").mkdir()  # a new, empty disk mounted at the same path
+    result = probe(cat)["be2"]
+    assert not result.ok and "identity marker _colocate/backend.json is missing" in result.error
+    assert not (root / "be2" / MARKER).exists()
+    b, lost = reinit_backend(cat, "be2", reason="disk sdb replaced")
+    assert lost == 0  # a table without data has no replicas to lose
+    assert probe(cat)["be2"].ok and cat.backend("be2").state == "alive"
+    events = [(e.kind, e.detail.get("reason")) for e in cat.events(limit=10)]
+    assert ("backend.reinit", "disk sdb replaced") in events
+
+
+def test_a_swapped_disk_is_recognised(lake):
+    cat, root = lake
+    shutil.copy(root / "be3" / MARKER, root / "be2" / MARKER)  # be3's disk now answers at be2's root
+    result = probe(cat)["be2"]
+    assert not result.ok and "names backend be3" in result.error
+
+
+def test_a_marker_of_another_catalog_is_recognised(lake, tmp_path):
+    cat, root = lake
+    marker = json.loads((root / "be2" / MARKER).read_text())
+    (root / "be2" / MARKER).write_text(json.dumps(dict(marker, catalog_id="someone-else")))
+    assert "another catalog or backend" in probe(cat)["be2"].error
+
+
+def test_add_refuses_a_missing_root_and_leaves_no_backend(lake, tmp_path):
+    cat, _ = lake
+    with pytest.raises(ColocateError, match="does not exist: create it"):
+        add_backend(cat, (tmp_path / "nowhere").as_uri(), name="be9")
+    assert [b.name for b in cat.backends()] == ["be1", "be2", "be3"]
+
+
+def test_reinit_needs_a_reason(lake):
+    cat, _ = lake
+    with pytest.raises(ColocateError, match="needs a reason"):
+        reinit_backend(cat, "be1", reason=" ")
