@@ -15,6 +15,7 @@ from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.summary import VISIBLE, tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
+    SampledReplica,
     BALANCE_KINDS,
     DEFAULT_RELOCATE_DELAY,
     MAX_REASONS,
@@ -93,6 +94,10 @@ def _problem_text(state: str | None) -> str:
             "replica failed its checksum (bad)" if state == "bad" else f"replica is {state}")
 
 
+# Finders of bad replicas that name themselves in the reason; anything else is a read's check.
+SOURCES = ("probe sample:", "read check:", "verify:")
+
+
 class HealthMixin:
     """Backend health and group stability: probes, decommission progress, the stability check and its reasons, the placement snapshot, verification."""
 
@@ -128,6 +133,38 @@ class HealthMixin:
                 self._event(s, "backend.state", row.name, id=row.id, old="alive", new="down", reason=why)
                 row.state, row.state_since, row.state_reason = "down", now, why
             return self._health(row, now, relocate_delay)
+
+        return self._tx(run)
+
+    def sample_replicas(self, backend_id: int, limit: int) -> list[SampledReplica]:
+        """The next ``limit`` verified replicas on a backend, rotating by replica id from where the
+        last probe stopped (``backends.sample_cursor``), so repeated probes cover every replica
+        without a full verify and each probe costs O(limit), not O(history)."""
+        if limit <= 0:
+            return []
+
+        def run(s: Session) -> list[SampledReplica]:
+            row = s.get(m.Backend, backend_id)
+            if row is None:
+                return []
+            R = m.Replica
+
+            def take(after: int, n: int):
+                q = (select(R, m.Partition.value, m.Table.name)
+                     .join(m.Partition, m.Partition.id == R.partition_id).join(m.Table, m.Table.id == R.table_id)
+                     .where(R.backend_id == backend_id, R.state == "verified", R.id > after).order_by(R.id).limit(n))
+                return list(s.execute(q))
+
+            got = take(row.sample_cursor or 0, limit)
+            if len(got) < limit and row.sample_cursor:  # wrap around to the oldest replicas
+                seen = {r.id for r, _, _ in got}
+                got += [x for x in take(0, limit - len(got)) if x[0].id not in seen]
+            if got:
+                row.sample_cursor = got[-1][0].id
+            return [SampledReplica(replica_id=r.id, table=name, partition=value, bucket_seq=r.bucket_seq,
+                                   backend_id=r.backend_id, path=r.path, bytes=r.bytes,
+                                   files=[tuple(f) for f in r.files] if r.files is not None else None)
+                    for r, value, name in got]
 
         return self._tx(run)
 
@@ -465,7 +502,8 @@ class HealthMixin:
                 if r is None or r.path != item.path:
                     continue
                 where = f"{item.table}/{item.partition} bucket {item.bucket_seq}"
-                marks.append((r, f"read check: {item.reason}",
+                source = "" if item.reason.startswith(SOURCES) else "read check: "  # who found it
+                marks.append((r, f"{source}{item.reason}",
                               f"replica {r.path} ({where}) does not hold the files the catalog recorded: {item.reason}"))
             return self._mark_bad(s, marks)
 

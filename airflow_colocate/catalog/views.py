@@ -339,3 +339,17 @@ def summary(reasons: Sequence[Reason], problems: int) -> str | None:
         return None
     more = problems - 1
     return reasons[0].text + (f" (and {more} more problem{'s' if more != 1 else ''})" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class SampledReplica:
+    """One replica the probe checks this run: its recorded files must all be there, no more."""
+
+    replica_id: int
+    table: str
+    partition: str
+    bucket_seq: int
+    backend_id: int
+    path: str
+    bytes: int
+    files: list[tuple[str, int]] | None  # None: written before 0.2, checked by total bytes

@@ -83,20 +83,23 @@ def remove(env: Env, backend: str) -> str:
 @click.argument("backends", nargs=-1, metavar="[BACKEND]...")
 @click.option("--timeout", type=params.FLOAT, default=20.0, show_default=True,
               help="Seconds before a backend counts as down.")
+@click.option("--sample", type=params.INT, default=200, show_default=True,
+              help="Replicas per backend whose files are listed and checked against the catalog this run "
+                   "(rotating through all of them over successive probes; 0 = none).")
 @click.option("--relocate-delay-minutes", type=params.FLOAT,
               help="Down longer than this is unavailable (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30).")
 @json_option
 @pass_env
-def probe(env: Env, backends: tuple[str, ...], timeout: float, relocate_delay_minutes: float | None) -> Table:
+def probe(env: Env, backends: tuple[str, ...], timeout: float, sample: int, relocate_delay_minutes: float | None) -> Table:
     from airflow_colocate.jobs.health import probe_backends
 
-    results = probe_backends(env.catalog(), backends=list(backends) or None, timeout=timeout,
+    results = probe_backends(env.catalog(), backends=list(backends) or None, timeout=timeout, sample=sample,
                              relocate_delay=params.relocate_delay(relocate_delay_minutes))
-    return Table(["BackendId", "Name", "State", "Probe", "DownSince", "LastHeartbeat", "Unavailable"],
+    return Table(["BackendId", "Name", "State", "Probe", "DownSince", "LastHeartbeat", "Unavailable", "BadReplicas"],
                  [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else f"FAILED: {r.error}",
                    r.backend.state_since.isoformat(timespec="seconds") if r.backend.state != "alive" else "",
                    r.backend.last_heartbeat.isoformat(timespec="seconds") if r.backend.last_heartbeat else "",
-                   str(r.backend.unavailable).lower()] for r in results])
+                   str(r.backend.unavailable).lower(), len(r.bad_replicas)] for r in results])
 
 
 def _mark(state: str, verb: str, help: str) -> click.Command:

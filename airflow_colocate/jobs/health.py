@@ -14,13 +14,17 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from airflow_colocate.catalog.views import DEFAULT_RELOCATE_DELAY, BackendHealth
+from airflow_colocate.planner.contract import BadReplica
+from airflow_colocate.storage import copy
 from airflow_colocate.storage.probe import probe_root
 
 DEFAULT_PROBE_TIMEOUT = 20.0
+# Replicas per backend whose files each probe lists: every 30 minutes, 200 cover 9,600 a day.
+DEFAULT_SAMPLE = 200
 
 
 def relocate_delay_from_env(default: timedelta = DEFAULT_RELOCATE_DELAY) -> timedelta:
@@ -43,12 +47,29 @@ class ProbeResult:
     ok: bool
     error: str | None
     seconds: float
+    bad_replicas: list[str] = field(default_factory=list)  # paths the file sample found wrong
+
+
+def sample_files(catalog, backend_id: int, limit: int) -> list[str]:
+    """Check that the next ``limit`` replicas of a backend hold exactly their recorded files (names
+    and sizes; only a listing, no hashing), rotating through all of them over successive probes, so
+    a deleted or truncated file is found without a full verify. Wrong ones are marked bad (their
+    group unstable, the next balance repairs them); returns their paths."""
+    bad = []
+    for r in catalog.sample_replicas(backend_id, limit):
+        problem = copy.check_replica(r.path, files=r.files, size=r.bytes)
+        if problem:
+            bad.append(BadReplica(replica_id=r.replica_id, table=r.table, partition=r.partition,
+                                  bucket_seq=r.bucket_seq, backend_id=r.backend_id, path=r.path,
+                                  reason=f"probe sample: {problem}"))
+    return catalog.mark_replicas_bad(bad) if bad else []
 
 
 def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIMEOUT,
-                   relocate_delay: timedelta | None = None) -> list[ProbeResult]:
+                   relocate_delay: timedelta | None = None, sample: int = DEFAULT_SAMPLE) -> list[ProbeResult]:
     """Probe every backend that is not decommissioned (in parallel, each within ``timeout``
-    seconds) and record the outcome in the catalog."""
+    seconds) and record the outcome in the catalog; on every backend that answers, check the files
+    of the next ``sample`` replicas (see :func:`sample_files`)."""
     delay = relocate_delay if relocate_delay is not None else relocate_delay_from_env()
     wanted = set(backends) if backends else None
     targets = [b for b in catalog.backend_health(relocate_delay=delay) if b.state != "decommissioned"
@@ -72,7 +93,9 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
             except Exception as exc:  # any I/O failure means the backend is not usable
                 error = f"{type(exc).__name__}: {exc}"[:500]
             recorded = catalog.record_probe(b.id, error is None, error, relocate_delay=delay)
-            results.append(ProbeResult(recorded, error is None, error, round(time.monotonic() - started[b.id], 3)))
+            bad = sample_files(catalog, b.id, sample) if error is None and sample else []
+            results.append(ProbeResult(recorded, error is None, error, round(time.monotonic() - started[b.id], 3),
+                                       bad_replicas=bad))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a hung probe must not hang the caller
     if any(r.backend.state != b.state for r, b in zip(results, targets)):
