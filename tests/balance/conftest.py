@@ -12,12 +12,12 @@ from balance_lake import Clock, Lake
 from airflow_colocate.catalog import Catalog
 
 
-def _lake(url: str, root, spark=None):
+def _lake(url: str, root, spark=None, backends=("be1", "be2", "be3")):
     clock = Clock()
     cat = Catalog(url, actor="pytest", clock=clock)
     cat.init()
     lk = Lake(cat, clock, root, spark)
-    for name in ("be1", "be2", "be3"):
+    for name in backends:
         lk.add_backend(name)
     return lk
 
