@@ -1,6 +1,7 @@
 """The control-plane steps around a join: decide which tables are read colocated (with reasons),
-plan the output's write, then check and commit the report. :func:`join_in_session` runs the Spark
-job in a session you already have."""
+plan the output's write, then check and commit the report, and record the replicas the job found
+bad (a missing, short or unknown file) so no read chooses them again and balance repairs them.
+:func:`join_in_session` runs the Spark job in a session you already have."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from airflow_colocate.catalog.views import WriteTicket
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs.read import read_plans
 from airflow_colocate.jobs.write import finish_write, prepare_write
-from airflow_colocate.planner.contract import JoinPlan, JoinReport, Source
+from airflow_colocate.planner.contract import BadReplica, JoinPlan, JoinReport, Source
 
 
 def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str] | None], *,
@@ -37,7 +38,23 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
     return plan, ticket
 
 
+def record_bad_replicas(catalog: Catalog, bad: Sequence[BadReplica]) -> list[str]:
+    """Mark the replicas a read found wrong ``bad`` (their groups unstable with the reason)."""
+    return catalog.mark_replicas_bad(bad) if bad else []
+
+
+def fail_join(catalog: Catalog, ticket: WriteTicket | None, plan: JoinPlan, error: BaseException) -> None:
+    """After a join job failed: abort its write, and record the replicas it found bad (a job that
+    stopped because no replica of a bucket was exact left them next to its report)."""
+    from airflow_colocate.spark.join_job import load_bad_replicas
+
+    if ticket is not None:
+        catalog.abort_write(ticket.job_id, f"{type(error).__name__}: {error}")
+    record_bad_replicas(catalog, getattr(error, "bad", None) or load_bad_replicas(plan))
+
+
 def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport) -> dict:
+    bad = record_bad_replicas(catalog, report.bad_replicas)
     summary = {
         "job_id": report.job_id,
         "rows": report.rows,
@@ -48,6 +65,9 @@ def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport
                    "planned": j.planned} for j in report.joins],
         "seconds": round(report.seconds, 2),
         "preview": report.preview,
+        "bad_replicas": [{"replica_id": b.replica_id, "table": b.table, "partition": b.partition, "bucket": b.bucket_seq,
+                          "backend": b.backend_id, "path": b.path, "reason": b.reason} for b in report.bad_replicas],
+        "marked_bad": bad,
     }
     if ticket is not None:
         summary["output"] = finish_write(catalog, ticket, report.write)
@@ -61,10 +81,9 @@ def join_in_session(spark, catalog: Catalog, query: str, tables: Mapping[str, Se
     try:
         report = run_join(spark, plan)
     except BaseException as exc:
-        if ticket is not None:
-            catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
+        fail_join(catalog, ticket, plan, exc)
         raise
     return finish_join(catalog, ticket, report)
 
 
-__all__ = ["prepare_join", "finish_join", "join_in_session"]
+__all__ = ["prepare_join", "finish_join", "fail_join", "join_in_session", "record_bad_replicas"]

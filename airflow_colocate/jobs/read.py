@@ -5,8 +5,10 @@
     spark.sql("SELECT ... FROM orders JOIN lineitem ON o_orderkey = l_orderkey")
 
 Tables of one stable group read bucket *b* from the same backend, so Spark joins them on the bucket
-key without a shuffle. Runs on the Spark driver, which needs catalog access; Spark jobs launched
-by the operators get a plan instead.
+key without a shuffle. Each bucket's replica is checked against its recorded files before it is
+registered; a replica that is not exact is marked bad in the catalog and the next one is used (or
+the registration fails naming the bucket). Runs on the Spark driver, which needs catalog access;
+Spark jobs launched by the operators get a plan instead.
 """
 
 from __future__ import annotations
@@ -31,9 +33,18 @@ def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
 
 
 def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Catalog | None = None) -> list[ReadTable]:
-    """Register ``tables`` (name -> partition values, or None for all committed) in ``spark``."""
-    from airflow_colocate.spark.register import register_tables
+    """Register ``tables`` (name -> partition values, or None for all committed) in ``spark``;
+    returns them as registered (each bucket's checked replica in ``bucket_paths``)."""
+    from airflow_colocate.spark.register import UnreadableBuckets, register_tables
 
-    plans = read_plans(catalog or Catalog(), tables).tables
-    register_tables(spark, plans)
-    return plans
+    catalog = catalog or Catalog()
+    plans = read_plans(catalog, tables).tables
+    try:
+        registered = register_tables(spark, plans)
+    except UnreadableBuckets as exc:
+        if exc.bad:
+            catalog.mark_replicas_bad(exc.bad)
+        raise
+    if registered.bad:
+        catalog.mark_replicas_bad(registered.bad)
+    return registered.tables

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
-from airflow_colocate.jobs.join import finish_join, prepare_join
+from airflow_colocate.jobs.join import fail_join, finish_join, prepare_join
 from airflow_colocate.planner.join import structured_sql
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
@@ -85,8 +85,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
             self.run_plan(context, plan_path, plan.report_uri)
             report = JoinReport.load(plan.report_uri.removeprefix("file://"))
         except BaseException as exc:
-            if ticket is not None:
-                catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
+            fail_join(catalog, ticket, plan, exc)  # aborts the write, records replicas found bad
             raise
         summary = finish_join(catalog, ticket, report)
         summary["group"] = next((g for g in plan.groups.values() if g), None)  # for the Colocation link

@@ -11,21 +11,32 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_colocate.catalog.views import GroupView, PartitionReplicas, TableView
+from airflow_colocate.catalog.views import (
+    GroupView,
+    PartitionReplicas,
+    ReplicaView,
+    TableView,
+)
 from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement.replica_choice import choose_replicas
-from airflow_colocate.planner.contract import ReadPartition, ReadTable
-from airflow_colocate.planner.join import DISABLED, NOT_COLOCATED, NOT_SAME_GROUP, NOT_STABLE
+from airflow_colocate.planner.contract import ReadPartition, ReadReplica, ReadTable
+from airflow_colocate.planner.join import (
+    DISABLED,
+    NOT_COLOCATED,
+    NOT_SAME_GROUP,
+    NOT_STABLE,
+)
 
 
 def read_table(view: TableView, partitions: Sequence[PartitionReplicas], *, available: Collection[int],
                chosen: Sequence[int] | None = None, name: str | None = None, bucketed: bool = True) -> ReadTable:
     """Register ``view`` reading, per bucket, the replica on ``chosen[bucket]`` (a colocated join
     reads every table's bucket b from one backend) or else the first verified replica on an
-    available backend."""
+    available backend. The other verified replicas on available backends follow as candidates:
+    the Spark side registers the first whose directory holds exactly its recorded files."""
     parts = []
     for p in partitions:
-        paths = []
+        paths, candidates = [], []
         for seq, replicas in enumerate(p.buckets):
             pick = None
             if chosen is not None:
@@ -38,10 +49,17 @@ def read_table(view: TableView, partitions: Sequence[PartitionReplicas], *, avai
                     f"backend (replicas on {[r.backend_id for r in replicas] or 'none'}): repair the group first"
                 )
             paths.append(pick.path if pick.rows else "")
-        parts.append(ReadPartition(value=p.value, bucket_paths=paths))
+            candidates.append([_read_replica(r) for r in [pick, *(r for r in replicas if r is not pick
+                                                                   and r.backend_id in available)]])
+        parts.append(ReadPartition(value=p.value, bucket_paths=paths, candidates=candidates))
     return ReadTable(name=name or view.name, columns=[list(c) for c in view.columns], dist_cols=list(view.dist_cols),
                      partition_cols=list(view.partition_cols), bucket_num=view.bucket_num, partitions=parts,
-                     bucketed=bucketed)
+                     bucketed=bucketed, table=view.qualified_name)
+
+
+def _read_replica(r: ReplicaView) -> ReadReplica:
+    return ReadReplica(replica_id=r.id, backend_id=r.backend_id, path=r.path, bytes=r.bytes,
+                       files=None if r.files is None else [[n, int(size)] for n, size in r.files])
 
 
 @dataclass(frozen=True)

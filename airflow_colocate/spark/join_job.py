@@ -11,12 +11,38 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import asdict, replace
 
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import JoinExplain, JoinPlan, JoinReport
+from airflow_colocate.planner.contract import (
+    BadReplica,
+    JoinExplain,
+    JoinPlan,
+    JoinReport,
+)
 from airflow_colocate.planner.join import predict_join
 from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
-from airflow_colocate.spark.register import register_tables
+from airflow_colocate.spark.register import UnreadableBuckets, register_tables
+from airflow_colocate.storage import fs
+
+# Next to the report: the replicas a failed job found bad, for the control plane to record (a
+# failed job writes no report, but what it learnt about the replicas must not be lost).
+BAD_SUFFIX = ".bad.json"
+
+
+def bad_replicas_uri(plan: JoinPlan) -> str:
+    return plan.report_uri + BAD_SUFFIX
+
+
+def load_bad_replicas(plan: JoinPlan) -> list[BadReplica]:
+    """The replicas a failed run of ``plan`` found bad (none if it wrote nothing)."""
+    uri = bad_replicas_uri(plan)
+    try:
+        if not fs.exists(uri):
+            return []
+        return [BadReplica(**b) for b in json.loads(fs.read_text(uri))]
+    except Exception:  # unreadable: the next read finds them again
+        return []
 
 
 def log(message: str) -> None:
@@ -78,7 +104,15 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     started = time.time()
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
-    register_tables(spark, plan.tables)
+    fs.delete_file(bad_replicas_uri(plan))
+    try:
+        registered = register_tables(spark, plan.tables)
+    except UnreadableBuckets as exc:
+        fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
+        raise
+    for b in registered.bad:
+        log(f"replica {b.path} ({b.table}/{b.partition} bucket {b.bucket_seq}) is not read: {b.reason}")
+    log(f"checked {registered.checked} replica directories")
     if any(t.bucketed for t in plan.tables):
         # A colocated join reads each bucket where it lies; a broadcast would ship a whole table to
         # every executor instead, so Doris-style we prefer the colocated sort-merge join.
@@ -103,7 +137,11 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     if plan.output is not None:
         from airflow_colocate.spark.write_job import run_write
 
-        write_report = run_write(spark, plan.output)
+        # the write reads the tables just checked: register the replicas chosen, not check again
+        checked = {t.name: t for t in registered.tables}
+        source = plan.output.source
+        output = replace(plan.output, source=replace(source, tables=[checked.get(t.name, t) for t in source.tables]))
+        write_report = run_write(spark, output)
         rows = write_report.source_rows
         written = [r.path for r in write_report.replicas if r.rows and r.backend_id == plan.output.buckets[r.bucket_seq].replicas[0].backend_id]
         if written:
@@ -116,7 +154,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     else:
         rows = df.count()  # explain-only run: no output, no preview
     report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text, physical_plan=plan_text(df),
-                        seconds=time.time() - started, write=write_report, preview=preview)
+                        seconds=time.time() - started, write=write_report, preview=preview, bad_replicas=registered.bad)
     log(f"{rows} rows in {report.seconds:.1f}s")
     return report
 

@@ -13,14 +13,24 @@ and a temporary view ``orders`` that selects the table's columns, so nobody sees
 Spark's bucketed scan then reports ``HashPartitioning(dist cols, n)`` and a join of two such
 tables on the bucket key plans no Exchange. ``bucketed=False`` (the fallback for an unstable
 group) registers the same partitions without ``CLUSTERED BY``, and Spark shuffles or broadcasts.
+
+Spark reads every file of a registered directory and nothing else: a missing or truncated file
+reads as fewer rows, a stray one (a killed copy's temporary file) as extra rows. So before a
+replica directory is registered it is listed and compared with the files the catalog recorded
+(:func:`check_candidates`, many directories at once on threads); a directory that is not exact
+is reported bad and the bucket's next replica is tried; a bucket with none left fails the read
+with one line naming the table, partition, bucket and what is wrong with each replica.
 """
 
 from __future__ import annotations
 
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import ReadTable
+from airflow_colocate.planner.contract import BadReplica, ReadReplica, ReadTable
+from airflow_colocate.storage import copy as copy_mod
 
 BUCKET_COLUMN = "__bucket"
 BACKING_PREFIX = "__cl_"
@@ -103,9 +113,111 @@ def create_statements(table: ReadTable, location: str) -> list[str]:
     return out
 
 
-def register_tables(spark, tables: list[ReadTable]) -> None:
-    """Register every table in the session's catalog: ``spark.sql('select … from <name>')`` works."""
+DEFAULT_CHECK_THREADS = 32
+
+
+class UnreadableBuckets(ColocateError):
+    """No replica of some bucket holds exactly its recorded files: the read stops rather than
+    return fewer (or more) rows. ``bad`` lists every replica found wrong, for the catalog."""
+
+    def __init__(self, message: str, bad: list[BadReplica]):
+        super().__init__(message)
+        self.bad = bad
+
+
+@dataclass
+class Registered:
+    """What :func:`register_tables` registered: the tables with the replica each bucket reads
+    (``bucket_paths``, candidates resolved) and the replicas found bad on the way."""
+
+    tables: list[ReadTable]
+    bad: list[BadReplica] = field(default_factory=list)
+    checked: int = 0  # replica directories listed
+
+
+def _check_one(replica: ReadReplica) -> str | None:
+    return copy_mod.check_replica(replica.path, files=replica.files, size=replica.bytes)
+
+
+def check_candidates(tables: list[ReadTable], *, threads: int = DEFAULT_CHECK_THREADS) -> Registered:
+    """Choose, per (table, partition, bucket) with rows, the first candidate replica whose directory
+    holds exactly its recorded files; list directories ``threads`` at a time, and a later candidate
+    only where an earlier one was bad. Raises :class:`UnreadableBuckets` when a bucket has no exact
+    replica left. Tables without candidates are returned as they are (registered unchecked)."""
+    # (table index, partition index, bucket) -> position in its candidate list
+    at: dict[tuple[int, int, int], int] = {}
+    for ti, table in enumerate(tables):
+        for pi, part in enumerate(table.partitions):
+            if not part.candidates:
+                continue
+            if len(part.candidates) != len(part.bucket_paths):
+                raise ColocateError(f"table {table.name} partition {part.value!r}: {len(part.candidates)} candidate "
+                                    f"lists for {len(part.bucket_paths)} buckets")
+            for b, path in enumerate(part.bucket_paths):
+                if path:  # a bucket without rows is not registered, so not read
+                    at[(ti, pi, b)] = 0
+    chosen: dict[tuple[int, int, int], str] = {}
+    bad: list[BadReplica] = []
+    why: dict[tuple[int, int, int], list[str]] = {}
+    checked = 0
+    pending = [k for k in at if tables[k[0]].partitions[k[1]].candidates[k[2]]]
+    for k in at.keys() - set(pending):
+        why[k] = ["the catalog lists no replica"]
+    pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="colocate-check") if pending else None
+    try:
+        while pending:
+            todo = [(k, tables[k[0]].partitions[k[1]].candidates[k[2]][at[k]]) for k in pending]
+            results = list(pool.map(_check_one, [r for _, r in todo])) if len(todo) > 1 else [_check_one(todo[0][1])]
+            checked += len(todo)
+            pending = []
+            for (k, replica), problem in zip(todo, results):
+                if problem is None:
+                    chosen[k] = replica.path
+                    continue
+                table, part = tables[k[0]], tables[k[0]].partitions[k[1]]
+                bad.append(BadReplica(replica_id=replica.replica_id, table=table.table or table.name, partition=part.value,
+                                      bucket_seq=k[2], backend_id=replica.backend_id, path=replica.path, reason=problem))
+                why.setdefault(k, []).append(f"backend {replica.backend_id} ({replica.path}): {problem}")
+                at[k] += 1
+                if at[k] < len(part.candidates[k[2]]):
+                    pending.append(k)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    lost = sorted(k for k in at if k not in chosen)
+    if lost:
+        ti, pi, b = lost[0]
+        table = tables[ti]
+        more = f" (and {len(lost) - 1} more bucket{'s' if len(lost) > 2 else ''})" if len(lost) > 1 else ""
+        raise UnreadableBuckets(
+            f"cannot read {table.table or table.name} partition {table.partitions[pi].value} bucket {b}: no replica holds "
+            f"exactly the files the catalog recorded, so the read stops instead of returning wrong rows: "
+            f"{'; '.join(why[lost[0]])}{more}. The bad replicas are marked bad; run 'colocate balance' to repair them "
+            f"from a good copy, or rewrite the partition if none is left", bad)
+    out = []
+    for ti, table in enumerate(tables):
+        parts = []
+        for pi, part in enumerate(table.partitions):
+            if not part.candidates:
+                parts.append(part)
+                continue
+            paths = [chosen.get((ti, pi, b), "") if path else "" for b, path in enumerate(part.bucket_paths)]
+            parts.append(replace(part, bucket_paths=paths, candidates=[]))
+        out.append(replace(table, partitions=parts))
+    return Registered(tables=out, bad=bad, checked=checked)
+
+
+def register_tables(spark, tables: list[ReadTable], *, threads: int | None = None) -> Registered:
+    """Register every table in the session's catalog: ``spark.sql('select … from <name>')`` works.
+
+    Each bucket's replica is checked first (:func:`check_candidates`, ``threads`` listings at a
+    time, default ``spark.colocate.register.threads`` or 32); the result says which replicas were
+    registered and which were found bad."""
+    if threads is None:
+        threads = int(spark.conf.get("spark.colocate.register.threads", str(DEFAULT_CHECK_THREADS)))
+    registered = check_candidates(tables, threads=threads)
     location = _empty_location(spark)
-    for table in tables:
+    for table in registered.tables:
         for statement in create_statements(table, location):
             spark.sql(statement)
+    return registered
