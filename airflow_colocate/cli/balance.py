@@ -25,10 +25,13 @@ from airflow_colocate.cli.output import Report, Table, json_option
               help="Keep replicas the map dropped this long.")
 @click.option("--verify", is_flag=True, help="Re-hash replicas first; repair the ones that changed.")
 @click.option("--master", help="Spark master for the clone job (default $SPARK_MASTER or local[*]).")
+@click.option("--runner", type=params.Choice(["spark", "local"]), default="spark", show_default=True,
+              help="Run clones as a Spark job, or in this process (small lakes; every backend must be reachable here).")
 @json_option
 @pass_env
 def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], threshold: float,
-            relocate_delay_minutes: float | None, grace_minutes: float, verify: bool, master: str | None) -> Report:
+            relocate_delay_minutes: float | None, grace_minutes: float, verify: bool, master: str | None,
+            runner: str) -> Report:
     from airflow_colocate.jobs.balance import BalanceOptions, describe_plans, plan
 
     catalog = env.catalog()
@@ -43,7 +46,7 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
         if moves:
             blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], moves))
         return Report(blocks, data=[dict(p.to_plan(), group=p.full_name, kind=p.kind, bytes=p.bytes) for p in plans])
-    out = _run(catalog, options, master)
+    out = _run(catalog, options, master) if runner == "spark" else _run_local(catalog, options)
     return Report([
         Table(["JobId", "Group", "Kind", "State", "Step", "Moves", "Cloned", "Bytes"],
               [[j["job_id"], j["group"], j["kind"], j["state"], j["step"], j["moves"], j["cloned"], j["bytes"]]
@@ -72,6 +75,14 @@ def _run(catalog, options, master: str | None) -> dict:
         if owned:
             spark.stop()
     return summary_json(summary)
+
+
+def _run_local(catalog, options) -> dict:
+    """The same balance run, cloning in this process with the clone job's own task function."""
+    from airflow_colocate.jobs.balance import Balancer, summary_json
+    from airflow_colocate.jobs.runners import local_runner
+
+    return summary_json(Balancer(catalog, local_runner(), options, echo=output.progress()).run())
 
 
 @click.group("jobs", cls=Group, help="Write, balance and gc jobs: list, cancel.")

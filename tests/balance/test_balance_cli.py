@@ -70,3 +70,12 @@ def test_balance_dry_run_then_run_then_jobs(cli, spark):
     assert code == 0  # a finished job stays finished
     code, _, err = cli("balance", "--strategy", "weight", "--dry-run")
     assert code == 2 and "argument --strategy: invalid choice: 'weight'" in err and err.count("\n") == 1
+
+
+def test_balance_with_the_local_runner_needs_no_spark(cli):
+    (cli.tmp / "be4").mkdir()
+    assert cli("backend", "add", (cli.tmp / "be4").as_uri(), "--name", "be4")[0] == 0
+    code, out, err = cli("balance", "--runner", "local", "--grace-minutes", "0")
+    assert code == 0, err
+    assert "| balance | done" in out and "| true" in out
+    assert_whole(cli.catalog)
