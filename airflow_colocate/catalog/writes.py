@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.checks import _check_duration, _check_partition_of, _check_replication_vs_backends
 from airflow_colocate.catalog.session import _partition_view
-from airflow_colocate.catalog.summary import tracking
+from airflow_colocate.catalog.summary import VISIBLE, tracking
 from airflow_colocate.catalog.views import (
     GarbageItem,
     PartitionReplicas,
@@ -249,20 +249,33 @@ class WritesMixin:
         def run(s: Session):
             t = self._table(s, ref, db)
             view = self._table_view(s, t)
-            q = select(m.Partition).where(m.Partition.table_id == t.id).order_by(m.Partition.value)
-            parts = {p.value: p for p in s.scalars(q)}
+            q = (select(m.Partition.id, m.Partition.value, m.Partition.bucket_num, m.Partition.visible_version)
+                 .where(m.Partition.table_id == t.id).order_by(m.Partition.value))
+            parts = {}
+            if partitions is None:
+                parts = {p.value: p for p in s.execute(q)}
+            else:  # only the partitions asked for: a 30-day read of a 3-year table loads 30 rows
+                for i in range(0, len(partitions), 500):
+                    parts.update((p.value, p) for p in s.execute(q.where(m.Partition.value.in_(list(partitions[i:i + 500])))))
             wanted = list(partitions) if partitions is not None else [v for v, p in parts.items() if p.visible_version]
-            out = []
             for value in wanted:
                 p = parts.get(value)
                 if p is None or not p.visible_version:
-                    have = ", ".join(v for v, x in parts.items() if x.visible_version) or "none"
+                    have = ", ".join(s.scalars(select(m.Partition.value).where(
+                        m.Partition.table_id == t.id, m.Partition.visible_version > 0).order_by(m.Partition.value))) or "none"
                     raise NotFound(f"partition {value!r} of {view.qualified_name} has no committed data; committed partitions: {have}")
-                buckets: list[list[ReplicaView]] = [[] for _ in range(p.bucket_num)]
-                for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == p.visible_version,
-                                                           m.Replica.state == "verified").order_by(m.Replica.id)):
-                    buckets[r.bucket_seq].append(ReplicaView(r.bucket_seq, r.backend_id, r.path, r.rows, r.bytes, r.checksum, r.state))
-                out.append(PartitionReplicas(value=value, version=p.visible_version, buckets=tuple(tuple(b) for b in buckets)))
+            buckets: dict[int, list[list[ReplicaView]]] = {parts[v].id: [[] for _ in range(parts[v].bucket_num)] for v in wanted}
+            ids = list(buckets)
+            for i in range(0, len(ids), 500):
+                q = (select(m.Replica.partition_id, m.Replica.bucket_seq, m.Replica.backend_id, m.Replica.path, m.Replica.rows,
+                            m.Replica.bytes, m.Replica.checksum, m.Replica.state, m.Replica.id, m.Replica.files)
+                     .join(m.Partition, VISIBLE).where(m.Replica.partition_id.in_(ids[i:i + 500]), m.Replica.state == "verified")
+                     .order_by(m.Replica.id))
+                for pid, seq, be, path, rows, size, checksum, state, rid, files in s.execute(q):
+                    buckets[pid][seq].append(ReplicaView(seq, be, path, rows, size, checksum, state, rid,
+                                                         None if files is None else tuple((n, int(b)) for n, b in files)))
+            out = [PartitionReplicas(value=v, version=parts[v].visible_version,
+                                     buckets=tuple(tuple(b) for b in buckets[parts[v].id])) for v in wanted]
             return view, out
 
         return self._tx(run)
@@ -336,9 +349,11 @@ class WritesMixin:
             done = sorted({(i.partition_id, i.version) for i in items if i.partition_id is not None})
             if done:
                 keys = [{"p": pid, "v": version} for pid, version in done]
-                replicas, versions = m.Replica.__table__, m.PartitionVersion.__table__
-                s.execute(delete(replicas).where(replicas.c.partition_id == bindparam("p"),
-                                                 replicas.c.version == bindparam("v")), keys)
+                replicas, versions, partitions = m.Replica.__table__, m.PartitionVersion.__table__, m.Partition.__table__
+                visible = select(partitions.c.visible_version).where(partitions.c.id == replicas.c.partition_id).scalar_subquery()
+                # Never the visible version: what a reader uses (and the summaries count) is not garbage.
+                s.execute(delete(replicas).where(replicas.c.partition_id == bindparam("p"), replicas.c.version == bindparam("v"),
+                                                 replicas.c.version != visible), keys)
                 s.execute(update(versions).where(versions.c.partition_id == bindparam("p"), versions.c.version == bindparam("v"),
                                                  versions.c.state.in_(("aborted", "superseded")))
                           .values(state="removed"), keys)

@@ -49,11 +49,13 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['group_id'], ['colocate_groups.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('group_id')
     )
+    # Defaults as plain strings: SQLite then adds the columns in place instead of copying the tables
+    # (a copy of a referenced table fails on a catalog with data, its foreign keys being enforced).
     with op.batch_alter_table('colocate_groups', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('generation', sa.Integer(), server_default=sa.text('0'), nullable=False))
+        batch_op.add_column(sa.Column('generation', sa.Integer(), server_default='0', nullable=False))
 
     with op.batch_alter_table('jobs', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('gc_pending', sa.Boolean(), server_default=sa.false(), nullable=False))
+        batch_op.add_column(sa.Column('gc_pending', sa.Boolean(), server_default='0', nullable=False))
         batch_op.create_index('ix_jobs_gc_pending', ['gc_pending'], unique=False,
                               postgresql_where=sa.text('gc_pending'), sqlite_where=sa.text('gc_pending = 1'))
 

@@ -1,0 +1,155 @@
+"""No control-plane operation scans the replicas table (PostgreSQL EXPLAIN).
+
+On a catalog with enough history that the planner prefers an index whenever one fits (built by
+the benchmark's bulk builder, then ANALYZEd), every statement that names ``replicas`` and that
+the operations of issue 14 run — group check (with and without problems), balance dry-run with a
+backend added and with one down, mark-down / mark-up, probe, backend loads, gc (steady and with
+work), a daily commit, a 30-day join plan, and a balance job's clone / switch / finish / drop —
+is captured as it runs and EXPLAINed with its own parameters: no plan may hold a ``Seq Scan on
+replicas``."""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event, select
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog import models as m
+from airflow_colocate.jobs.balance import BalanceOptions, plan
+from airflow_colocate.jobs.read import read_plans
+from airflow_colocate.planner.contract import CloneResult, VerifyResult
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import bench_catalog  # noqa: E402
+
+pytestmark = pytest.mark.postgres
+
+SHAPE = bench_catalog.Shape(tables=4, days=400, buckets=16, replicas=3, backends=8)
+NAMES_REPLICAS = re.compile(r"\breplicas\b")
+
+
+@pytest.fixture(scope="module")
+def lake_url(pg_server_url, tmp_path_factory):
+    from pgserver import fresh_pg_database
+
+    url = fresh_pg_database(pg_server_url)
+    bench_catalog.build_bulk(url, SHAPE, tmp_path_factory.mktemp("lake"))
+    return url
+
+
+class Captured:
+    def __init__(self, engine):
+        self.engine = engine
+        self.statements: list[tuple[str, object, str]] = []
+        self.step: str | None = None  # None: the test's own look-ups, not an operation
+
+    def __call__(self, conn, cursor, statement, parameters, context, executemany):
+        if self.step is not None and NAMES_REPLICAS.search(statement):
+            if isinstance(parameters, (list, tuple)) and parameters and isinstance(parameters[0], (dict, list, tuple)):
+                parameters = parameters[0]  # executemany: the plan is the same for every row
+            self.statements.append((statement, parameters, self.step))
+
+
+def explain_all(cat: Catalog, captured: Captured) -> dict[str, list[str]]:
+    """step -> plans that scan replicas sequentially (with their statements)."""
+    bad: dict[str, list[str]] = {}
+    raw = cat.engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        seen = set()
+        for statement, parameters, step in captured.statements:
+            if (statement, step) in seen:
+                continue  # the same statement with other values: one plan per step is enough
+            seen.add((statement, step))
+            cur.execute("EXPLAIN " + statement, parameters or None)
+            text = "\n".join(row[0] for row in cur.fetchall())
+            if "Seq Scan on replicas" in text:
+                bad.setdefault(step, []).append(f"{statement}\n{text}")
+        raw.rollback()
+    finally:
+        raw.close()
+    return bad
+
+
+def test_no_operation_scans_the_replicas_table(lake_url, tmp_path):
+    cat = Catalog(lake_url, actor="pytest")
+    captured = Captured(cat.engine)
+    event.listen(cat.engine, "before_cursor_execute", captured)
+    days = [bench_catalog.day_value(d) for d in range(SHAPE.days - 30, SHAPE.days)]
+
+    def step(name):
+        captured.step = name
+
+    step("group check")
+    cat.check_groups()
+    step("unchanged check")
+    assert all(h.reused for h in cat.check_groups())
+    step("backend loads")
+    cat.backend_loads()
+    step("balance dry-run, backend added")
+    (tmp_path / "new").mkdir()
+    added = cat.add_backend((tmp_path / "new").as_uri(), name="be_new")
+    plan(cat, BalanceOptions())
+    cat.remove_backend(added.id)
+    step("mark-down")
+    cat.set_backend_state("be1", "down", reason="test")
+    cat.check_groups()
+    step("balance dry-run, backend down")
+    plan(cat, BalanceOptions(relocate_delay=timedelta(0)))
+    step("mark-up")
+    cat.set_backend_state("be1", "alive")
+    cat.check_groups()
+    step("probe")
+    for b in cat.backends():
+        cat.record_probe(b.id, True)
+    cat.check_groups()
+    step("gc, steady state")
+    cat.forget_garbage(cat.garbage())
+    step("daily commit")
+    bench_catalog.daily_write(cat, 0, SHAPE.days, (tmp_path / "runs").as_uri())
+    step("join plan, 30 days")
+    read_plans(cat, {"default.t0": days, "default.t1": days})
+    step("a bad replica, and the check that reports it")
+    victim = cat.read_replicas("t1", [days[3]])[1][0].buckets[5][0]
+    step(None)
+    rid = cat._tx(lambda s: s.scalar(select(m.Replica.id).where(m.Replica.path == victim.path)))
+    step("a bad replica, and the check that reports it")
+    cat.record_verify([VerifyResult(rid, ok=False, error="mismatch")])
+    health = cat.check_group("lake")
+    assert health.problems == 1 and health.reasons[0].partition == days[3]
+    step("overwrite, then gc with work")
+    bench_catalog.daily_write(cat, 1, SHAPE.days - 3, (tmp_path / "runs").as_uri())
+    garbage = cat.garbage(grace=timedelta(0))
+    assert {g.reason for g in garbage} >= {"superseded version"}
+    cat.forget_garbage(garbage)
+    step("balance job: plan, clone, switch, finish, drop")
+    g = cat.group("lake")
+    old = [list(r) for r in g.bucket_map]
+    dst = next(b.id for b in cat.backends() if b.id not in old[0])
+    new = [[dst, *row[1:]] if seq == 0 else row for seq, row in enumerate(old)]
+    job = cat.create_balance_job(g.grp_id, "balance", {"old_map": old, "new_map": new, "moves": [
+        {"bucket_seq": 0, "index": 0, "src": old[0][0], "dst": dst, "bytes": 0, "why": "balance"}]}).id
+    cat.begin_balance(job)
+    for _ in range(2):
+        needs, _ = cat.clone_needs(job)
+        cat.register_clones(job, [CloneResult(str(i), n.partition_id, n.version, n.bucket_seq, n.backend_id,
+                                              n.sources[0][0], n.path, True, n.rows, n.bytes, n.checksum)
+                                  for i, n in enumerate(needs)])
+        cat.move_progress(job)
+        cat.switch_map(job)
+    plan(cat, BalanceOptions())
+    done = cat.finish_balance_job(job, grace=timedelta(0))
+    assert done.done and done.dropping == SHAPE.tables * SHAPE.days + 1  # bucket 0 of every day, and the daily commit
+    cat.forget_replicas([i.replica_id for i in cat.take_droppable()])
+    event.remove(cat.engine, "before_cursor_execute", captured)
+    assert {s for _, _, s in captured.statements} >= {"daily commit", "join plan, 30 days", "overwrite, then gc with work",
+                                                       "a bad replica, and the check that reports it",
+                                                       "balance job: plan, clone, switch, finish, drop"}
+    bad = explain_all(cat, captured)
+    assert not bad, "\n\n".join(f"[{step}]\n" + "\n---\n".join(plans) for step, plans in bad.items())
+    cat.dispose()
