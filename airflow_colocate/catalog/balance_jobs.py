@@ -197,7 +197,7 @@ class BalanceJobsMixin:
             have: dict[tuple[int, int, int], list[m.Replica]] = {}
             for i in range(0, len(keys), 400):
                 q = (select(m.Replica).where(tuple_(m.Replica.partition_id, m.Replica.version, m.Replica.bucket_seq)
-                                             .in_(keys[i:i + 400]), m.Replica.state == "verified")
+                                             .in_(keys[i:i + 400]), m.Replica.state.in_(("verified", "bad")))
                      .order_by(m.Replica.id))
                 for x in s.scalars(q):
                     have.setdefault((x.partition_id, x.version, x.bucket_seq), []).append(x)
@@ -213,8 +213,16 @@ class BalanceJobsMixin:
                 if r.state == "deleting":
                     blocked.append(Blocked(label, r.partition, seq, be, "an old replica there is being deleted"))
                     continue
-                verified = have.get((r.partition_id, r.version, seq), [])
+                known = have.get((r.partition_id, r.version, seq), [])
+                verified = [x for x in known if x.state == "verified"]
                 good = [x for x in verified if x.backend_id != be and alive(x.backend_id)]
+                if not good:
+                    # Last resort: a bad replica on an alive backend (the target's own last). Its bytes
+                    # may well be right (a bad mark can mean only a stray file beside them): the
+                    # clone copies just the recorded files and keeps the copy only if it hashes to the
+                    # recorded checksum, so a truly corrupt source yields nothing, never a wrong copy.
+                    good = sorted((x for x in known if x.state == "bad" and alive(x.backend_id)),
+                                  key=lambda x: (x.backend_id == be, x.backend_id))
                 if not good:
                     held = [backends[x.backend_id].name for x in verified if x.backend_id in backends]
                     why = (f"no alive backend holds a verified replica (verified on: {', '.join(held)})" if held
@@ -226,21 +234,25 @@ class BalanceJobsMixin:
                 def rank(x: m.Replica, src=src, row=current[seq] if seq < len(current) else []) -> tuple:
                     return (x.backend_id != src, x.backend_id not in row, x.backend_id)
 
-                good.sort(key=rank)
+                if good[0].state == "verified":
+                    good.sort(key=rank)
                 path = r.path if r.state is not None else layout.replica_dir(
                     b.root_uri, db_names.get(t.db_id, "default"), t.name, t.id, r.partition, r.version, seq)
                 needs.append(CloneNeed(table=label, table_id=t.id, partition_id=r.partition_id, partition=r.partition,
                                        version=r.version, bucket_seq=seq, backend_id=be, path=path,
                                        checksum=good[0].checksum, rows=good[0].rows, bytes=good[0].bytes,
                                        sources=tuple((x.backend_id, x.path) for x in good),
-                                       repair="bad" if r.state == "bad" else "missing"))
+                                       repair="bad" if r.state == "bad" else "missing",
+                                       files=_files_view(good[0].files), root=b.root_uri))
             return needs, blocked
 
         return self._tx(run)
 
     def register_clones(self, job_id: int, results: Iterable) -> tuple[int, list[str]]:
-        """Record the replicas a clone job verified (``CloneResult``s with ``ok``) as ``verified``;
-        a clone that found its source's bytes differ from the catalog marks that source ``bad``.
+        """Record the replicas a clone job verified (``CloneResult``s with ``ok``) as ``verified``,
+        with the name and size of each file; a clone that found its source's bytes differ from the
+        catalog, or its directory holding files the catalog does not list, marks that source
+        ``bad`` (repaired by the next round from a good copy).
         Returns (replicas registered, directories to delete: clones of versions that were
         garbage-collected while the clone ran)."""
         results = list(results)
@@ -249,6 +261,7 @@ class BalanceJobsMixin:
             job, g = self._balance_job(s, job_id)
             now = self.now()
             added, stale, failed, bad = 0, [], [], []
+            unclean: list[tuple[m.Replica, str, str]] = []
             with tracking(s, buckets={(res.partition_id, res.bucket_seq) for res in results}):
                 for res in results:
                     if not res.ok:
@@ -275,15 +288,26 @@ class BalanceJobsMixin:
                     if row is not None and row.state == "deleting":
                         continue  # its files are being removed; the next round clones again
                     p = s.get(m.Partition, res.partition_id)
+                    files = _files_of(res)
                     if row is None:
                         row = m.Replica(table_id=p.table_id, partition_id=p.id, version=res.version, bucket_seq=res.bucket_seq,
                                         backend_id=res.backend_id, state="verified", path=res.path, rows=res.rows,
-                                        bytes=res.bytes, checksum=res.checksum, created_at=now, verified_at=now)
+                                        bytes=res.bytes, checksum=res.checksum, created_at=now, verified_at=now,
+                                        files=files)
                         s.add(row)
                     else:
                         row.state, row.path, row.rows, row.bytes, row.checksum = "verified", res.path, res.rows, res.bytes, res.checksum
-                        row.verified_at, row.drop_after = now, None
+                        row.verified_at, row.drop_after, row.files = now, None, files
                     added += 1
+                    if getattr(res, "source_problem", None):
+                        src = s.scalar(select(m.Replica).where(m.Replica.partition_id == res.partition_id,
+                                                               m.Replica.version == res.version,
+                                                               m.Replica.bucket_seq == res.bucket_seq,
+                                                               m.Replica.backend_id == res.src_backend_id))
+                        if src is not None:
+                            unclean.append((src, res.source_problem,
+                                            f"replica {src.path} holds files the catalog does not list: {res.source_problem}"))
+            bad += self._mark_bad(s, unclean)  # after the block above: its own summary tracking
             progress = dict(job.progress)
             progress["rounds"] = progress.get("rounds", 0) + 1
             progress["cloned"] = progress.get("cloned", 0) + added
@@ -467,3 +491,15 @@ class BalanceJobsMixin:
 
         return self._tx(run)
 
+
+def _files_of(res) -> list[list] | None:
+    """[[name, size], ...] of a clone result, or None when it did not report every size (a clone
+    job from before 0.2): the replica is then checked by its total size."""
+    sizes = getattr(res, "sizes", None) or {}
+    if any(n not in sizes for n in res.files):
+        return None
+    return [[n, int(sizes[n])] for n in sorted(res.files)]
+
+
+def _files_view(files: list | None) -> tuple[tuple[str, int], ...] | None:
+    return None if files is None else tuple((str(n), int(size)) for n, size in files)

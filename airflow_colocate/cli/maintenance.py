@@ -55,23 +55,32 @@ def events(env: Env, limit: int, kind: str | None) -> Table:
                   for e in env.catalog().events(limit=limit, kind=kind)])
 
 
-@click.command("gc", cls=Command, help="Remove files that no visible version needs. Staging of dead writes, superseded versions after the grace, purged tables; lists them.")
+@click.command("gc", cls=Command, help="Remove files that no visible version needs. Staging of dead writes, superseded versions after the grace, purged tables, temporary copies of killed jobs; lists them.")
 @click.option("--grace-minutes", type=params.FLOAT, default=60.0, show_default=True,
               help="Keep superseded versions this long for running readers.")
 @click.option("--stale-hours", type=params.FLOAT, default=24.0, show_default=True,
-              help="A write still staging after this long is dead.")
+              help="A write still staging, or a temporary copy, after this long is dead.")
+@click.option("--deep", is_flag=True,
+              help="Also walk every replica directory for temporary files (left there by jobs before 0.2).")
 @click.option("--dry-run", is_flag=True, help="List what would be removed, remove nothing.")
 @json_option
 @pass_env
-def gc(env: Env, grace_minutes: float, stale_hours: float, dry_run: bool) -> Table:
+def gc(env: Env, grace_minutes: float, stale_hours: float, deep: bool, dry_run: bool) -> Table:
     """Files are deleted before their rows are forgotten: a crash in between only means the next
-    gc deletes nothing and forgets them."""
-    from airflow_colocate.storage import fs
+    gc deletes nothing and forgets them. Temporary copies are looked for on every reachable backend
+    (alive or decommissioning; a down backend's are removed when it is back)."""
+    from airflow_colocate.storage import fs, sweep
 
     catalog = env.catalog()
     items = catalog.garbage(grace=timedelta(minutes=grace_minutes), stale_after=timedelta(hours=stale_hours))
+    temps = [uri for b in catalog.backends() if b.state in ("alive", "decommissioning")
+             for uri in sweep.stale_temps(b.root_uri, older_than_seconds=stale_hours * 3600, deep=deep)]
     if not dry_run:
         for item in items:
             fs.delete_tree(item.uri)
         catalog.forget_garbage(items)
-    return Table(["Reason", "Uri", "Removed"], [[i.reason, i.uri, "no (dry run)" if dry_run else "yes"] for i in items])
+        for uri in temps:
+            fs.delete_file(uri)
+    removed = "no (dry run)" if dry_run else "yes"
+    return Table(["Reason", "Uri", "Removed"], [[i.reason, i.uri, removed] for i in items]
+                 + [["temporary copy of a killed job", uri, removed] for uri in temps])

@@ -4,7 +4,8 @@ Repair and balance (clone-and-drop) hand this job a :class:`~airflow_colocate.pl
 ``copies`` (one replica directory each, from a healthy source to its new backend) and
 ``verifies`` (re-hash one replica and compare with the catalog). Each task runs on an executor in
 Python with :func:`airflow_colocate.storage.copy.copy_file` — the primitive the write job uses, so
-every file goes through ``tmp + fsync + rename`` and is hashed while it is copied. A clone is good
+every file goes through ``tmp + fsync + rename`` (the temporary file in the destination backend's
+tmp area, never in a replica directory) and is hashed while it is copied. A clone is good
 only when the sha256 of its files combine to the replica checksum the catalog holds and its size
 matches; otherwise its files are deleted and the result says whether the *source* read back
 different bytes (then the source replica is corrupt and the control plane marks it ``bad``).
@@ -31,7 +32,7 @@ from airflow_colocate.planner.contract import (
     VerifyResult,
 )
 from airflow_colocate.storage import copy as copy_mod
-from airflow_colocate.storage import fs
+from airflow_colocate.storage import fs, layout
 
 
 def log(message: str) -> None:
@@ -40,36 +41,80 @@ def log(message: str) -> None:
 
 def _remove(dst: str, names: list[str]) -> None:
     for name in names:
-        fs.delete_file(fs.join(dst, name))
+        if name.endswith("/"):
+            fs.delete_tree(fs.join(dst, name.rstrip("/")))
+        else:
+            fs.delete_file(fs.join(dst, name))
+
+
+def _entries(path: str) -> list[str]:
+    """Every file and directory (``name/``) in ``path``: what a cleanup must consider."""
+    return [n for n, _ in copy_mod.replica_files(path)] + [d + "/" for d in copy_mod.subdirs(path)]
+
+
+def _source_files(task: dict) -> tuple[list[str], str | None, str | None]:
+    """(names to copy, why the source is corrupt, which unknown files it holds) for one clone.
+
+    With the catalog's file list (``sizes``), exactly those files are copied: a missing or short
+    one makes the source bad; a file the catalog does not list (a killed copy's leftover) is not
+    copied and is reported, so the source is marked bad and repaired. Without it (a replica from
+    before 0.2), the source's data files are copied and its temporary or hidden files reported."""
+    listing = copy_mod.replica_files(task["src"])
+    have = dict(listing)
+    dirs = [d + "/" for d in copy_mod.subdirs(task["src"])]
+    sizes = task.get("sizes") or {}
+    if sizes:
+        known = [(n, size) for n, size in listing if n in sizes]
+        corrupt = copy_mod.replica_problem(known, files=list(sizes.items()), size=task["bytes"])
+        names, unknown = sorted(sizes), sorted(set(have) - set(sizes)) + dirs
+    else:
+        corrupt = None
+        names = [n for n, _ in listing if copy_mod.is_data_name(n)]
+        unknown = [n for n, _ in listing if not copy_mod.is_data_name(n)] + dirs
+    problem = None
+    if unknown:
+        problem = (f"source {task['src']} holds file(s) the catalog does not list: {', '.join(unknown[:3])}"
+                   + (f" (and {len(unknown) - 3} more)" if len(unknown) > 3 else ""))
+    if corrupt:
+        corrupt = f"source {task['src']}: {corrupt}"
+    return names, corrupt, problem
 
 
 def clone_task(task: dict) -> dict:
-    """Executor side: copy one replica directory and check it against the catalog's checksum."""
+    """Executor side: copy one replica directory and check it against the catalog's checksum.
+
+    Each file is staged in the destination backend's tmp area and renamed into ``dst`` once it
+    is verified; files in ``dst`` that are no part of the clone are removed."""
     started = time.monotonic()
     out = {k: task[k] for k in ("key", "partition_id", "version", "bucket_seq", "backend_id", "src_backend_id")}
     out.update(path=task["dst"], ok=False, rows=task["rows"])
     expect = task.get("files") or {}
+    root = task.get("root") or layout.replica_root(task["dst"])
     copied: list[str] = []
     try:
         try:
-            names = copy_mod.replica_files(task["src"])
+            names, corrupt, source_problem = _source_files(task)
         except FileNotFoundError:
             return dict(out, source_bad=True, error=f"source replica {task['src']} does not exist")
-        if expect and sorted(expect) != [n for n, _ in names]:
-            return dict(out, source_bad=True,
-                        error=f"source {task['src']} holds {[n for n, _ in names]}, expected {sorted(expect)}")
+        if corrupt:
+            return dict(out, source_bad=True, error=corrupt)
+        if expect and sorted(expect) != names:
+            return dict(out, source_bad=True, error=f"source {task['src']} holds {names}, expected {sorted(expect)}")
         fs.makedirs(task["dst"])
-        before = {n for n, _ in copy_mod.replica_files(task["dst"])}
-        digests, total = [], 0
-        for name, _ in names:
+        before = set(_entries(task["dst"]))
+        digests, total, sizes = [], 0, {}
+        for name in names:
             try:
                 n, digest = copy_mod.copy_file(fs.join(task["src"], name), fs.join(task["dst"], name),
-                                               expect_sha256=expect.get(name))
+                                               expect_sha256=expect.get(name), root=root)
+            except copy_mod.StagingError:
+                raise  # the destination (e.g. its root is gone): retried later
             except ColocateError as exc:  # a listed file hashed differently: the source is corrupt
                 _remove(task["dst"], copied)
                 return dict(out, source_bad=True, error=str(exc))
             copied.append(name)
             digests.append((name, digest))
+            sizes[name] = n
             total += n
         checksum = copy_mod.replica_checksum(digests)
         if checksum != task["checksum"] or total != task["bytes"]:
@@ -77,10 +122,11 @@ def clone_task(task: dict) -> dict:
             return dict(out, source_bad=True, error=(
                 f"source {task['src']} read back {total} bytes with replica checksum {checksum}, the catalog "
                 f"recorded {task['bytes']} bytes and {task['checksum']}: the source is corrupt; the copy was deleted"))
-        # Files of an older, corrupt replica in the same directory that the source does not have.
+        # Files of an older, corrupt replica (or a killed copy) in the same directory that are no
+        # part of this one: a read must find exactly the clone's files.
         _remove(task["dst"], sorted(before - set(copied)))
-        return dict(out, ok=True, bytes=total, checksum=checksum, files=copied,
-                    seconds=round(time.monotonic() - started, 3))
+        return dict(out, ok=True, bytes=total, checksum=checksum, files=copied, sizes=sizes,
+                    source_problem=source_problem, seconds=round(time.monotonic() - started, 3))
     except Exception as exc:  # the destination failed (disk full, permissions, ...): retried later
         try:
             _remove(task["dst"], copied)
@@ -90,19 +136,28 @@ def clone_task(task: dict) -> dict:
 
 
 def verify_task(task: dict) -> dict:
-    """Executor side: re-hash one replica's files and compare with the catalog."""
+    """Executor side: re-hash one replica's files and compare with the catalog. Every file of the
+    directory counts: a temporary or hidden file, or a directory, is one the catalog never
+    committed, and Spark would read it."""
     out = {"replica_id": task["replica_id"], "ok": False}
     try:
         names = copy_mod.replica_files(task["path"])
+        dirs = copy_mod.subdirs(task["path"])
     except FileNotFoundError:
         return dict(out, error=f"replica directory {task['path']} is gone")
     except Exception as exc:
         return dict(out, error=f"{type(exc).__name__}: {exc}"[:2000])
+    total = sum(size for _, size in names)
+    unknown = [n for n, _ in names if not copy_mod.is_data_name(n)] + [d + "/" for d in dirs]
+    if unknown:
+        return dict(out, bytes=total, error=(
+            f"holds file(s) the catalog never committed: {', '.join(unknown[:3])}"
+            + (f" (and {len(unknown) - 3} more)" if len(unknown) > 3 else "")
+            + (" (a temporary copy)" if any(copy_mod.is_tmp_name(n) for n in unknown) else "")))
     try:
         digests = [(name, copy_mod.sha256_file(fs.join(task["path"], name))) for name, _ in names]
     except Exception as exc:
         return dict(out, error=f"cannot read {task['path']}: {type(exc).__name__}: {exc}"[:2000])
-    total = sum(size for _, size in names)
     checksum = copy_mod.replica_checksum(digests)
     if checksum != task["checksum"] or total != task["bytes"]:
         return dict(out, bytes=total, checksum=checksum, error=(
