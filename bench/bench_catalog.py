@@ -85,7 +85,8 @@ def fake_report(plan, table: int, day: int):
         rows = 500 + (table * 7919 + day * 104729 + b.bucket_seq * 1299709) % 1000
         checksum = hashlib.sha256(f"{table}:{day}:{b.bucket_seq}".encode()).hexdigest()
         name = layout.bucket_file_name(f"w{table}-{day}", b.bucket_seq)
-        replicas += [ReplicaReport(b.bucket_seq, r.backend_id, r.path, [name], rows, 1024 + rows * 40, checksum)
+        size = 1024 + rows * 40
+        replicas += [ReplicaReport(b.bucket_seq, r.backend_id, r.path, [name], rows, size, checksum, {name: size})
                      for r in b.replicas]
     return WriteReport(job_id=plan.job_id, table=plan.table, partition_value=plan.partition_value, version=plan.version,
                        source_rows=sum(r.rows for r in replicas) // max(1, len(plan.buckets[0].replicas)),
@@ -188,7 +189,8 @@ def build_bulk(url: str, shape: Shape, root: Path, *, chunk_days: int = 20) -> N
                     rows["replicas"].append(dict(id=ids["replica"], table_id=view.id, partition_id=pid, version=1,
                                                  bucket_seq=r.bucket_seq, backend_id=r.backend_id, state="verified",
                                                  path=r.path, rows=r.rows, bytes=r.bytes, checksum=r.checksum,
-                                                 created_at=now, verified_at=None, drop_after=None))
+                                                 created_at=now, verified_at=None, drop_after=None,
+                                                 files=[[n, r.sizes[n]] for n in sorted(r.files)]))
                     c = counts.setdefault((view.id, r.bucket_seq, r.backend_id), [0, 0])
                     c[0] += 1
                     c[1] += r.bytes
