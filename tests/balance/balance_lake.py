@@ -86,11 +86,13 @@ class Lake:
                 data = pa.table({"id": pa.array(ks, pa.int64()), "v": pa.array([f"{table}-{partition}-{k}" for k in ks])})
                 pq.write_table(data, fs.local_path(fs.join(primary, name)))
                 files.append((name, copy_mod.sha256_file(fs.join(primary, name))))
-            size = sum(s for _, s in copy_mod.replica_files(primary))
+            sizes = dict(copy_mod.replica_files(primary))
+            size = sum(sizes.values())
             for r in b.replicas[1:]:
                 copy_mod.copy_replica(primary, r.path)
             checksum = copy_mod.replica_checksum(files)
-            reports += [ReplicaReport(b.bucket_seq, r.backend_id, r.path, [n for n, _ in files], len(ks), size, checksum)
+            reports += [ReplicaReport(b.bucket_seq, r.backend_id, r.path, [n for n, _ in files], len(ks), size, checksum,
+                                      sizes=sizes)
                         for r in b.replicas]
         report = WriteReport(job_id=plan.job_id, table=plan.table, partition_value=partition, version=ticket.version,
                              source_rows=len(keys), replicas=reports, seconds=0.0, spark_version="pyarrow")
