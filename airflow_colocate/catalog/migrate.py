@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 
 from alembic import command
@@ -19,7 +21,21 @@ def _config() -> Config:
     return cfg
 
 
+_REVISION = re.compile(r"^(down_)?revision\s*=\s*['\"]([^'\"]*)['\"]", re.MULTILINE)
+
+
+@functools.cache
 def head_revision() -> str:
+    """The newest migration. Every command checks it, so it is read from the migration files'
+    ``revision`` lines (Alembic loads every script, a tenth of a second per command); anything
+    unusual (a merge, a branch) is left to Alembic."""
+    revisions, parents = set(), set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        for down, value in _REVISION.findall(path.read_text()):
+            (parents if down else revisions).add(value)
+    heads = revisions - parents
+    if len(heads) == 1:
+        return heads.pop()
     return ScriptDirectory.from_config(_config()).get_current_head()
 
 
