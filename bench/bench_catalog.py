@@ -347,8 +347,20 @@ def run_operation(url: str, op: str, shape: Shape, round_: int = 0) -> None:
         raise SystemExit(f"unknown operation {op!r}")
     seconds = time.perf_counter() - started
     cat.dispose()
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"op": op, "seconds": seconds, "rss_mb": rss_mb}))
+    print(json.dumps({"op": op, "seconds": seconds, "rss_mb": peak_rss_mb()}))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set. Linux's getrusage() counts the memory of the parent
+    before exec (the bench process that built the catalog), so read the high-water mark of this
+    process's own address space when the system has one."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def measure(url: str, op: str, shape: Shape, round_: int) -> dict:

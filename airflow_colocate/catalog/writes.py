@@ -278,7 +278,7 @@ class WritesMixin:
                             m.Replica.bytes, m.Replica.checksum, m.Replica.state, m.Replica.id, m.Replica.files)
                      .join(m.Partition, VISIBLE).where(m.Replica.partition_id.in_(ids[i:i + 500]), m.Replica.state == "verified")
                      .order_by(m.Replica.id))
-                found = s.connection().execute(q)  # plain rows: no ORM loading for thousands of them
+                found = s.connection().execute(q).all()  # plain rows: no ORM loading for thousands of them
                 for pid, seq, be, path, rows, size, checksum, state, rid, files in found:
                     buckets[pid][seq].append(ReplicaView(seq, be, path, rows, size, checksum, state, rid,
                                                          None if files is None else tuple((n, int(b)) for n, b in files)))
