@@ -102,6 +102,8 @@ class WriteTicket:
     # bucket seq -> for each target: the base version's replica dir to carry over ('' if none)
     base_paths: tuple[tuple[str, ...], ...]
     missing: tuple[str, ...]  # mapped replicas skipped because their backend is not alive
+    # bucket seq -> for each target: ((name, size), ...) recorded for its base replica (None before 0.2)
+    base_files: tuple = ()
 
 
 @dataclass(frozen=True)

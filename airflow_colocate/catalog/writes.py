@@ -87,7 +87,7 @@ class WritesMixin:
                         f"replicas a write needs: bring the backends back ('colocate backend mark-up') or repair the group"
                     )
                 targets.append(tuple(ok))
-            base_paths = self._base_paths(s, p, base_version, targets)
+            base_paths, base_files = self._base_paths(s, p, base_version, targets)
             version = p.next_version
             p.next_version += 1
             job = m.Job(kind="write", group_id=t.group_id, state="running", plan=plan or {}, progress={},
@@ -103,7 +103,7 @@ class WritesMixin:
                         mode=mode, base_version=base_version, missing=missing)
             return WriteTicket(job_id=job.id, table=view, partition_id=p.id, partition_value=partition_value,
                                version=version, base_version=base_version, mode=mode, targets=tuple(targets),
-                               base_paths=base_paths, missing=tuple(missing))
+                               base_paths=base_paths, missing=tuple(missing), base_files=base_files)
 
         return self._tx(run)
 
@@ -124,22 +124,27 @@ class WritesMixin:
                  for b in sorted(backends.values(), key=lambda b: b.id)]
         return initial_map(slots, p.bucket_num, p.replication_num, load=self._slot_load(s))
 
-    def _base_paths(self, s: Session, p: m.Partition, base_version: int, targets: list) -> tuple[tuple[str, ...], ...]:
+    def _base_paths(self, s: Session, p: m.Partition, base_version: int, targets: list) -> tuple[tuple, tuple]:
+        """Per bucket and target: the base version's replica directory an append carries over, and
+        the files the catalog recorded for it (checked before they are carried: a missing or short
+        base file must not become a short new version)."""
         if not base_version:
-            return tuple(tuple("" for _ in bucket) for bucket in targets)
-        verified: dict[int, dict[int, str]] = {}
+            return tuple(tuple("" for _ in bucket) for bucket in targets), ()
+        verified: dict[int, dict[int, m.Replica]] = {}
         for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == base_version,
                                                    m.Replica.state == "verified")):
-            verified.setdefault(r.bucket_seq, {})[r.backend_id] = r.path
-        out = []
+            verified.setdefault(r.bucket_seq, {})[r.backend_id] = r
+        paths, files = [], []
         for seq, bucket in enumerate(targets):
             have = verified.get(seq, {})
             if not have:
                 raise Conflict(f"cannot append to partition {p.value}: bucket {seq} of version {base_version} has no "
                                f"verified replica; repair the group first or overwrite the partition")
-            any_path = next(iter(have.values()))
-            out.append(tuple(have.get(backend_id, any_path) for backend_id, _ in bucket))
-        return tuple(out)
+            anyone = next(iter(have.values()))
+            chosen = [have.get(backend_id, anyone) for backend_id, _ in bucket]
+            paths.append(tuple(r.path for r in chosen))
+            files.append(tuple(None if r.files is None else tuple((str(n), int(b)) for n, b in r.files) for r in chosen))
+        return tuple(paths), tuple(files)
 
     def commit_write(self, job_id: int, report: WriteReport) -> PartitionView:
         """Check the job's report against what :meth:`begin_write` granted, then make the version

@@ -70,6 +70,9 @@ class BucketTarget:
     # For append: the replica directories of the base version on the same backends (same order),
     # whose files are carried into the new version.
     base_paths: list[str] = field(default_factory=list)
+    # For append: [[name, size], ...] the catalog recorded for each base directory (None: before
+    # 0.2); a base directory that does not hold exactly these is not carried.
+    base_files: list[list[list] | None] = field(default_factory=list)
 
 
 @dataclass

@@ -18,7 +18,9 @@ def write_plan(ticket: WriteTicket, source: Source, work_uri: str) -> WritePlan:
                                                                   ticket.version, seq))
                     for backend_id, root in targets]
         base = list(ticket.base_paths[seq]) if ticket.base_version else []
-        buckets.append(BucketTarget(seq, replicas, base))
+        files = ([None if f is None else [list(x) for x in f] for f in ticket.base_files[seq]]
+                 if ticket.base_version and ticket.base_files else [])
+        buckets.append(BucketTarget(seq, replicas, base, files))
     # Spark's raw output goes to the backend that is primary for most buckets, so that placing the
     # files is mostly a rename on the same file system.
     primaries = Counter(targets[0][1] for targets in ticket.targets)

@@ -66,6 +66,7 @@ def bucket_tasks(plan: WritePlan, staged: dict[int, list[str]]) -> list[dict]:
             # the backend roots, from the layout the plan's paths were made with: tmp areas
             "roots": [layout.replica_root(r.path) for r in b.replicas],
             "base_paths": list(b.base_paths) if base_needed else [],
+            "base_files": list(b.base_files) if base_needed else [],
         }
         for b in sorted(plan.buckets, key=lambda b: b.bucket_seq)
     ]
@@ -97,6 +98,20 @@ def _refuse_foreign(bucket: int, write_id: str, replicas: list, base_paths: list
                 f"({write_id}) did not produce; a write must go to a new version directory"
             )
         fs.makedirs(path)
+
+
+def _check_base(bucket: int, base_paths: list[str], base_files: list) -> None:
+    """An append carries the base version's files: each base directory must hold exactly what the
+    catalog recorded, or the new version would inherit a missing, short or stray file."""
+    for i, path in enumerate(base_paths):
+        files = base_files[i] if i < len(base_files) else None
+        if not path or files is None:
+            continue  # recorded before 0.2: copy_replica still refuses temporary and hidden names
+        problem = copy_mod.check_replica(path, files=files, size=sum(int(size) for _, size in files))
+        if problem:
+            raise ColocateError(
+                f"cannot append to bucket {bucket}: its base replica {path} {problem}; nothing was placed. Repair it "
+                f"('colocate balance --verify') or overwrite the partition")
 
 
 def _place_primary(bucket: int, write_id: str, staged_files: list[str], primary: str,
@@ -139,6 +154,7 @@ def place_bucket(task: dict) -> list[dict]:
     bucket, write_id = task["bucket"], task["write_id"]
     replicas, base_paths = task["replicas"], list(task["base_paths"])
     roots = list(task.get("roots") or [None] * len(replicas))
+    _check_base(bucket, base_paths, list(task.get("base_files") or []))
     _refuse_foreign(bucket, write_id, replicas, base_paths)
 
     primary = replicas[0][1]

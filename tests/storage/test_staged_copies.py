@@ -176,3 +176,36 @@ def test_check_replica_lists_a_real_directory(tmp_path):
     (replica / "part-1.parquet").write_bytes(b"")
     assert check_replica(uri, files=FILES, size=150) == "file part-1.parquet holds 0 bytes, the catalog recorded 50"
     assert check_replica((tmp_path / "nowhere").as_uri(), files=FILES, size=150) == "its directory is gone"
+
+
+def _base_task(tmp_path, base_files):
+    """An append of no new rows to one bucket: the base replica's file is carried to be2."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, base = _backend(tmp_path, "be1")
+    pq.write_table(pa.table({"k": pa.array(range(100), pa.int64())}), base / "part-00000-w1_00003.c000.snappy.parquet")
+    dst = layout.replica_dir((tmp_path / "be2").as_uri(), "default", "orders", 7, "2026-11-01", 2, 3)
+    (tmp_path / "be2").mkdir()
+    return {"bucket": 3, "write_id": "w2", "staged": [], "replicas": [[2, dst]], "roots": [layout.replica_root(dst)],
+            "base_paths": [base.as_uri()], "base_files": [base_files(base)]}
+
+
+def test_an_append_carries_a_base_replica_only_if_it_holds_its_recorded_files(tmp_path):
+    from airflow_colocate.storage.place import place_bucket
+
+    def exact(base):
+        return [[p.name, p.stat().st_size] for p in base.iterdir()]
+
+    (out,) = place_bucket(_base_task(tmp_path / "ok", exact))
+    assert out["rows"] == 100 and out["sizes"] == dict(exact(tmp_path / "ok" / "be1" / "default" / "orders_7" / "2026-11-01"
+                                                              / "v000001" / "b00003"))
+
+    def recorded_longer(base):  # the file on disk is shorter than what was committed: truncated
+        return [[p.name, p.stat().st_size + 10] for p in base.iterdir()]
+
+    task = _base_task(tmp_path / "short", recorded_longer)
+    with pytest.raises(ColocateError, match=r"cannot append to bucket 3: its base replica .* holds \d+ bytes, the "
+                                            r"catalog recorded \d+; nothing was placed"):
+        place_bucket(task)
+    assert not fs.exists(task["replicas"][0][1]) or copy_mod.replica_files(task["replicas"][0][1]) == []
