@@ -383,26 +383,31 @@ def forget_checks(url: str) -> None:
     engine.dispose()
 
 
-def bench_one(url: str, shape: Shape, rounds: int) -> dict[str, dict]:
-    """Each operation ``rounds`` times in a fresh process: median time, largest peak RSS."""
+def run_interleaved(catalogs: dict[str, tuple[str, Shape]], rounds: int) -> dict[str, dict[str, dict]]:
+    """Each operation ``rounds`` times in a fresh process on every catalog, the catalogs taking turns
+    operation by operation, so that a busy moment of the machine hits every scale alike: median
+    time, largest peak RSS per (catalog, operation)."""
     from airflow_colocate.catalog import Catalog
 
-    runs: dict[str, list[dict]] = {op: [] for op, _ in OPERATIONS}
+    runs: dict[str, dict[str, list[dict]]] = {key: {op: [] for op, _ in OPERATIONS} for key in catalogs}
     for r in range(rounds):
         for op, _ in OPERATIONS:
-            if op == "check":
-                forget_checks(url)
-            if op == "balance_added":
-                with tempfile.TemporaryDirectory() as extra:
-                    admin = Catalog(url, actor="bench")
-                    added = admin.add_backend(Path(extra).as_uri(), name="be_new")
-                    runs[op].append(measure(url, op, shape, r))
-                    admin.remove_backend(added.id)
-                    admin.dispose()
-                continue
-            runs[op].append(measure(url, op, shape, r))
-    return {op: {"seconds": statistics.median(x["seconds"] for x in got), "rss_mb": max(x["rss_mb"] for x in got),
-                 "all": [round(x["seconds"], 3) for x in got]} for op, got in runs.items()}
+            for key, (url, shape) in catalogs.items():
+                if op == "check":
+                    forget_checks(url)
+                if op == "balance_added":
+                    with tempfile.TemporaryDirectory() as extra:
+                        admin = Catalog(url, actor="bench")
+                        added = admin.add_backend(Path(extra).as_uri(), name="be_new")
+                        runs[key][op].append(measure(url, op, shape, r))
+                        admin.remove_backend(added.id)
+                        admin.dispose()
+                    continue
+                runs[key][op].append(measure(url, op, shape, r))
+        print(f"round {r + 1} of {rounds} done", flush=True)
+    return {key: {op: {"seconds": statistics.median(x["seconds"] for x in got), "rss_mb": max(x["rss_mb"] for x in got),
+                       "all": [round(x["seconds"], 3) for x in got]} for op, got in ops.items()}
+            for key, ops in runs.items()}
 
 
 # ---------------------------------------------------------------------- main
@@ -466,16 +471,22 @@ def main() -> None:
             cross_check(kind, base, pg_url, Shape(tables=2, days=3, buckets=4, replicas=2, backends=4))
         if a.check:
             return
-        table: dict[str, dict[float, dict]] = {}
+        catalogs: dict[str, tuple[str, Shape]] = {}
         for kind in dbs:
             for pct in scales:
                 shape = Shape().at(pct)
                 url = fresh_url(kind, base, f"lake-{pct:g}", pg_url)
                 t0 = time.perf_counter()
                 build_bulk(url, shape, base / "lake")
+                catalogs[f"{kind}:{pct:g}"] = (url, shape)
                 print(f"{kind} {pct:g}%: built {shape.replica_rows:,} replica rows ({shape.days} days) in "
                       f"{time.perf_counter() - t0:.0f} s", flush=True)
-                for op, res in bench_one(url, shape, a.rounds).items():
+        results = run_interleaved(catalogs, a.rounds)
+        table: dict[str, dict[float, dict]] = {}
+        for kind in dbs:
+            for pct in scales:
+                print(f"{kind} {pct:g}%:")
+                for op, res in results[f"{kind}:{pct:g}"].items():
                     table.setdefault(f"{kind}:{op}", {})[pct] = res
                     print(f"  {op:<20} {res['seconds']:7.2f} s  {res['rss_mb']:6.0f} MB  (runs: {res['all']})", flush=True)
         print()
@@ -490,11 +501,11 @@ def main() -> None:
             print(f"| {label} | " + " | ".join(cells) + " |")
         if len(scales) >= 2:
             lo, hi = scales[-2], scales[-1]
-            print(f"\ngrowth {lo:g}% -> {hi:g}% (time):")
+            print(f"\ngrowth {lo:g}% -> {hi:g}% (median time at {hi:g}% / at {lo:g}%):")
             for kind in dbs:
-                worst = max(((table[f'{kind}:{op}'][hi]['seconds'] / table[f'{kind}:{op}'][lo]['seconds'], op)
-                             for op, _ in OPERATIONS))
-                print(f"  {kind}: worst {worst[0]:.2f}x ({worst[1]})")
+                ratios = {op: table[f"{kind}:{op}"][hi]["seconds"] / table[f"{kind}:{op}"][lo]["seconds"]
+                          for op, _ in OPERATIONS}
+                print(f"  {kind}: " + ", ".join(f"{op} {x:.2f}x" for op, x in ratios.items()))
     finally:
         if server is not None:
             server.stop()
