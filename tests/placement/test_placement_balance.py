@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 
@@ -20,8 +21,18 @@ from placement_cases import (
     slot_counts,
 )
 
-from airflow_colocate.core.errors import PlacementError
-from airflow_colocate.placement import BackendSlot, Move, balance, balance_all, initial_map
+from airflow_colocate.core.errors import InvalidArgument, PlacementError
+from airflow_colocate.placement import (
+    DISTANCES,
+    STRATEGIES,
+    BackendSlot,
+    BalanceStrategy,
+    Bucket,
+    Move,
+    balance,
+    balance_all,
+    initial_map,
+)
 
 
 def no_allowed_move_narrows_a_gap(bucket_map, backends) -> bool:
@@ -141,6 +152,33 @@ def test_a_map_naming_a_down_backend_must_be_relocated_first():
 def test_bad_options_are_refused(kwargs, message):
     with pytest.raises(PlacementError, match=message):
         balance([[1]], one_per_host(2), **kwargs)
+
+
+def test_an_unknown_strategy_is_an_invalid_argument_naming_the_registered_ones():
+    with pytest.raises(InvalidArgument, match=r"^strategy must be 'count' or 'size', got 'slots'$") as caught:
+        balance_all({0: [[1]]}, one_per_host(2), strategy="slots")
+    assert isinstance(caught.value, PlacementError)  # callers that catch every placement refusal still do
+    assert "\n" not in str(caught.value)
+    assert set(STRATEGIES) == {"count", "size"}
+
+
+def test_a_strategy_that_returns_a_bad_cost_or_capacity_is_refused():
+    negative = dataclasses.replace(STRATEGIES["count"], name="negative", cost=lambda bucket: -1)
+    with pytest.raises(PlacementError, match=r"strategy 'negative' gave bucket 0 of group 0 the cost -1: a cost must be a"):
+        balance([[1]], one_per_host(2), strategy=negative)
+    words = dataclasses.replace(STRATEGIES["count"], name="words", cost=lambda bucket: "heavy")
+    with pytest.raises(PlacementError, match=r"strategy 'words' gave bucket 0 of group 3 the cost 'heavy'"):
+        balance_all({3: [[1]]}, one_per_host(2), strategy=words)
+    empty = dataclasses.replace(STRATEGIES["size"], name="empty", capacity=lambda backend: 0)
+    with pytest.raises(PlacementError, match=r"strategy 'empty' gave be1@h1 the capacity 0: a capacity must be a"):
+        balance([[1]], one_per_host(2), strategy=empty, bucket_bytes={0: 1})
+
+
+def test_a_malformed_strategy_is_refused_when_it_is_defined():
+    with pytest.raises(InvalidArgument, match=r"strategy 'free': cost must be a number >= 0 or a function of a Bucket"):
+        dataclasses.replace(STRATEGIES["count"], name="free", cost=-1)
+    with pytest.raises(InvalidArgument, match=r"strategy 'odd': objective 'squares' lacks rank, floor, opens, peak, gain"):
+        dataclasses.replace(STRATEGIES["count"], name="odd", objective="squares")
 
 
 def test_no_available_backend():
@@ -437,3 +475,60 @@ def test_balance_all_max_moves_is_a_global_cap():
 
 def test_balance_all_of_nothing():
     assert balance_all({}, one_per_host(3)) == ({}, {})
+
+
+# ------------------------------------------------------------------ custom strategies
+
+
+def test_a_custom_strategy_whose_allowed_forbids_a_backend_plugs_into_the_same_loop():
+    old = one_per_host(4)
+    everyone = old + [BackendSlot(5, "h5"), BackendSlot(6, "h6")]
+    start = initial_map(old, 30, 2)  # 60 slots on 4 backends, none on 5 or 6
+    asked = []
+
+    def not_on_5(bucket, backend):
+        asked.append((bucket, backend.id))
+        return backend.id != 5
+
+    not_5 = dataclasses.replace(STRATEGIES["count"], name="count-not-on-5", allowed=not_on_5)
+    new_map, moves = balance(start, everyone, strategy=not_5)
+
+    assert_valid(new_map, everyone, 30, 2)
+    assert replay(start, moves) == new_map
+    counts = slot_counts(new_map, everyone)
+    assert counts[5] == 0 and all(m.dst != 5 for m in moves)
+    others = [n for be, n in counts.items() if be != 5]
+    assert max(others) - min(others) <= 1  # the five allowed backends share the 60 slots: 12 each
+    assert len(moves) == exact_min_moves(Counter({be: n for be, n in slot_counts(start, everyone).items() if be != 5}))
+    assert (Bucket(None, moves[0].bucket_seq, 0), moves[0].dst) in asked  # balance() sees no group id
+    # The same map under plain "count" does use backend 5: the veto, not the data, kept it empty.
+    assert slot_counts(balance(start, everyone)[0], everyone)[5] > 0
+
+
+def test_a_custom_strategy_can_keep_one_group_off_a_backend_in_balance_all():
+    old = one_per_host(3)
+    everyone = old + [BackendSlot(4, "h4")]
+    groups = {7: initial_map(old, 12, 1), 8: initial_map(old, 12, 1)}
+    def keep_7_off_4(bucket, backend):
+        return not (bucket.group == 7 and backend.id == 4)
+
+    keep_7_off_4 = dataclasses.replace(STRATEGIES["count"], name="keep-7-off-4", allowed=keep_7_off_4)
+    new_maps, moves = balance_all(groups, everyone, strategy=keep_7_off_4)
+    for g, m in new_maps.items():
+        assert_valid(m, everyone, 12, 1)
+        assert replay(groups[g], moves[g]) == m
+    assert slot_counts(new_maps[7], everyone)[4] == 0
+    assert slot_counts(new_maps[8], everyone)[4] == 3  # group 8 is free to spread: 12 slots over 4 backends
+
+
+def test_a_custom_strategy_can_weigh_slots_against_capacity():
+    # Slots (cost 1), not bytes, but in proportion to capacity: the DISTANCES objective with
+    # count's cost. No bucket_bytes needed.
+    slots_by_capacity = BalanceStrategy(
+        "slots-by-capacity", cost=lambda bucket: 1, capacity=lambda backend: backend.capacity_bytes,
+        objective=DISTANCES, per_group=False,
+    )
+    backends = [BackendSlot(1, "h1", 1000), BackendSlot(2, "h2", 3000)]
+    new_map, moves = balance([[1]] * 40, backends, strategy=slots_by_capacity)
+    assert Counter(row[0] for row in new_map) == {1: 10, 2: 30}
+    assert len(moves) == 30 and all(m.bytes == 0 for m in moves)
