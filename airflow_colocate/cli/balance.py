@@ -7,6 +7,8 @@ from datetime import timedelta
 
 import click
 
+from airflow_colocate.placement.balance import STRATEGIES
+
 from airflow_colocate.cli import output, params
 from airflow_colocate.cli.base import Command, Env, Group, pass_env
 from airflow_colocate.cli.output import Report, Table, json_option
@@ -14,7 +16,7 @@ from airflow_colocate.cli.output import Report, Table, json_option
 
 @click.command("balance", cls=Command, help="Repair and balance groups with clone-and-drop. Runs the Spark clone job; --dry-run only prints the plan.")
 @click.option("--dry-run", is_flag=True, help="Print the plan, change nothing.")
-@click.option("--strategy", type=params.Choice(["count", "size"]), default="count", show_default=True,
+@click.option("--strategy", type=params.Choice(list(STRATEGIES)), default="count", show_default=True,
               help="count: even bucket slots per backend; size: bytes against capacity.")
 @click.option("--group", "groups", multiple=True, help="Only this group (repeatable).")
 @click.option("--threshold", type=params.FLOAT, default=0.0, show_default=True,

@@ -612,7 +612,8 @@ class _Balancer:
 # --------------------------------------------------------------------------------------------
 
 
-def _resolve(strategy: str | BalanceStrategy) -> BalanceStrategy:
+def resolve_strategy(strategy: str | BalanceStrategy) -> BalanceStrategy:
+    """The registered strategy of that name (or the strategy itself); a one-line error naming the valid ones."""
     if isinstance(strategy, BalanceStrategy):
         return strategy
     found = STRATEGIES.get(strategy) if isinstance(strategy, str) else None
@@ -626,7 +627,7 @@ def _resolve(strategy: str | BalanceStrategy) -> BalanceStrategy:
 def _check_options(
     strategy: str | BalanceStrategy, bucket_bytes: object, threshold: float, max_moves: int | None
 ) -> BalanceStrategy:
-    chosen = _resolve(strategy)
+    chosen = resolve_strategy(strategy)
     if chosen.needs_bytes and bucket_bytes is None:
         raise PlacementError(
             f"strategy {chosen.name!r} needs bucket_bytes (bytes of one replica of each bucket, summed over "

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from airflow_colocate.catalog.views import ClusterSnapshot, GroupSnapshot
 from airflow_colocate.core.errors import PlacementError
+from airflow_colocate.placement.balance import resolve_strategy
 from airflow_colocate.placement import BackendSlot, balance, balance_all, relocate
 
 
@@ -126,8 +127,7 @@ def plan_balance(snapshot: ClusterSnapshot, *, strategy: str = "count", threshol
                  relocate_enabled: bool | None = None, balance_enabled: bool | None = None) -> list[GroupPlan]:
     """One :class:`GroupPlan` per group in scope (``groups``: group ids, default all) that has no
     balance job running. Flags come from the snapshot unless overridden."""
-    if strategy not in ("count", "size"):
-        raise PlacementError(f"strategy must be 'count' or 'size', got {strategy!r}")
+    resolve_strategy(strategy)  # a name the registry does not hold is refused before anything is planned
     relocate_on = (not snapshot.flags.get("disable_colocate_relocate")) if relocate_enabled is None else relocate_enabled
     balance_on = (not snapshot.flags.get("disable_colocate_balance")) if balance_enabled is None else balance_enabled
     alive = {b.id for b in snapshot.backends if b.alive}
