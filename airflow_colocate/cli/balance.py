@@ -47,7 +47,7 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
         blocks = ["dry run: nothing is changed", *describe_plans(plans, names)]
         if moves:
             blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], moves))
-        return Report(blocks, data=[dict(p.to_plan(), group=p.full_name, kind=p.kind, bytes=p.bytes) for p in plans])
+        return Report(blocks, data=[p.summary() for p in plans])
     out = _run(catalog, options, master) if runner == "spark" else _run_local(catalog, options)
     return Report([
         Table(["JobId", "Group", "Kind", "State", "Step", "Moves", "Cloned", "Bytes"],

@@ -389,7 +389,7 @@ def summary_json(summary: dict) -> dict:
     """The run summary as plain JSON (XCom, ``--json``)."""
     return {
         "jobs": [vars(j) for j in summary["jobs"]],
-        "plans": [dict(p.to_plan(), group=p.full_name, kind=p.kind, bytes=p.bytes) for p in summary["plans"]],
+        "plans": [p.summary() for p in summary["plans"]],
         "verified_bad": summary["verified_bad"],
         "dropped": summary["dropped"],
         "decommissioned": summary["decommissioned"],

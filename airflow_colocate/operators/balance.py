@@ -95,8 +95,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
             plans = plan(catalog, options)
             for line in describe_plans(plans, names):
                 self.log.info("colocate plan: %s", line)
-            return {"dry_run": True, "plans": [dict(p.to_plan(), group=p.full_name, kind=p.kind, bytes=p.bytes)
-                                               for p in plans]}
+            return {"dry_run": True, "plans": [p.summary() for p in plans]}
         balancer = Balancer(catalog, self._runner(context, hook), options, work_dir=hook.work_dir(),
                             echo=lambda line: self.log.info("colocate: %s", line))
         summary = balancer.run()

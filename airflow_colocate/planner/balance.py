@@ -77,6 +77,11 @@ class GroupPlan:
                 "old_map": self.old_map, "new_map": self.new_map, "moves": [mv.to_dict() for mv in self.moves],
                 "repairs": self.repairs, "redundant": self.redundant, "notes": list(self.notes)}
 
+    def summary(self) -> dict:
+        """What users see of a plan (XCom, ``--json``, the API): the job's plan with its group,
+        kind and bytes."""
+        return dict(self.to_plan(), group=self.full_name, kind=self.kind, bytes=self.bytes)
+
 
 def _slots(snapshot: ClusterSnapshot) -> list[BackendSlot]:
     return [BackendSlot(id=b.id, host=b.host, capacity_bytes=b.capacity_bytes, available=b.alive)
