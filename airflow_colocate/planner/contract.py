@@ -170,6 +170,9 @@ class ReadTable:
     partitions: list[ReadPartition]
     bucketed: bool = True  # False: registered without a bucket spec (the fallback)
     table: str = ""  # db.table, for messages
+    # Check on read that every row's pmod(hash(dist cols), n) is its bucket and verify parquet page
+    # checksums: a file with another bucket's rows or a flipped byte fails the query, never a wrong row.
+    bucket_guard: bool = True
 
 
 @dataclass

@@ -9,7 +9,9 @@ A bucketed table becomes a hidden backing table ``__cl_<name>``::
 
 with one catalog partition per (partition value, bucket) whose LOCATION is the replica directory
 chosen for that bucket (all added by ONE ``ALTER TABLE … ADD PARTITION … PARTITION …`` statement),
-and a temporary view ``orders`` that selects the table's columns, so nobody sees ``__bucket``.
+and a temporary view ``orders`` that selects the table's columns, so nobody sees ``__bucket``, and
+(``bucket_guard``, the default) checks every row's bucket (:func:`bucket_guard`) and every parquet
+page's checksum as it reads.
 Spark's bucketed scan then reports ``HashPartitioning(dist cols, n)`` and a join of two such
 tables on the bucket key plans no Exchange. ``bucketed=False`` (the fallback for an unstable
 group) registers the same partitions without ``CLUSTERED BY``, and Spark shuffles or broadcasts.
@@ -78,6 +80,37 @@ def _check(table: ReadTable) -> None:
             )
 
 
+# Hadoop settings of the backing table's scans: parquet-mr verifies each page's CRC (Spark writes
+# them), so a flipped byte in a data page fails the read instead of changing a value.
+GUARD_OPTIONS = {"parquet.page.verify-checksum.enabled": "true"}
+
+
+def bucket_guard(table: ReadTable, part_col: str | None) -> str:
+    """The view's filter that stops a query at the first row whose ``pmod(hash(dist cols), n)``
+    is not the bucket its directory was registered as.
+
+    Spark's bucketed scan trusts the file names, so a file holding another bucket's rows joins
+    silently wrong; this is the row-level proof. It must stay deterministic, or Spark stops pushing
+    filters through the view and scans every partition: the file is named with the ``_metadata``
+    column (an attribute, unlike the nondeterministic ``input_file_name()``), and with the
+    partition and bucket when a table column is itself called ``_metadata``. The fallback
+    (``bucketed=False``) is guarded too: another bucket's file loses and duplicates rows there as well."""
+    keys = ", ".join(quote_ident(c) for c in table.dist_cols)
+    seq = f"pmod(hash({keys}), {table.bucket_num})"
+    bucket = quote_ident(BUCKET_COLUMN)
+    shadowed = any(n.lower() == "_metadata" for n, _ in table.columns)
+    where = [quote_str(f"colocate: table {table.table or table.name}")]
+    if part_col is not None:
+        where += [quote_str(" partition "), f"cast({quote_ident(part_col)} AS STRING)"]
+    where += [quote_str(" bucket "), f"cast({bucket} AS STRING)"]
+    if not shadowed:
+        where += [quote_str(": file "), "_metadata.file_path"]
+    message = ", ".join([*where, quote_str(" holds a row of bucket "), f"cast({seq} AS STRING)", quote_str(
+        " (a corrupt replica): the query stops instead of returning wrong rows; run 'colocate verify' to mark it "
+        "bad and 'colocate balance' to repair it")])
+    return f"CASE WHEN {seq} = {bucket} THEN true ELSE raise_error(concat({message})) END"
+
+
 def create_statements(table: ReadTable, location: str) -> list[str]:
     """The SQL that registers one table (exposed for tests and for the explain text)."""
     _check(table)
@@ -93,10 +126,13 @@ def create_statements(table: ReadTable, location: str) -> list[str]:
         clustered = (
             f" CLUSTERED BY ({', '.join(quote_ident(c) for c in table.dist_cols)}) INTO {table.bucket_num} BUCKETS"
         )
+    options = ""
+    if table.bucket_guard:
+        options = " OPTIONS (" + ", ".join(f"{quote_str(k)} = {quote_str(v)}" for k, v in GUARD_OPTIONS.items()) + ")"
     out = [
         f"DROP TABLE IF EXISTS {backing}",
         f"CREATE TABLE {backing} ({col_defs}) USING parquet PARTITIONED BY ({partitioned}){clustered} "
-        f"LOCATION {quote_str(location)}",
+        f"LOCATION {quote_str(location)}{options}",
     ]
     specs = []
     for part in table.partitions:
@@ -109,7 +145,10 @@ def create_statements(table: ReadTable, location: str) -> list[str]:
     if specs:
         out.append(f"ALTER TABLE {backing} ADD " + " ".join(specs))
     select = ", ".join(quote_ident(n) for n, _ in table.columns)
-    out.append(f"CREATE OR REPLACE TEMP VIEW {quote_ident(table.name)} AS SELECT {select} FROM {backing}")
+    view = f"CREATE OR REPLACE TEMP VIEW {quote_ident(table.name)} AS SELECT {select} FROM {backing}"
+    if table.bucket_guard:
+        view += f" WHERE {bucket_guard(table, part_defs[0][0] if part_defs else None)}"
+    out.append(view)
     return out
 
 

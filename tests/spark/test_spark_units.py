@@ -58,6 +58,7 @@ def test_create_statements():
         partition_cols=["dt"], bucket_num=3,
         partitions=[ReadPartition("2026-11-01", ["file:///a/b0", "", "file:///a/b2"])],
     )
+    table.bucket_guard = False  # the guarded view: tests/joins/test_bucket_guard.py
     create, alter, view = create_statements(table, "file:///tmp/e")[1:]
     assert "PARTITIONED BY (`dt`, `__bucket`) CLUSTERED BY (`o_key`) INTO 3 BUCKETS" in create
     assert create.index("`v` string") < create.index("`dt` date")  # partition columns come last
