@@ -8,8 +8,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from balance_lake import assert_whole
+from balance_lake import Clock, Lake, assert_whole
 
+from airflow_colocate.catalog import Catalog
 from airflow_colocate.jobs.backends import add_backend
 from airflow_colocate.jobs.health import probe_backends
 from airflow_colocate.jobs.join import join_in_session
@@ -21,9 +22,10 @@ QUERY = "SELECT a.dt, a.id, b.v FROM a JOIN b ON a.dt = b.dt AND a.id = b.id"
 
 
 def test_deleted_root_is_down_joins_fall_back_with_every_row_then_repair(tmp_path, spark):
-    from conftest import _lake
-
-    lake = _lake(f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path, backends=())
+    clock = Clock()
+    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest", clock=clock)
+    catalog.init()
+    lake = Lake(catalog, clock, tmp_path)  # backends added as a user does, with identity markers:
     for name in ("be1", "be2", "be3"):
         (tmp_path / "backends" / name).mkdir(parents=True)
         lake.names[name] = add_backend(lake.catalog, (tmp_path / "backends" / name).as_uri(), name=name).id
