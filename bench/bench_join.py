@@ -1,31 +1,38 @@
 """Colocated join vs (a) plain Spark shuffle sort-merge join and (b) Spark's own bucketed tables,
-on TPC-H orders ⋈ lineitem (order key) with an aggregation, side by side in one run.
+on TPC-H orders ⋈ lineitem (order key) with an aggregation, side by side in one run; and ours with
+the on-read bucket guard (the default: every row's bucket and every parquet page's checksum
+checked) against ours without it.
 
     .venv/bin/python bench/bench_join.py [--scale 1] [--buckets 16] [--rounds 3]
 
-All three run the same query in the same Spark session with broadcast joins off. Ours includes
+All run the same query in the same Spark session with broadcast joins off. Ours includes
 planning and registering the tables (what ColocateJoinOperator does minus spark-submit start-up).
 Also times registering 30 partitions x 64 buckets. Targets: ours >= 1.5x faster than (a); ours
-no slower than 0.95x of (b) (i.e. time(b)/time(ours) >= 0.95); registration < 3 s.
+no slower than 0.95x of (b) (i.e. time(b)/time(ours) >= 0.95); registration < 3 s; the guard
+costs <= 5% (it is on by default only then).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.request import urlopen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tpch import tpch  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
-from airflow_colocate.jobs.join import join_in_session  # noqa: E402
+from airflow_colocate.jobs.join import finish_join, join_in_session, prepare_join  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
 from airflow_colocate.planner.contract import ReadPartition, ReadTable, Source  # noqa: E402
+from airflow_colocate.spark.join_job import run_join  # noqa: E402
 from airflow_colocate.spark.register import register_tables  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
 
@@ -37,6 +44,28 @@ def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def task_cpu(spark, fn) -> tuple[float, float]:
+    """(wall seconds, executor CPU seconds) of ``fn``: the CPU time Spark's tasks report for the jobs
+    ``fn`` ran (its status API). On a machine other work shares, wall time swings by half; the tasks'
+    own CPU time barely moves, so a few percent of difference between two variants shows there."""
+    sc = spark.sparkContext
+    tag = f"bench-{os.urandom(4).hex()}"
+    sc.setJobGroup(tag, tag)
+    try:
+        wall = timed(fn)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    api = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
+    for _ in range(50):  # the status store takes the last task ends a moment after the job returns
+        jobs = [j for j in json.load(urlopen(f"{api}/jobs")) if j.get("jobGroup") == tag]
+        if all(j["status"] != "RUNNING" for j in jobs):
+            break
+        time.sleep(0.1)
+    stages = {sid for j in jobs for sid in j["stageIds"]}
+    cpu = sum(st.get("executorCpuTime", 0) for sid in stages for st in json.load(urlopen(f"{api}/stages/{sid}")))
+    return wall, cpu / 1e9
 
 
 def registration_seconds(spark, work: Path, partitions: int = 30, buckets: int = 64) -> float:
@@ -62,7 +91,9 @@ def main() -> None:
     a = ap.parse_args()
     orders_src, lineitem_src = str(tpch("orders", a.scale)), str(tpch("lineitem", a.scale))
     work = Path(tempfile.mkdtemp(prefix="bench-join-"))
-    spark = get_spark("bench-join", a.master, {"spark.ui.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
+    # the UI's status API reports the tasks' CPU time (task_cpu)
+    spark = get_spark("bench-join", a.master, {"spark.ui.enabled": "true", "spark.ui.showConsoleProgress": "false",
+                                                "spark.sql.autoBroadcastJoinThreshold": "-1",
                                                 "spark.sql.warehouse.dir": (work / "warehouse").as_uri()})
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -89,8 +120,12 @@ def main() -> None:
         check = join_in_session(spark, cat, ours_q, tables, work_dir=work / "runs", require_colocate=True)
         assert check["colocate"], check["explain"]
 
-        def run_ours():
-            join_in_session(spark, cat, ours_q, tables, work_dir=work / "runs")
+        def run_ours(guard: bool = True):
+            """join_in_session, with the guard on (the default) or off."""
+            plan, ticket = prepare_join(cat, ours_q, tables, work_dir=work / "runs")
+            for t in plan.tables:
+                t.bucket_guard = guard
+            finish_join(cat, ticket, run_join(spark, plan))
 
         def run_plain():
             spark.sql(QUERY.format(orders="plain_orders", lineitem="plain_lineitem")).count()
@@ -100,18 +135,31 @@ def main() -> None:
 
         reference = sorted(spark.sql(QUERY.format(orders="plain_orders", lineitem="plain_lineitem")).collect())
         assert sorted(spark.sql(ours_q).collect()) == reference, "colocated join returned other rows"
-        results: dict[str, list[float]] = {"ours": [], "plain": [], "bucketed": []}
-        for _ in range(a.rounds):  # interleaved so drift hits every variant alike
+        results: dict[str, list[float]] = {"ours": [], "plain": [], "bucketed": [], "unguarded": []}
+        cpu: dict[str, list[float]] = {"ours": [], "unguarded": []}
+        for i in range(a.rounds):  # interleaved so drift hits every variant alike
             results["plain"].append(timed(run_plain))
             results["bucketed"].append(timed(run_bucketed))
-            results["ours"].append(timed(run_ours))
+            guard_first = i % 2 == 0  # and the two guard variants alternate who goes first
+            for guard in (guard_first, not guard_first):
+                wall, seconds = task_cpu(spark, lambda: run_ours(guard))
+                results["ours" if guard else "unguarded"].append(wall)
+                cpu["ours" if guard else "unguarded"].append(seconds)
         best = {k: min(v) for k, v in results.items()}
+        median = {k: sorted(v)[len(v) // 2] for k, v in {**results, **{f"cpu_{k}": v for k, v in cpu.items()}}.items()}
         reg = registration_seconds(spark, work)
         print(f"TPC-H sf{a.scale:g} orders JOIN lineitem + aggregation, {a.buckets} buckets, master {a.master}, best of {a.rounds}")
         print(f"colocated join (plan + register + run): {best['ours']:.2f} s; explain: {check['explain'].splitlines()[0]}")
         print(f"(a) plain Spark shuffle sort-merge join: {best['plain']:.2f} s  -> ours is {best['plain'] / best['ours']:.2f}x faster (target >= 1.5x)")
         print(f"(b) Spark bucketed tables (bucketBy):    {best['bucketed']:.2f} s  -> ours at {best['bucketed'] / best['ours']:.2f}x of (b) (target >= 0.95x)")
         print(f"register 30 partitions x 64 buckets: {reg:.2f} s (target < 3 s)")
+        wall_cost = best["ours"] / best["unguarded"] - 1
+        cpu_cost = median["cpu_ours"] / median["cpu_unguarded"] - 1
+        print(f"bucket guard (row buckets + page checksums), on vs off: task CPU {median['cpu_ours']:.2f} s vs "
+              f"{median['cpu_unguarded']:.2f} s -> costs {cpu_cost:+.1%} (median of {a.rounds}; target <= 5%, on by "
+              f"default); wall {best['ours']:.2f} s vs {best['unguarded']:.2f} s ({wall_cost:+.1%}, best of {a.rounds})")
+        print("rounds, wall s: " + "; ".join(f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in results.items()))
+        print("rounds, task CPU s: " + "; ".join(f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in cpu.items()))
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)

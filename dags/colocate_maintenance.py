@@ -1,8 +1,9 @@
-"""Maintenance of colocation groups: probe backends, repair, balance, decommission.
+"""Maintenance of colocation groups: probe backends, verify, repair, balance, decommission.
 
 Scheduled every 30 minutes it probes every backend and repairs and balances every group (a no-op
 when all is well). Triggered from the Airflow UI ("Trigger DAG w/ config") it shows a form:
-action, dry run, group and backend, e.g. to drain a backend before retiring its disk.
+action, dry run, group, table and backend, e.g. to drain a backend before retiring its disk, or to
+verify a group (re-hash every replica and re-compute every row's bucket) and repair what failed.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from airflow.sdk import DAG, Param, task
 
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.operators.balance import ColocateBalanceOperator
+from airflow_colocate.operators.verify import ColocateVerifyOperator
 
 with DAG(
     dag_id="colocate_maintenance",
-    description="Probe backends, repair and balance colocation groups (clone-and-drop)",
+    description="Probe backends, verify replicas, repair and balance colocation groups (clone-and-drop)",
     schedule="*/30 * * * *",
     start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
     catchup=False,
@@ -23,11 +25,14 @@ with DAG(
     render_template_as_native_obj=True,
     tags=["colocate", "example", "maintenance"],
     params={
-        "action": Param("balance", enum=["probe", "repair", "balance", "decommission"],
+        "action": Param("balance", enum=["probe", "repair", "balance", "decommission", "verify"],
                         description="probe: heartbeat only; repair: relocate buckets off unavailable backends; "
-                                    "balance: repair, then even out buckets; decommission: drain 'backend'"),
+                                    "balance: repair, then even out buckets; decommission: drain 'backend'; "
+                                    "verify: re-hash every replica and re-check every row's bucket, mark the bad "
+                                    "ones, then repair them"),
         "dry_run": Param(False, type="boolean", description="only print the plan"),
         "group": Param("", type="string", description="one group (name or dbId.grpId); empty = every group"),
+        "table": Param("", type="string", description="one table, for verify; empty = every table of the group(s)"),
         "backend": Param("", type="string", description="backend name or id, for decommission"),
         "strategy": Param("count", enum=["count", "size"], description="count: even bucket slots; size: bytes against capacity"),
     },
@@ -41,6 +46,8 @@ with DAG(
             return ["probe"]
         if action == "decommission":
             return ["decommission"]
+        if action == "verify":
+            return ["verify"]
         return ["balance"]
 
     @task
@@ -71,6 +78,14 @@ with DAG(
         trigger_rule="none_failed_min_one_success",
         conf={"spark.ui.enabled": "false"},
     )
+    verify = ColocateVerifyOperator(
+        task_id="verify",
+        group="{{ params.group or None }}",
+        table="{{ params.table or None }}",
+        dry_run="{{ params.dry_run }}",
+        conf={"spark.ui.enabled": "false"},
+    )
     drain = decommission()
-    choose() >> [probe(), drain, balance]
+    choose() >> [probe(), drain, verify, balance]
     drain >> balance
+    verify >> balance  # what verify marked bad is repaired from a good replica at once

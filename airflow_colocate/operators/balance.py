@@ -87,7 +87,9 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         if self.probe:
             from airflow_colocate.jobs.health import probe_backends
 
-            for r in probe_backends(catalog, relocate_delay=options.relocate_delay):
+            # a dry run still heartbeats, but marks no replica bad from its file sample
+            sample = {"sample": 0} if _truthy(self.dry_run) else {}
+            for r in probe_backends(catalog, relocate_delay=options.relocate_delay, **sample):
                 self.log.info("colocate: backend %s: %s%s", r.backend.name, r.backend.state,
                               "" if r.ok else f" (probe failed: {r.error})")
         names = {b.id: b.name for b in catalog.backends()}

@@ -330,3 +330,60 @@ class CloneReport(JsonMixin):
     bytes: int  # bytes copied by successful clones
     spark_version: str
     kind: str = "clone"
+
+
+# ---------------------------------------------------------------------- verify (colocate verify)
+
+
+@dataclass
+class RowCheck:
+    """Re-compute the bucket of every row of one replica: each must hash to ``bucket_seq``, and
+    the replica must hold the ``rows`` the catalog recorded."""
+
+    replica_id: int
+    path: str
+    partition: str
+    bucket_seq: int
+    rows: int
+
+
+@dataclass
+class RowCheckTable:
+    """The replicas of one table whose rows are checked, in one Spark job."""
+
+    table: str  # db.table, for messages
+    columns: list[list[str]]  # the distribution columns as the files store them: [[name, spark sql type], ...]
+    bucket_num: int
+    replicas: list[RowCheck]
+
+
+@dataclass
+class VerifyPlan(JsonMixin):
+    """Prove replicas: re-hash their files against the catalog's checksums (``hashes``, the clone
+    job's verify tasks) and re-compute every row's bucket (``tables``)."""
+
+    job_id: str
+    hashes: list[VerifyTask]
+    tables: list[RowCheckTable]
+    report_uri: str
+    kind: str = "verify"
+
+
+@dataclass
+class RowCheckResult:
+    replica_id: int
+    ok: bool
+    rows: int = 0  # rows read
+    wrong: int = 0  # rows whose pmod(hash(dist cols), n) is not the replica's bucket
+    error: str | None = None
+
+
+@dataclass
+class VerifyReport(JsonMixin):
+    job_id: str
+    hashes: list[VerifyResult]
+    rows: list[RowCheckResult]
+    seconds: float
+    bytes: int  # bytes re-hashed
+    spark_version: str
+    kind: str = "verify"

@@ -5,8 +5,9 @@ Launch::
     spark-submit [--master …] …/airflow_colocate/spark/entry.py --plan file:///…/plan.json
     python -m airflow_colocate.spark.entry --plan /…/plan.json [--master local[2]]
 
-The plan's ``kind`` (``write``, ``clone``, ``join``) picks :func:`~airflow_colocate.spark.write_job.run_write`,
-:func:`~airflow_colocate.spark.clone_job.run_clone` or :func:`~airflow_colocate.spark.join_job.run_join`.
+The plan's ``kind`` (``write``, ``clone``, ``join``, ``verify``) picks :func:`~airflow_colocate.spark.write_job.run_write`,
+:func:`~airflow_colocate.spark.clone_job.run_clone`, :func:`~airflow_colocate.spark.join_job.run_join` or
+:func:`~airflow_colocate.spark.verify_job.run_verify`.
 The job files themselves (``write_job.py`` …, what the operators submit) run this entry with their
 kind, so a plan of another kind is refused there.
 
@@ -26,11 +27,11 @@ import time
 import traceback
 
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import ClonePlan, JoinPlan, WritePlan
+from airflow_colocate.planner.contract import ClonePlan, JoinPlan, VerifyPlan, WritePlan
 from airflow_colocate.spark.failures import executor_error, is_spark_error
 from airflow_colocate.storage import fs
 
-PLANS = {"write": WritePlan, "clone": ClonePlan, "join": JoinPlan}
+PLANS = {"write": WritePlan, "clone": ClonePlan, "join": JoinPlan, "verify": VerifyPlan}
 
 
 def log(kind: str, message: str) -> None:
@@ -61,6 +62,10 @@ def run_plan(spark, plan):
         from airflow_colocate.spark.join_job import run_join
 
         report = run_join(spark, plan)
+    elif plan.kind == "verify":
+        from airflow_colocate.spark.verify_job import run_verify
+
+        report = run_verify(spark, plan)
     else:
         raise ColocateError(f"unknown plan kind {plan.kind!r}: expected one of {', '.join(PLANS)}")
     fs.write_text_atomic(plan.report_uri, report.to_json())
@@ -116,7 +121,7 @@ def main(argv: list[str] | None = None, *, kind: str | None = None) -> int:
     who = kind or "job"
     parser = argparse.ArgumentParser(
         prog=f"airflow_colocate.spark.{kind + '_job' if kind else 'entry'}",
-        description=f"Run one colocate {kind or 'write, clone or join'} plan with Spark and write its report.")
+        description=f"Run one colocate {kind or 'write, clone, join or verify'} plan with Spark and write its report.")
     parser.add_argument("--plan", required=True, help=f"path or URI of the {kind or 'job'} plan JSON")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, $SPARK_MASTER, local[*])")
     args = parser.parse_args(argv)

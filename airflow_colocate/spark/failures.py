@@ -34,4 +34,20 @@ def executor_error(exc: BaseException) -> str:
         m = re.match(r"^[\w.]*(?:Error|Exception|Mismatch|NotFound|Conflict)\w*: (.+)$", line)
         if m and not line.startswith(("org.apache", "py4j", "java.")):
             return m.group(1)
-    return first_line(exc)
+    return jvm_error(exc) or first_line(exc)
+
+
+def jvm_error(exc: BaseException) -> str | None:
+    """A JVM failure as Spark's own message and its root cause (Py4J puts both under ``An error
+    occurred while calling oNN.parquet.``), e.g. ``[FAILED_READ_FILE.NO_HINT] Encountered error
+    while reading file …parquet: could not verify page integrity, CRC checksum verification failed``."""
+    text = str(exc)
+    head = re.search(r"^: [\w.$]+: (.+)$", text, re.M)
+    if head is None:
+        return None
+    message = re.sub(r"\s*SQLSTATE: \w+\s*$", "", head.group(1).strip())
+    causes = re.findall(r"^Caused by: [\w.$]+: (.+)$", text, re.M)
+    root = re.sub(r"\s*SQLSTATE: \w+\s*$", "", causes[-1].strip()) if causes else ""
+    if root and root not in message:
+        message = f"{message.rstrip('. ')}: {root}"
+    return message[:2000]

@@ -1,6 +1,8 @@
 """dags/colocate_maintenance.py end to end with dag.test(), as an operator would trigger it from
 the UI form: a probe run, then a repair run after a backend went down (real clone job through
-spark-submit), which leaves the group stable, off the dead backend, with every row intact."""
+spark-submit), which leaves the group stable, off the dead backend, with every row intact; and a
+verify run (real verify job through spark-submit) that finds a tampered replica, which the same
+run's balance repairs."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import pendulum
 import pytest
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import fs
 from balance_lake import Clock, Lake, assert_whole, fingerprint, rows
 
 pytestmark = pytest.mark.spark
@@ -50,7 +54,8 @@ def test_maintenance_dag_probes_and_repairs(lake_env):
     run = dag.test(logical_date=pendulum.datetime(2026, 11, 21, tz="UTC"), run_conf={"action": "probe"})
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        "choose": "success", "probe": "success", "decommission": "skipped", "balance": "skipped"}
+        "choose": "success", "probe": "success", "decommission": "skipped", "verify": "skipped",
+        "balance": "skipped"}
     assert all(b.state == "alive" for b in cat.backends()) and cat.group("g").stable
 
     cat.set_backend_state("be2", "down", reason="disk failed")  # held by the admin: probes keep it down
@@ -92,7 +97,8 @@ def test_maintenance_dag_dry_runs_change_nothing_then_decommission_drains(lake_e
     run = dag.test(logical_date=next(day), run_conf=form(action="decommission", backend="be3"))
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        "choose": "success", "probe": "skipped", "decommission": "success", "balance": "success"}
+        "choose": "success", "probe": "skipped", "decommission": "success", "verify": "skipped",
+        "balance": "success"}
     assert cat.backend("be3").state == "decommissioning"
     group = cat.group("g")
     assert group.stable and lake_env.names["be3"] not in {be for row in group.bucket_map for be in row}
@@ -101,3 +107,38 @@ def test_maintenance_dag_dry_runs_change_nothing_then_decommission_drains(lake_e
 
     run = dag.test(logical_date=next(day), run_conf=form(action="decommission"))  # no backend named
     assert run.state == "failed" and run.get_task_instance("decommission").state == "failed"
+
+
+def test_maintenance_dag_verify_marks_a_tampered_replica_bad_and_balance_repairs_it(lake_env):
+    """action=verify: a replica whose bucket file was replaced by another bucket's rows (valid
+    parquet) is found by the verify job, marked bad, and repaired by the balance task of the same
+    run; a dry run changes nothing."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    cat = lake_env.catalog
+    dag = DagBag(dag_folder=str(DAGS)).get_dag("colocate_maintenance")
+    before, sums = {t: rows(cat, t) for t in ("orders", "lineitem")}, fingerprint(cat)
+    _, (part,) = cat.read_replicas("orders")
+    b, c = [seq for seq, replicas in enumerate(part.buckets) if replicas[0].rows][:2]
+    victim, other = part.buckets[b][0].path, part.buckets[c][0].path
+    (name, _), = copy_mod.replica_files(victim)
+    (src, _), = copy_mod.replica_files(other)
+    with open(fs.local_path(fs.join(other, src)), "rb") as f_in, open(fs.local_path(fs.join(victim, name)), "wb") as f_out:
+        f_out.write(f_in.read())
+    day = iter(pendulum.datetime(2026, 11, d, tz="UTC") for d in range(1, 30))
+
+    def form(**fields):
+        return {"action": "verify", "dry_run": False, "group": "", "table": "", "backend": "", "strategy": "count",
+                **fields}
+
+    run = dag.test(logical_date=next(day), run_conf=form(dry_run=True, table="orders"))
+    assert run.state == "success"
+    assert not [e for e in cat.events(limit=1000) if e.kind == "replica.bad"]
+
+    run = dag.test(logical_date=next(day), run_conf=form(group="g"))
+    assert run.state == "success"
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
+        "choose": "success", "probe": "skipped", "decommission": "skipped", "verify": "success", "balance": "success"}
+    assert [e.subject for e in cat.events(limit=1000) if e.kind == "replica.bad"] == [victim]
+    assert_whole(cat)  # repaired from the good replica: stable, every file hashing right
+    assert fingerprint(cat) == sums and {t: rows(cat, t) for t in before} == before
