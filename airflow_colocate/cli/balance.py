@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import click
 
-from airflow_colocate.placement.balance import STRATEGIES
+from airflow_colocate.placement.strategies import STRATEGIES
 
 from airflow_colocate.cli import output, params
 from airflow_colocate.cli.base import Command, Env, Group, pass_env

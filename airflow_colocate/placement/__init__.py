@@ -6,20 +6,12 @@ the state, calls these, and writes the result in one transaction; tests call the
 
 from __future__ import annotations
 
-from airflow_colocate.placement.balance import (
-    DISTANCES,
-    SQUARES,
-    STRATEGIES,
-    BalanceStrategy,
-    Bucket,
-    Move,
-    balance,
-    balance_all,
-)
+from airflow_colocate.placement.balance import Move, balance, balance_all
 from airflow_colocate.placement.initial import initial_map
 from airflow_colocate.placement.model import BackendSlot, BucketMap
 from airflow_colocate.placement.relocate import relocate
 from airflow_colocate.placement.replica_choice import choose_replicas
+from airflow_colocate.placement.strategies import DISTANCES, SQUARES, STRATEGIES, BalanceStrategy, Bucket
 
 __all__ = [
     "DISTANCES",

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from airflow_colocate.catalog.views import ClusterSnapshot, GroupSnapshot
 from airflow_colocate.core.errors import PlacementError
-from airflow_colocate.placement.balance import resolve_strategy
+from airflow_colocate.placement.strategies import resolve_strategy
 from airflow_colocate.placement import BackendSlot, balance, balance_all, relocate
 
 
