@@ -1,9 +1,9 @@
 """Issue 13, bucket integrity: a replica tampered in place never yields a wrong row, ``colocate
 verify`` finds it, balance repairs it from a good replica, and the group is stable again.
 
-Tampered three ways (a truncated file is tests/balance/test_read_check's): a bucket file replaced by
-another bucket's rows (valid parquet), a byte flipped inside a data page, and a writer that put
-rows in the wrong bucket (the catalog's checksums match the wrong files, so only the row check and
+Tampered four ways: a bucket file replaced by another bucket's rows (valid parquet), a byte flipped
+inside a data page, a file truncated (tests/joins/test_missing_files.py also shows the read falling
+back to the other replica for it), and a writer that put rows in the wrong bucket (the catalog's checksums match the wrong files, so only the row check and
 the on-read guard can tell). The data is written by the real Spark write job, the joins and
 verifies run in the test's Spark session, balance clones with the Spark clone job."""
 
@@ -159,6 +159,28 @@ def test_a_flipped_byte_fails_the_read_not_a_value(lake, spark, tmp_path):
     summary = verify(cat, session_runner(spark), group="g", work_dir=lake.work)
     assert [(x["table"], x["bucket"], x["path"]) for x in summary["bad"]] == [("default.orders", b, victim)]
     assert "checksum" in summary["bad"][0]["reason"]
+    assert not cat.check_group("g").stable
+    rows, out = joined(spark, lake)
+    assert not out["colocate"] and rows == EXPECTED
+    repaired(spark, lake)
+
+
+def test_a_truncated_file(lake, spark, tmp_path):
+    """Half of one data file of the replica the join reads is cut off: the read check (sizes
+    against the catalog) keeps the join from it, verify's re-hash finds it, balance repairs it."""
+    cat = lake.catalog
+    b = buckets_with_rows()[0]
+    victim = chosen(lake, "orders", b)
+    f = data_file(victim)
+    size = f.stat().st_size
+    with open(f, "r+b") as out:
+        out.truncate(size // 2)
+
+    rows, error, found = spark_join(spark, lake, tmp_path)
+    assert error is None and rows == EXPECTED and found == [victim], (error, found)
+
+    summary = verify(cat, session_runner(spark), group="g", work_dir=lake.work)
+    assert [(x["table"], x["bucket"], x["path"]) for x in summary["bad"]] == [("default.orders", b, victim)]
     assert not cat.check_group("g").stable
     rows, out = joined(spark, lake)
     assert not out["colocate"] and rows == EXPECTED
