@@ -48,16 +48,21 @@ def finish_write(catalog: Catalog, ticket: WriteTicket, report: WriteReport) -> 
 
 
 def write_in_session(spark, catalog: Catalog, table: str, partition: str, source: Source, *,
-                     mode: str = "overwrite", work_dir: str | Path | None = None) -> dict:
-    from airflow_colocate.spark.write_job import run_write
+                     mode: str = "overwrite", work_dir: str | Path | None = None,
+                     timings: dict | None = None) -> dict:
+    """Plan, run the write job in ``spark`` and commit; ``timings`` (when given) receives the seconds
+    of the catalog steps and of each phase of the job."""
+    from airflow_colocate.spark.write_job import _timed, run_write
 
-    ticket, plan = prepare_write(catalog, table, partition, source, mode=mode, work_dir=work_dir)
+    with _timed(timings, "catalog: plan"):
+        ticket, plan = prepare_write(catalog, table, partition, source, mode=mode, work_dir=work_dir)
     try:
-        report = run_write(spark, plan)
+        report = run_write(spark, plan, timings)
     except BaseException as exc:
         catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
         raise
-    return finish_write(catalog, ticket, report)
+    with _timed(timings, "catalog: commit"):
+        return finish_write(catalog, ticket, report)
 
 
 __all__ = ["prepare_write", "finish_write", "write_in_session"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from contextlib import contextmanager
 
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
 from airflow_colocate.core.sqltypes import comparable_type, widening_ok
@@ -41,6 +42,18 @@ FORMATS = ("parquet", "csv", "json", "orc")
 
 def log(message: str) -> None:
     print(f"colocate-write: {message}", flush=True)
+
+
+@contextmanager
+def _timed(timings: dict | None, phase: str):
+    """Add the wall time of a phase to ``timings`` (when given): ``bench_write.py --profile`` shows
+    where a small write's fixed cost goes."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        if timings is not None:
+            timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------------- plan
@@ -190,27 +203,15 @@ def conform(spark, df, plan: WritePlan):
             f"source does not match table {plan.table} (partition {plan.partition_value}): " + "; ".join(problems)
         )
 
+    guards = []
     for pcol in plan.partition_cols:
         name, table_type = cols[pcol.lower()]
-        typed = spark.sql(f"SELECT try_cast(:v AS {table_type}) AS v", args={"v": plan.partition_value}).collect()[0][0]
-        if typed is None:
-            raise ColocateError(
-                f"partition value {plan.partition_value!r} of table {plan.table} is not a valid {table_type} "
-                f"for partition column {name!r}"
-            )
+        check_partition_value(spark, plan, name, table_type)
         if pcol.lower() in source:
-            src_name = source[pcol.lower()][0]
-            value = F.lit(plan.partition_value).cast(table_type)
-            differs = ~_ref(src_name).try_cast(table_type).eqNullSafe(value)
-            row = df.select(
-                F.count(F.when(differs, 1)).alias("n"),
-                F.first(F.when(differs, F.coalesce(_ref(src_name).cast("string"), F.lit("NULL"))), ignorenulls=True).alias("example"),
-            ).collect()[0]
-            if row["n"]:
-                raise ColocateError(
-                    f"partition column {name!r} of the source must be {plan.partition_value!r} in every row of "
-                    f"this write to table {plan.table}, but {row['n']} rows differ (e.g. {row['example']!r})"
-                )
+            # Checked while the rows are written, not by a pass of its own (a small write's fixed
+            # cost): the first row with another value fails the write job, before anything is placed.
+            guards.append(F.when(_differs(plan, source[pcol.lower()][0], table_type),
+                                 F.raise_error(F.lit(f"{_PARTITION_GUARD} {name}"))))
 
     out = []
     for key, (name, table_type) in cols.items():
@@ -220,8 +221,66 @@ def conform(spark, df, plan: WritePlan):
         column = _ref(src_name)
         if src_type != table_type:
             column = column.cast(table_type)
+        if guards and not out:
+            column = F.coalesce(*guards, column)  # raise_error is NULL-typed: the column keeps its type
         out.append(column.alias(name))
     return df.select(*out)
+
+
+_PARTITION_GUARD = "colocate: a row of the source has another partition value in column"
+# Types whose literals the catalog's own check (core.naming.check_partition_literal) reads exactly
+# as Spark's cast does; any other type is checked by Spark itself.
+_PYTHON_CHECKED = ("date", "tinyint", "smallint", "int", "bigint", "boolean", "string")
+
+
+def check_partition_value(spark, plan: WritePlan, name: str, table_type: str) -> None:
+    """Refuse a partition value that is not a literal of the partition column's type (a ``date``
+    partition ``2026-13-45`` would be written, then read back as NULL)."""
+    from airflow_colocate.core.naming import check_partition_literal
+    from airflow_colocate.core.errors import InvalidArgument
+
+    if table_type in _PYTHON_CHECKED or table_type.startswith(("varchar", "char")):
+        try:
+            check_partition_literal(plan.partition_value, name, table_type)  # no Spark job for the common types
+            return
+        except InvalidArgument:
+            typed = None
+    else:
+        typed = spark.sql(f"SELECT try_cast(:v AS {table_type}) AS v", args={"v": plan.partition_value}).collect()[0][0]
+    if typed is None:
+        raise ColocateError(
+            f"partition value {plan.partition_value!r} of table {plan.table} is not a valid {table_type} "
+            f"for partition column {name!r}"
+        )
+
+
+def _differs(plan: WritePlan, src_name: str, table_type: str):
+    from pyspark.sql import functions as F
+
+    return ~_ref(src_name).try_cast(table_type).eqNullSafe(F.lit(plan.partition_value).cast(table_type))
+
+
+def partition_column_problem(df, plan: WritePlan) -> str | None:
+    """The one-line error for a source whose partition column holds other values (how many rows,
+    one example), or None. Run only after the write's guard fired: it is a pass over the source."""
+    from pyspark.sql import functions as F
+
+    cols = _col_map(plan)
+    fields = {f.name.lower(): f.name for f in df.schema.fields}
+    for pcol in plan.partition_cols:
+        name, table_type = cols[pcol.lower()]
+        if pcol.lower() not in fields:
+            continue
+        src_name = fields[pcol.lower()]
+        differs = _differs(plan, src_name, table_type)
+        row = df.select(
+            F.count(F.when(differs, 1)).alias("n"),
+            F.first(F.when(differs, F.coalesce(_ref(src_name).cast("string"), F.lit("NULL"))), ignorenulls=True).alias("example"),
+        ).collect()[0]
+        if row["n"]:
+            return (f"partition column {name!r} of the source must be {plan.partition_value!r} in every row of "
+                    f"this write to table {plan.table}, but {row['n']} rows differ (e.g. {row['example']!r})")
+    return None
 
 
 # ---------------------------------------------------------------------- place
@@ -298,37 +357,66 @@ def place(spark, plan: WritePlan, staged: dict[int, list[str]]) -> tuple[list[Re
     sc = spark.sparkContext
     sc.setJobDescription(f"colocate-write place {plan.table} {plan.partition_value}")
     slices = max(1, min(len(tasks), sc.defaultParallelism))
-    try:
-        placed = sc.parallelize(tasks, slices).flatMap(placement.place_bucket).collect()
-    except Exception as exc:
-        if is_spark_error(exc):
-            raise ColocateError(f"placing the buckets of {plan.table} failed: {executor_error(exc)}") from exc
-        raise
+    if sc.master.startswith("local"):
+        placed = _place_on_driver(plan, tasks, slices)
+    else:
+        try:
+            placed = sc.parallelize(tasks, slices).flatMap(placement.place_bucket).collect()
+        except Exception as exc:
+            if is_spark_error(exc):
+                raise ColocateError(f"placing the buckets of {plan.table} failed: {executor_error(exc)}") from exc
+            raise
     replicas, source_rows = placement.placed_replicas(plan, placed)
     log(f"placed {len(replicas)} replicas of {plan.bucket_num} buckets, {source_rows} rows")
     return replicas, source_rows
 
 
+def _place_on_driver(plan: WritePlan, tasks: list[dict], threads: int) -> list[dict]:
+    """On a local master the executors are this machine: place in threads of the driver (the same
+    code, the same checks) instead of a Spark job, whose Python workers cost more than placing a
+    small write's buckets. Copies and hashing release the GIL."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            return [r for rs in pool.map(placement.place_bucket, tasks) for r in rs]
+    except ColocateError as exc:
+        raise ColocateError(f"placing the buckets of {plan.table} failed: {exc}") from exc
+    except OSError as exc:
+        raise ColocateError(f"placing the buckets of {plan.table} failed: {type(exc).__name__}: {exc}") from exc
+
+
 # ---------------------------------------------------------------------- run
 
 
-def run_write(spark, plan: WritePlan) -> WriteReport:
-    """Execute ``plan`` and return its report (:func:`airflow_colocate.spark.entry.run_plan` writes it)."""
+def run_write(spark, plan: WritePlan, timings: dict | None = None) -> WriteReport:
+    """Execute ``plan`` and return its report (:func:`airflow_colocate.spark.entry.run_plan` writes it).
+    ``timings``, when given, receives the seconds of each phase."""
     started = time.time()
     check_plan(plan)
     log(f"job {plan.job_id}: {plan.mode} {plan.table} partition {plan.partition_value} v{plan.version} "
         f"into {plan.bucket_num} buckets")
     try:
-        out = conform(spark, read_source(spark, plan), plan)
+        with _timed(timings, "read+conform"):
+            source = read_source(spark, plan)
+            out = conform(spark, source, plan)
     except ColocateError:
         raise
     except Exception as exc:
         if is_spark_error(exc):
             raise ColocateError(f"reading the source of {plan.table} failed: {first_line(exc)}") from exc
         raise
-    staged = stage(spark, plan, out)
-    replicas, source_rows = place(spark, plan, staged)
-    fs.delete_tree(plan.staging_uri)
+    with _timed(timings, "stage (bucket+write)"):
+        try:
+            staged = stage(spark, plan, out)
+        except ColocateError as exc:
+            if _PARTITION_GUARD not in str(exc):
+                raise
+            raise ColocateError(partition_column_problem(source, plan) or str(exc)) from exc
+    with _timed(timings, "place (move+copy+verify)"):
+        replicas, source_rows = place(spark, plan, staged)
+    with _timed(timings, "delete staging"):
+        fs.delete_tree(plan.staging_uri)
     return WriteReport(
         job_id=plan.job_id,
         table=plan.table,
