@@ -63,6 +63,7 @@ def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport
         "joins": [{"join": j.join, "left": j.left_tables, "right": j.right_tables, "exchanges_left": j.exchanges_left,
                    "exchanges_right": j.exchanges_right, "colocate": j.colocate, "reason": j.reason,
                    "planned": j.planned} for j in report.joins],
+        "physical_plan": report.physical_plan,  # Spark's own plan, raw; the explain above is for people
         "seconds": round(report.seconds, 2),
         "preview": report.preview,
         "bad_replicas": [{"replica_id": b.replica_id, "table": b.table, "partition": b.partition, "bucket": b.bucket_seq,

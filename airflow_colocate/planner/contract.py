@@ -223,6 +223,8 @@ class JoinExplain:
     colocate: bool  # what Spark did: no Exchange feeds the join
     reason: str | None
     planned: bool = False  # what the planner predicted from the registration and the join keys
+    kind: str = "inner"  # inner, left, right, full, semi, anti (spark.physical_plan.JOIN_KINDS)
+    keys: list[str] = field(default_factory=list)  # equality keys by name: "o.o_orderkey = l.l_orderkey"
 
 
 @dataclass

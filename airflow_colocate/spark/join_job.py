@@ -20,6 +20,8 @@ from airflow_colocate.planner.contract import (
     JoinPlan,
     JoinReport,
 )
+from airflow_colocate.planner.explain import explain_text as render_explain
+from airflow_colocate.planner.explain import key_names
 from airflow_colocate.planner.join import predict_join
 from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
 from airflow_colocate.spark.register import UnreadableBuckets, register_tables
@@ -71,7 +73,8 @@ def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
     return JoinExplain(join=j.description, left_tables=[shown.get(t, t) for t in j.left.tables],
                        right_tables=[shown.get(t, t) for t in j.right.tables],
                        exchanges_left=j.left.exchanges, exchanges_right=j.right.exchanges,
-                       colocate=colocate, reason=reason, planned=planned)
+                       colocate=colocate, reason=reason, planned=planned,
+                       kind=j.kind, keys=key_names(j.keys, shown))
 
 
 def _folded(by_table: dict[str, str]) -> dict[str, str]:
@@ -85,14 +88,8 @@ def should_be_colocated(e: JoinExplain, plan: JoinPlan) -> bool:
 
 
 def explain_text(explains: list[JoinExplain]) -> str:
-    lines = []
-    for i, e in enumerate(explains, 1):
-        verdict = "colocate: true" if e.colocate else f"colocate: false, reason: {e.reason}"
-        if e.planned != e.colocate:
-            verdict += f" (the planner predicted colocate: {str(e.planned).lower()})"
-        lines.append(f"join {i}: {' ⋈ '.join(['+'.join(e.left_tables) or '?', '+'.join(e.right_tables) or '?'])} "
-                     f"[{e.join}] exchanges {e.exchanges_left}/{e.exchanges_right} -> {verdict}")
-    return "\n".join(lines) or "no join in the query"
+    """The explain people read (planner.explain)."""
+    return render_explain(explains)
 
 
 def _rows(df) -> list[dict]:

@@ -172,3 +172,25 @@ def test_read_helper_for_users_own_spark_code(spark, tpch_catalog, plain):
         assert (j.left.exchanges, j.right.exchanges) == (0, 0) and sorted(j.left.tables + j.right.tables) == ["lineitem", "orders"]
     finally:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", old)
+
+
+def test_explain_names_tables_and_keys_without_spark_attribute_ids(spark, tpch_catalog, plain):
+    """Issue 16 (4): the explain is a few stable lines per join in the seeds' shape; Spark's raw plan
+    (with its ``dt#42`` ids) stays next to it for whoever needs it."""
+    import re
+
+    q = ("SELECT o.o_orderkey, l.l_linenumber, f.f_flag FROM orders o "
+         "JOIN lineitem l ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey "
+         "JOIN flags f ON f.dt = o.dt AND f.f_orderkey = o.o_orderkey")
+    result = join_in_session(spark, tpch_catalog, q, {"orders": TWO_DAYS, "lineitem": TWO_DAYS, "flags": TWO_DAYS})
+    text = result["explain"]
+    assert not re.search(r"#\d+", text), text
+    assert re.search(r"#\d+", result["physical_plan"])  # the raw plan is still there, ids and all
+    blocks = text.split("join 2:")
+    first, second = blocks[0], "join 2:" + blocks[1]
+    assert first.splitlines()[0] in ("join 1: SORT MERGE JOIN (INNER)", "join 1: HASH JOIN (INNER)"), text
+    assert "  colocate: true" in first.splitlines() and "  tables: orders ⋈ lineitem" in first.splitlines()
+    assert "o.dt = l.dt" in first or "orders.dt = lineitem.dt" in first, text
+    assert ("orders.o_orderkey = lineitem.l_orderkey" in first), text
+    assert "  exchanges: 0 left, 0 right" in first.splitlines()
+    assert "colocate: false, reason: " in second and "flags" in second and "flags.f_orderkey" in second, text
