@@ -27,11 +27,12 @@ import time
 import traceback
 
 from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.planner.bulk_import import ImportPlan
 from airflow_colocate.planner.contract import ClonePlan, JoinPlan, VerifyPlan, WritePlan
 from airflow_colocate.spark.failures import executor_error, is_spark_error
 from airflow_colocate.storage import fs
 
-PLANS = {"write": WritePlan, "clone": ClonePlan, "join": JoinPlan, "verify": VerifyPlan}
+PLANS = {"write": WritePlan, "clone": ClonePlan, "join": JoinPlan, "verify": VerifyPlan, "import": ImportPlan}
 
 
 def log(kind: str, message: str) -> None:
@@ -66,6 +67,10 @@ def run_plan(spark, plan):
         from airflow_colocate.spark.verify_job import run_verify
 
         report = run_verify(spark, plan)
+    elif plan.kind == "import":
+        from airflow_colocate.spark.import_job import run_import
+
+        report = run_import(spark, plan)
     else:
         raise ColocateError(f"unknown plan kind {plan.kind!r}: expected one of {', '.join(PLANS)}")
     fs.write_text_atomic(plan.report_uri, report.to_json())

@@ -165,11 +165,13 @@ def _text_schema(spark, plan: WritePlan, fmt: str, path: str, options: dict[str,
 # ---------------------------------------------------------------------- check
 
 
-def conform(spark, df, plan: WritePlan):
+def conform(spark, df, plan: WritePlan, *, keep_partition: bool = False):
     """The source's non-partition columns under the table's names and types, in table order.
 
     Raises :class:`SchemaMismatch` naming every missing, extra or ill-typed column, and
     :class:`ColocateError` when a partition column in the source holds another value.
+    ``keep_partition`` (a bulk import, whose source holds many partitions): the partition columns
+    are neither checked against ``plan.partition_value`` nor dropped, but kept last, as strings.
     """
     from pyspark.sql import functions as F
 
@@ -204,7 +206,7 @@ def conform(spark, df, plan: WritePlan):
         )
 
     guards = []
-    for pcol in plan.partition_cols:
+    for pcol in ([] if keep_partition else plan.partition_cols):
         name, table_type = cols[pcol.lower()]
         check_partition_value(spark, plan, name, table_type)
         if pcol.lower() in source:
@@ -224,6 +226,8 @@ def conform(spark, df, plan: WritePlan):
         if guards and not out:
             column = F.coalesce(*guards, column)  # raise_error is NULL-typed: the column keeps its type
         out.append(column.alias(name))
+    if keep_partition:
+        out += [_ref(source[p.lower()][0]).cast("string").alias(cols[p.lower()][0]) for p in plan.partition_cols]
     return df.select(*out)
 
 

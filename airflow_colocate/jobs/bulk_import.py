@@ -1,0 +1,277 @@
+"""Bulk import: bring years of a Hive-style partitioned dataset (``dt=…`` folders) into a table.
+
+The control-plane steps around the one import Spark job (:mod:`airflow_colocate.spark.import_job`):
+
+1. :func:`find_partitions` lists the ``<partition column>=<value>`` folders and refuses bad input in
+   one line (no such folders, another column's folders, a value that is not a literal of the
+   column's type);
+2. :func:`prepare_import` skips the partitions already committed from the same source files (a
+   re-run after a kill finishes the rest; the source's file names and sizes are the fingerprint
+   recorded with each imported version), then begins one write per partition, as any write does;
+3. the job places every partition; each placed partition's report is committed on its own
+   (:func:`commit_partition`): in session as soon as it is placed, under spark-submit when the job
+   ends — also when it failed or was killed, from the reports it wrote before (:func:`finish_import`);
+4. partitions that were not placed are aborted: the previous version of each stays visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.core import naming
+from airflow_colocate.core.errors import ColocateError, InvalidArgument, NotFound
+from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.planner.bulk_import import ImportPartition, ImportPlan, ImportReport, import_plan
+from airflow_colocate.planner.contract import Source, WriteReport
+from airflow_colocate.planner.write import write_plan
+from airflow_colocate.storage import fs
+from airflow_colocate.storage.copy import subdirs
+
+FORMATS = ("parquet", "orc")
+
+
+def _uri(path: str) -> str:
+    return path if "://" in path else Path(path).resolve().as_uri()
+
+
+def find_partitions(root: str, column: str, col_type: str) -> list[tuple[str, str]]:
+    """(partition value, folder URI) of every ``<column>=<value>`` folder under ``root``, sorted."""
+    root = _uri(root)
+    try:
+        if not fs.is_dir(root):
+            raise InvalidArgument(f"import source {root} is not a directory: give the root of a Hive-style "
+                                  f"dataset holding {column}=<value> folders")
+    except ColocateError:
+        raise
+    except Exception:
+        pass  # a scheme only Spark reads: the listing below says what is there
+    names = [n for n in subdirs(root) if not n.startswith((".", "_"))]
+    found = [(unquote(n.split("=", 1)[1]), fs.join(root, n)) for n in names if n.lower().startswith(column.lower() + "=")]
+    if not found:
+        other = sorted({n.split("=", 1)[0] for n in names if "=" in n})
+        hint = (f"it has folders of column {', '.join(other)}; the table's partition column is {column}" if other
+                else f"expected {root}/{column}=<value>/part-….parquet")
+        raise InvalidArgument(f"import source {root} holds no {column}=<value> folders ({hint})")
+    for value, folder in found:
+        try:
+            naming.check_partition_value(value)
+            naming.check_partition_literal(value, column, col_type)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"import source folder {folder}: {exc}") from None
+    return sorted(found)
+
+
+def fingerprint(folder: str) -> str:
+    """The source partition's data files (names and sizes, below the folder): equal fingerprints
+    mean a re-run would import the same files again."""
+    files: list[str] = []
+
+    def walk(uri: str, prefix: str) -> None:
+        for name, size in fs.list_files(uri):
+            if not name.startswith((".", "_")):
+                files.append(f"{prefix}{name}\t{size}")
+        for sub in subdirs(uri):
+            if not sub.startswith((".", "_")):
+                walk(fs.join(uri, sub), f"{prefix}{sub}/")
+
+    walk(folder, "")
+    return hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:32]
+
+
+def imported(catalog: Catalog, table: str, values: list[str]) -> dict[str, str]:
+    """partition value -> source fingerprint, for the partitions of ``table`` whose visible version
+    was written by an import."""
+    t = catalog.table(table)
+    wanted = set(values)
+    last: dict[str, dict] = {}  # value -> the newest committed import of it
+    for job in catalog.list_jobs(kinds=["write"], states=["committed"], limit=10_000_000):
+        plan = job["plan"]
+        value = plan.get("import_partition")
+        if plan.get("table_id") == t.id and value in wanted and plan.get("import_fingerprint"):
+            if value not in last or plan["version"] > last[value]["version"]:
+                last[value] = plan
+    out: dict[str, str] = {}
+    for value, plan in last.items():
+        try:
+            _, parts = catalog.read_replicas(t.qualified_name, [value])
+        except NotFound:
+            continue
+        if parts[0].version == plan["version"]:  # still the visible version
+            out[value] = plan["import_fingerprint"]
+    return out
+
+
+@dataclass
+class ImportJob:
+    """What the control plane keeps between planning and commit."""
+
+    table: str
+    plan: ImportPlan | None
+    tickets: dict[str, WriteTicket]  # partition value -> its write
+    skipped: list[str]
+    total: int
+    committed: dict[str, dict] = field(default_factory=dict)  # value -> {rows, bytes, version}
+    failed: dict[str, str] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+    first_commit: float = 0.0
+
+
+def prepare_import(catalog: Catalog, table: str, source: str, *, fmt: str = "parquet",
+                   partitions: list[str] | None = None, work_dir: str | Path | None = None,
+                   echo=print) -> ImportJob:
+    """Find the partitions, skip those already imported from the same files, begin a write for
+    each of the others and build the one plan the import job gets."""
+    if fmt not in FORMATS:
+        raise InvalidArgument(f"import format {fmt!r} is not supported: use {' or '.join(FORMATS)}")
+    t = catalog.table(table)
+    if len(t.partition_cols) != 1:
+        raise InvalidArgument(f"table {t.qualified_name} has partition columns {list(t.partition_cols)}: an import "
+                              f"needs a table partitioned by exactly one column (its <column>=<value> folders)")
+    column = t.partition_cols[0]
+    col_type = {n.lower(): ty for n, ty in t.columns}[column.lower()]
+    found = find_partitions(source, column, col_type)
+    if partitions is not None:
+        have = {v for v, _ in found}
+        unknown = [p for p in partitions if p not in have]
+        if unknown:
+            raise InvalidArgument(f"partitions {unknown[:5]} have no {column}=<value> folder in {source}")
+        found = [(v, f) for v, f in found if v in set(partitions)]
+    prints = {value: fingerprint(folder) for value, folder in found}
+    done = imported(catalog, t.qualified_name, [v for v, _ in found])
+    skipped = [v for v, _ in found if done.get(v) == prints[v]]
+    todo = [(v, f) for v, f in found if done.get(v) != prints[v]]
+    echo(f"import {source} into {t.qualified_name}: {len(found)} partitions, {len(skipped)} already imported "
+         f"from the same files (skipped), {len(todo)} to import")
+    job = ImportJob(table=t.qualified_name, plan=None, tickets={}, skipped=skipped, total=len(found))
+    if not todo:
+        return job
+    work = str(work_dir or default_work_dir())
+    parts: list[ImportPartition] = []
+    staging = None
+    try:
+        for value, folder in todo:
+            ticket = catalog.begin_write(t.qualified_name, value, mode="overwrite",
+                                         plan={"import_fingerprint": prints[value], "import_partition": value,
+                                               "import_source": folder})
+            job.tickets[value] = ticket
+            plan = write_plan(ticket, Source(format=fmt, path=folder), work)
+            staging = staging or f"{plan.staging_uri.rsplit('/', 1)[0]}/import-{ticket.job_id}"
+            plan.staging_uri = staging  # one staging directory for the whole import (gc removes it)
+            catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+                                      ticket.missing, {"staging_uri": staging})
+            parts.append(ImportPartition(value=value, folder=folder, plan=plan))
+    except BaseException as exc:
+        abort_rest(catalog, job, f"planning the import failed: {exc}")
+        raise
+    first = next(iter(job.tickets.values()))
+    job.plan = import_plan(f"import-{first.job_id}", t.qualified_name, _uri(source), fmt, column, parts, staging, work)
+    return job
+
+
+def commit_partition(catalog: Catalog, job: ImportJob, report: WriteReport, echo=print) -> None:
+    """Commit one placed partition (its own transaction); a report the catalog refuses (files that
+    do not add up, replicas that differ) leaves that partition uncommitted and the import going on."""
+    value = report.partition_value
+    if value in job.committed or value in job.failed:
+        return
+    ticket = job.tickets[value]
+    try:
+        p = catalog.commit_write(ticket.job_id, report)
+    except ColocateError as exc:
+        job.failed[value] = str(exc)
+        echo(f"partition {value} NOT committed: {exc}")
+        return
+    job.committed[value] = {"version": p.visible_version, "rows": report.source_rows,
+                            "bytes": sum(r.bytes for r in report.replicas)}
+    n = len(job.committed) + len(job.failed)
+    todo = len(job.tickets)
+    now = time.perf_counter()
+    job.first_commit = job.first_commit or now
+    if n == todo or n % max(1, todo // 10) == 0:
+        total_bytes = sum(c["bytes"] for c in job.committed.values())
+        left = f", about {(now - job.first_commit) / (n - 1) * (todo - n):.0f} s left" if n > 1 else ""
+        echo(f"committed {len(job.committed)} of {todo} partitions ({total_bytes} bytes){left}")
+
+
+def abort_rest(catalog: Catalog, job: ImportJob, reason: str) -> None:
+    """Abort every write of the import that is not committed: its previous version stays visible."""
+    for value, ticket in job.tickets.items():
+        if value not in job.committed:
+            job.failed.setdefault(value, reason)
+            catalog.abort_write(ticket.job_id, job.failed[value])
+
+
+def partial_reports(plan: ImportPlan) -> list[WriteReport]:
+    """The partition reports a failed or killed import job wrote before it stopped."""
+    out = []
+    for i in range(len(plan.partitions)):
+        uri = plan.part_report_uri(i)
+        try:
+            out.append(WriteReport.from_json(fs.read_text(uri)))
+        except (FileNotFoundError, OSError, ValueError):
+            continue
+    return out
+
+
+def finish_import(catalog: Catalog, job: ImportJob, report: ImportReport | None, *, error: str | None = None,
+                  echo=print) -> dict:
+    """Commit each placed partition not yet committed, abort the others, and return the summary.
+    With ``report`` None (the job failed or was killed), the partitions it finished are still
+    committed from their own reports."""
+    if job.plan is not None:
+        reports = report.reports if report is not None else partial_reports(job.plan)
+        for r in reports:
+            commit_partition(catalog, job, r, echo)
+        for value, reason in (report.failed if report is not None else {}).items():
+            job.failed.setdefault(value, reason)
+        abort_rest(catalog, job, error or "the import job did not place this partition")
+    summary = import_summary(job)
+    echo(f"import into {job.table}: {len(job.committed)} partitions committed, {len(job.skipped)} skipped "
+         f"(already imported), {len(job.failed)} NOT committed; {summary['rows']} rows, {summary['bytes']} bytes "
+         f"in {summary['seconds']:.1f}s")
+    for value, reason in sorted(job.failed.items()):
+        echo(f"  NOT committed {value}: {reason}")
+    return summary
+
+
+def import_summary(job: ImportJob) -> dict:
+    return {
+        "table": job.table,
+        "job_id": job.plan.job_id if job.plan else None,
+        "partitions": job.total,
+        "committed": sorted(job.committed),
+        "skipped": list(job.skipped),
+        "failed": dict(sorted(job.failed.items())),
+        "rows": sum(c["rows"] for c in job.committed.values()),
+        "bytes": sum(c["bytes"] for c in job.committed.values()),
+        "seconds": round(time.perf_counter() - job.started, 2),
+    }
+
+
+def import_in_session(spark, catalog: Catalog, table: str, source: str, *, fmt: str = "parquet",
+                      partitions: list[str] | None = None, work_dir: str | Path | None = None, echo=print) -> dict:
+    """Import in a Spark session you have (the CLI, notebooks, tests): each partition is committed
+    as soon as the job has placed it, so a killed import keeps what it finished."""
+    from airflow_colocate.spark.import_job import run_import
+
+    job = prepare_import(catalog, table, source, fmt=fmt, partitions=partitions, work_dir=work_dir, echo=echo)
+    if job.plan is None:
+        return finish_import(catalog, job, None, echo=echo)
+    try:
+        report = run_import(spark, job.plan, on_partition=lambda r: commit_partition(catalog, job, r, echo))
+    except BaseException as exc:
+        finish_import(catalog, job, None, error=f"{type(exc).__name__}: {exc}", echo=echo)
+        raise
+    summary = finish_import(catalog, job, report, echo=echo)
+    if job.failed and not job.committed:
+        raise ColocateError(f"import into {job.table}: no partition committed: {next(iter(job.failed.values()))}")
+    return summary
+
+
+__all__ = ["find_partitions", "prepare_import", "commit_partition", "finish_import", "import_in_session"]

@@ -1,0 +1,244 @@
+"""The bulk-import job: load many partitions of a Hive-style dataset with ONE Spark job.
+
+Launch (through :mod:`airflow_colocate.spark.entry`)::
+
+    spark-submit [--master …] /…/airflow_colocate/spark/import_job.py --plan file:///path/plan.json
+
+:func:`run_import` reads every planned ``<col>=<value>`` folder at once, checks the schema against
+the table (as a write does, :func:`~airflow_colocate.spark.write_job.conform`), buckets all rows
+with ``repartition(n, dist cols)`` — task b holds bucket b of every partition — and writes them
+``partitionBy(col)``: one staged file per (partition, bucket). Then it places every bucket of every
+partition with the write path's own :func:`~airflow_colocate.storage.place.place_bucket` (rename,
+checksum-verified copies) and writes each partition's report as soon as all its buckets are
+placed. A partition whose placement fails is reported as failed and the others go on: the control
+plane commits each placed partition and none of the failed ones. The job never touches the catalog.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from urllib.parse import unquote
+
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.planner.bulk_import import ImportPlan, ImportReport
+from airflow_colocate.planner.contract import WriteReport
+from airflow_colocate.spark import write_job
+from airflow_colocate.spark.failures import first_line, is_spark_error
+from airflow_colocate.storage import fs
+from airflow_colocate.storage import place as placement
+from airflow_colocate.storage.copy import subdirs
+
+
+def log(message: str) -> None:
+    print(f"colocate-import: {message}", flush=True)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+class Progress:
+    """'placed k of N partitions, bytes, about T s left' lines, at most one every few seconds."""
+
+    def __init__(self, total: int, every: float = 2.0):
+        self.total, self.every, self.done, self.bytes = total, every, 0, 0
+        self.started = self.last = time.perf_counter()
+
+    def add(self, size: int, *, force: bool = False) -> None:
+        self.done += 1
+        self.bytes += size
+        now = time.perf_counter()
+        if force or self.done == self.total or now - self.last >= self.every:
+            self.last = now
+            left = (now - self.started) / self.done * (self.total - self.done)
+            log(f"placed {self.done} of {self.total} partitions, {_size(self.bytes)}, about {left:.0f} s left")
+
+
+def _watch_stage(sc, group: str, stop: threading.Event, every: float = 5.0) -> None:
+    """Log the bucketing stage's tasks done of total and a time estimate while it runs."""
+    started = time.perf_counter()
+    tracker = sc.statusTracker()
+    while not stop.wait(every):
+        done = total = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in (job.stageIds if job else []):
+                info = tracker.getStageInfo(stage_id)
+                if info:
+                    done, total = done + info.numCompletedTasks, total + info.numTasks
+        if total:
+            spent = time.perf_counter() - started
+            left = spent / done * (total - done) if done else float("nan")
+            log(f"bucketing: {done} of {total} tasks done, about {left:.0f} s left")
+
+
+def read_all(spark, plan: ImportPlan):
+    """Every planned partition folder as one DataFrame, the partition column as a string."""
+    fmt = plan.format.lower()
+    if fmt not in ("parquet", "orc"):
+        raise ColocateError(f"import source format {plan.format!r} is not supported: use parquet or orc")
+    key = "spark.sql.sources.partitionColumnTypeInference.enabled"
+    saved = spark.conf.get(key, None)
+    spark.conf.set(key, "false")  # the folder names, exactly: the catalog's partition values
+    try:
+        df = spark.read.format(fmt).option("basePath", plan.root).load([p.folder for p in plan.partitions])
+    finally:
+        spark.conf.set(key, saved) if saved is not None else spark.conf.unset(key)
+    log(f"source: {fmt} {plan.root}, {len(plan.partitions)} partition folders")
+    return df
+
+
+def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
+    """Bucket every row and write one file per (partition, bucket); partition value -> staged buckets."""
+    first = plan.partitions[0].plan
+    cols = {c[0].lower(): c[0] for c in first.columns}
+    dist = [cols[c.lower()] for c in first.dist_cols]
+    pcol = cols[plan.partition_col.lower()]
+    sc = spark.sparkContext
+    group = sc.getLocalProperty("spark.jobGroup.id")  # a caller's group (a benchmark counting jobs) is kept
+    owned = group is None
+    if owned:
+        group = f"colocate-import-{plan.job_id}"
+        sc.setJobGroup(group, f"colocate-import bucket {plan.table} ({len(plan.partitions)} partitions)")
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_stage, args=(sc, group, stop), daemon=True)
+    saved = spark.conf.get(write_job._AUTO_BUCKETED_SCAN, None)
+    spark.conf.set(write_job._AUTO_BUCKETED_SCAN, "false")
+    log(f"bucketing by pmod(hash({', '.join(dist)}), {first.bucket_num}) into {plan.staging_uri}")
+    watcher.start()
+    try:
+        bucketed = out.repartition(first.bucket_num, *dist)
+        write_job.check_bucket_partitioning(bucketed, dist, first.bucket_num)
+        (bucketed.write.mode("overwrite").partitionBy(pcol).option("compression", "snappy")
+         .option("maxRecordsPerFile", 0).parquet(plan.staging_uri))
+    except ColocateError:
+        raise
+    except Exception as exc:
+        if is_spark_error(exc):
+            raise ColocateError(f"importing {plan.table} failed while reading or bucketing the source: "
+                                f"{first_line(exc)}") from exc
+        raise
+    finally:
+        stop.set()
+        if owned:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        spark.conf.set(write_job._AUTO_BUCKETED_SCAN, saved) if saved is not None else spark.conf.unset(
+            write_job._AUTO_BUCKETED_SCAN)
+    staged: dict[str, dict[int, list[str]]] = {}
+    prefix = f"{pcol}="
+    for name in subdirs(plan.staging_uri):
+        if name.startswith(prefix):
+            staged[unquote(name[len(prefix):])] = placement.staged_buckets(fs.join(plan.staging_uri, name),
+                                                                           first.bucket_num)
+    log(f"staged {sum(len(f) for b in staged.values() for f in b.values())} files for {len(staged)} partitions")
+    return staged
+
+
+def _place_safely(item: tuple[int, dict]) -> tuple[int, int, list[dict] | str]:
+    """Place one bucket of one partition; a failure is returned (partition index, bucket, reason),
+    so it fails that partition only."""
+    index, task = item
+    try:
+        return index, task["bucket"], placement.place_bucket(task)
+    except Exception as exc:  # noqa: BLE001 - reported per partition, never committed
+        return index, task["bucket"], f"bucket {task['bucket']}: {type(exc).__name__}: {exc}"
+
+
+def place_all(spark, plan: ImportPlan, staged: dict[str, dict[int, list[str]]],
+              on_partition=None) -> tuple[list[WriteReport], dict[str, str]]:
+    """Place every bucket of every partition; write (and hand ``on_partition``) each partition's
+    report as soon as all its buckets are placed. Returns the reports and the failed partitions."""
+    items = [(i, task) for i, p in enumerate(plan.partitions)
+             for task in placement.bucket_tasks(p.plan, staged.get(p.value, {}))]
+    sc = spark.sparkContext
+    threads = max(1, sc.defaultParallelism)
+    waiting = {i: len(p.plan.buckets) for i, p in enumerate(plan.partitions)}
+    placed: dict[int, list[dict]] = {i: [] for i in waiting}
+    failed: dict[str, str] = {}
+    reports: dict[int, WriteReport] = {}
+    progress = Progress(len(plan.partitions))
+    started = time.time()
+
+    def finished(index: int) -> None:
+        part = plan.partitions[index]
+        if part.value in failed:
+            progress.add(0)
+            return
+        try:
+            replicas, rows = placement.placed_replicas(part.plan, placed[index])
+        except ColocateError as exc:
+            failed[part.value] = str(exc)
+            progress.add(0)
+            return
+        report = WriteReport(job_id=part.plan.job_id, table=part.plan.table, partition_value=part.value,
+                             version=part.plan.version, source_rows=rows, replicas=replicas,
+                             seconds=round(time.time() - started, 3), spark_version=spark.version)
+        fs.write_text_atomic(plan.part_report_uri(index), report.to_json())
+        reports[index] = report
+        if on_partition is not None:
+            on_partition(report)
+        progress.add(sum(r.bytes for r in replicas))
+
+    def take(index: int, bucket: int, result) -> None:
+        if isinstance(result, str):
+            failed.setdefault(plan.partitions[index].value, result)
+        else:
+            placed[index].extend(result)
+        waiting[index] -= 1
+        if waiting[index] == 0:
+            finished(index)
+
+    sc.setJobDescription(f"colocate-import place {plan.table} ({len(plan.partitions)} partitions)")
+    if sc.master.startswith("local"):
+        # This machine's threads (see write_job._place_on_driver), in partition order, so that each
+        # partition's report is written (and committed in session) as soon as it is complete.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            for index, bucket, result in pool.map(_place_safely, items):
+                take(index, bucket, result)
+    else:
+        slices = max(1, min(len(items), threads * 4))
+        for index, bucket, result in sc.parallelize(items, slices).map(_place_safely).toLocalIterator():
+            take(index, bucket, result)
+    for value, reason in failed.items():
+        log(f"partition {value} NOT placed: {reason}")
+    return [reports[i] for i in sorted(reports)], failed
+
+
+def run_import(spark, plan: ImportPlan, on_partition=None) -> ImportReport:
+    """Execute ``plan``; ``on_partition(report)`` is called for each placed partition (in session,
+    the control plane commits it there and then)."""
+    started = time.time()
+    if not plan.partitions:
+        raise ColocateError(f"import plan {plan.job_id} for {plan.table} has no partitions")
+    first = plan.partitions[0].plan
+    for p in plan.partitions:
+        write_job.check_plan(p.plan)
+    log(f"job {plan.job_id}: {len(plan.partitions)} partitions of {plan.table} into {first.bucket_num} buckets")
+    try:
+        out = write_job.conform(spark, read_all(spark, plan), first, keep_partition=True)
+    except ColocateError as exc:
+        raise ColocateError(f"import of {plan.root} into {plan.table}: {exc}") from exc
+    except Exception as exc:
+        if is_spark_error(exc):
+            raise ColocateError(f"reading the import source {plan.root} failed: {first_line(exc)}") from exc
+        raise
+    staged = stage_all(spark, plan, out)
+    reports, failed = place_all(spark, plan, staged, on_partition)
+    fs.delete_tree(plan.staging_uri)
+    log(f"placed {len(reports)} partitions, {len(failed)} failed, in {time.time() - started:.1f}s")
+    return ImportReport(job_id=plan.job_id, table=plan.table, reports=reports, failed=failed,
+                        seconds=round(time.time() - started, 3), spark_version=spark.version)
+
+
+if __name__ == "__main__":
+    from airflow_colocate.spark import entry
+
+    sys.exit(entry.main(kind="import"))
