@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepare a development/test environment for airflow-colocate. Idempotent, and fast when done.
 #
-#   scripts/setup.sh                  Java 17+, uv, .venv with requirements.lock + the project
+#   scripts/setup.sh                  Java 17+, uv, .venv with requirements.lock + the project, the locality jar
 #   scripts/setup.sh --with-postgres  ... and PostgreSQL server binaries for the integration tests
 #
 # Environment:
@@ -153,6 +153,37 @@ if [[ $with_postgres == 1 ]]; then
         say "WARNING: PostgreSQL server binaries (initdb, pg_ctl) not found."
         say "  install them with: sudo apt-get install postgresql   (or: sudo scripts/setup.sh --with-postgres)"
         say "  until then the PostgreSQL tests are skipped (they fail instead when CI=true)"
+    fi
+fi
+# --- (f) the locality jar --------------------------------------------------------------------
+# A small Hadoop file system (java/colocate-locality) that tells Spark which host stores each
+# replica, so a bucket's task runs where its files are. Built with javac against the jars PySpark
+# ships; without it jobs run, with no locality.
+LOC_SRC=$ROOT/java/colocate-locality/src/main/java
+LOC_JAR=$ROOT/java/colocate-locality/build/colocate-locality.jar
+javac_bin() {
+    if [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/javac ]]; then echo "$JAVA_HOME/bin/javac"; else command -v javac || true; fi
+}
+if [[ -f $LOC_JAR && -z $(find "$LOC_SRC" -name '*.java' -newer "$LOC_JAR") ]]; then
+    say "locality jar is up to date ($LOC_JAR)"
+else
+    if [[ -z $(javac_bin) ]] && can_apt; then
+        say "javac not found (only a JRE); installing openjdk-17-jdk-headless"
+        apt_install openjdk-17-jdk-headless
+        hash -r
+    fi
+    if [[ -z $(javac_bin) ]]; then
+        say "WARNING: javac not found: the locality jar is not built (joins run without local reads)."
+        say "  install a JDK 17 (sudo apt-get install openjdk-17-jdk-headless) and re-run"
+    else
+        pyspark_jars=$("$VENV/bin/python" -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')
+        classes=$(mktemp -d)
+        "$(javac_bin)" --release 17 -nowarn -d "$classes" -cp "$pyspark_jars/*" $(find "$LOC_SRC" -name '*.java')
+        mkdir -p "$(dirname "$LOC_JAR")"
+        jar_tool=$(dirname "$(readlink -f "$(javac_bin)")")/jar  # the JDK's, next to its javac
+        "$jar_tool" cf "$LOC_JAR.tmp" -C "$classes" . && mv "$LOC_JAR.tmp" "$LOC_JAR"
+        rm -rf "$classes"
+        say "built $LOC_JAR"
     fi
 fi
 say "done"
