@@ -1,22 +1,28 @@
 """The "Colocation" button on a task of ours in the Airflow UI: it opens the Colocation page on the
-group the task wrote, joined or repaired, so the bucket map and the reasons are one click away
-from the task log."""
+group the task wrote, joined or repaired, inside Airflow's UI (its navigation stays around it), so
+the bucket map and the reasons are one click away from the task log."""
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from airflow.sdk import BaseOperatorLink
 
-from airflow_colocate.plugins import PREFIX
+from airflow_colocate.plugins import PREFIX, VIEW_ROUTE
 
 
 def page_url(group: str | None = None) -> str:
-    """The Colocation page, relative to the API server unless ``[api] base_url`` says where it is."""
+    """The Colocation page inside Airflow's UI, on ``group``: ``/plugin/colocation`` followed by
+    the page's own path. Airflow's UI shows its external view in an iframe and, for a nav view,
+    loads the path after ``/plugin/<route>`` into it (query included), so the link keeps Airflow's
+    navigation around the page instead of leaving the UI. Relative to the API server unless
+    ``[api] base_url`` says where it is (a sub-path there is part of the page's own path too)."""
     from airflow.configuration import conf
 
     base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
-    return f"{base}{PREFIX}/ui" + (f"?group={quote(group, safe='')}" if group else "")
+    sub = urlsplit(base).path.rstrip("/") if "://" in base else base
+    return (f"{base}/plugin/{VIEW_ROUTE}{sub}{PREFIX}/ui"
+            + (f"?group={quote(group, safe='')}" if group else ""))
 
 
 def group_of(result) -> str | None:

@@ -31,9 +31,9 @@ with DAG(
                                     "verify: re-hash every replica and re-check every row's bucket, mark the bad "
                                     "ones, then repair them"),
         "dry_run": Param(False, type="boolean", description="only print the plan"),
-        "group": Param("", type="string", description="one group (name or dbId.grpId); empty = every group"),
-        "table": Param("", type="string", description="one table, for verify; empty = every table of the group(s)"),
-        "backend": Param("", type="string", description="backend name or id, for decommission"),
+        "group": Param(None, type=["null", "string"], description="one group (name or dbId.grpId); empty = every group"),
+        "table": Param(None, type=["null", "string"], description="one table, for verify; empty = every table of the group(s)"),
+        "backend": Param(None, type=["null", "string"], description="backend name or id, for decommission; empty for every other action"),
         "strategy": Param("count", enum=["count", "size"], description="count: even bucket slots; size: bytes against capacity"),
     },
     doc_md=__doc__,

@@ -68,6 +68,13 @@ def test_the_link_opens_the_group_the_task_worked_on():
     assert group_of({"groups": [{"group": "1_g_tpch", "stable": True}]}) == "1_g_tpch"
     assert group_of({"dry_run": True, "plans": [{"group": "1_a"}, {"group": "1_b"}]}) is None  # two: the overview
     assert group_of(None) is None and group_of("text") is None
-    assert page_url("1.1") == "/api/colocate/ui?group=1.1"
-    assert page_url("1_my group") == "/api/colocate/ui?group=1_my%20group"
-    assert page_url() == "/api/colocate/ui"
+    # inside Airflow's UI: /plugin/colocation, then the page's own path, which the UI's iframe loads
+    assert page_url("1.1") == "/plugin/colocation/api/colocate/ui?group=1.1"
+    assert page_url("1_my group") == "/plugin/colocation/api/colocate/ui?group=1_my%20group"
+    assert page_url() == "/plugin/colocation/api/colocate/ui"
+
+
+def test_the_link_keeps_a_base_url_sub_path(monkeypatch):
+    """Behind a proxy at /airflow the UI lives under it and so does the page the iframe loads."""
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/airflow/")
+    assert page_url("1.1") == "https://airflow.example.com/airflow/plugin/colocation/airflow/api/colocate/ui?group=1.1"

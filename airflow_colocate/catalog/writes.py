@@ -385,8 +385,9 @@ class WritesMixin:
 
     def list_jobs(self, *, kinds: Sequence[str] | None = None, states: Sequence[str] | None = None,
                   limit: int = 100) -> list[dict]:
-        """Jobs newest first as plain dicts (id, kind, state, group_id, group, plan, progress, times);
-        read-only, for the admin API and the Colocation page."""
+        """Jobs newest first as plain dicts (id, kind, state, group_id, group, plan, progress, times,
+        and ``subject``: a write's ``table/partition vN``, so the page can list writes with balance
+        jobs); read-only, for the admin API and the Colocation page."""
         def run(s: Session) -> list[dict]:
             q = select(m.Job).order_by(m.Job.id.desc()).limit(max(0, int(limit)))
             if kinds:
@@ -397,7 +398,13 @@ class WritesMixin:
             for j in s.scalars(q):
                 g = s.get(m.ColocateGroup, j.group_id) if j.group_id is not None else None
                 view = self._group_view(s, g) if g is not None else None
-                out.append({"id": j.id, "kind": j.kind, "state": j.state,
+                subject = None
+                if j.kind == "write" and (j.plan or {}).get("partition_id") is not None:
+                    p = s.get(m.Partition, j.plan["partition_id"])
+                    t = s.get(m.Table, p.table_id) if p is not None else None
+                    if p is not None and t is not None:
+                        subject = f"{self._table_view(s, t).qualified_name}/{p.value} v{j.plan.get('version')}"
+                out.append({"id": j.id, "kind": j.kind, "state": j.state, "subject": subject,
                             "group_id": view.group_id if view else None,
                             "group": view.full_name if view else (j.plan or {}).get("group"),
                             "plan": j.plan or {}, "progress": j.progress or {},

@@ -15,7 +15,20 @@ from airflow.sdk import BaseHook
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.engine import default_url
+from airflow_colocate.core.actor import task_actor
 from airflow_colocate.core.paths import default_work_dir
+
+
+def running_task_actor() -> str | None:
+    """``airflow:<dag_id>/<task_id>/<run_id>`` when called inside a running task, so the event
+    log's "who" names the task instance that wrote, joined or balanced; None elsewhere."""
+    try:
+        from airflow.sdk import get_current_context
+
+        ti = get_current_context()["ti"]
+        return task_actor(ti.dag_id, ti.task_id, ti.run_id)
+    except Exception:  # not in a task (CLI, API server, tests): the caller's default
+        return None
 
 
 class ColocateCatalogHook(BaseHook):
@@ -61,7 +74,7 @@ class ColocateCatalogHook(BaseHook):
     def get_conn(self) -> Catalog:
         if self._catalog is None:
             url = self.catalog_url()
-            self._catalog = Catalog(url, actor=os.environ.get("COLOCATE_ACTOR") or "airflow")
+            self._catalog = Catalog(url, actor=running_task_actor() or os.environ.get("COLOCATE_ACTOR") or "airflow")
             self._catalog.check_schema()
             self.log.info("colocate catalog from %s: %s", self._source,
                           self._catalog.engine.url.render_as_string(hide_password=True))

@@ -13,3 +13,6 @@ This module stays free of Airflow and FastAPI imports: :mod:`airflow_colocate.li
 
 PREFIX = "/api/colocate"
 """Where the plugin mounts the admin API in Airflow's API server (the seeds' URL)."""
+
+VIEW_ROUTE = "colocation"
+"""The page's route in Airflow's UI (``/plugin/colocation``): the external view's ``url_route``."""

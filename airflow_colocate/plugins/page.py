@@ -1,8 +1,10 @@
 """The Colocation page: groups and why they are unstable, a bucket × backend picture of one
-group's map, backends' load against capacity, and the balance jobs that are running.
+group's map, backends' load against capacity, write and balance jobs, and recent changes with who
+made them (the DAG, task and run, for changes made by Airflow tasks).
 
 Rendered on the server (Jinja2 template and an inline SVG), so the page is complete without
-scripts and a test can read the same numbers the catalog holds.
+scripts and a test can read the same numbers the catalog holds. One small script
+(``static/colocation.js``) only follows Airflow's light/dark theme and runs the auto-refresh toggle.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 import re
 from html import escape
 from pathlib import Path
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
@@ -18,12 +21,15 @@ from markupsafe import Markup
 from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import BALANCE_KINDS, GroupView
+from airflow_colocate.core.actor import parse_task_actor
 from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.plugins import PREFIX
 from airflow_colocate.plugins.presenters import backends_with_load, group_model, group_reasons, job_model, table_names
 from airflow_colocate.plugins.schemas import GROUP_REF
 
 TEMPLATES = Path(__file__).parent / "templates"
-MAX_DRAWN_BUCKETS = 1024
+JOB_KINDS = ("write", *BALANCE_KINDS)
+RECENT_JOBS = 12
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 
@@ -48,55 +54,135 @@ def _columns(g: GroupView, backends: list[dict]) -> list[dict]:
     return sorted(cols, key=lambda b: b["id"])
 
 
-def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
-    """Rows are bucket seqs, columns backends; a filled cell is a replica the map places there
-    (dark: the primary, light: another replica, red: the backend is not alive). The last row counts
-    each backend's replicas of this group, so an uneven spread shows at a glance."""
-    cols = _columns(g, backends)
-    rows = list(g.bucket_map[:MAX_DRAWN_BUCKETS])
-    n = max(len(rows), 1)
-    cw, ch = 56, max(4, min(22, 560 // n))
-    left, top = 70, 58
-    width = max(left + cw * len(cols) + 10, left + 3 * 140)  # room for the legend too
-    height = top + ch * n + 48
-    step = 1 if ch >= 12 else math.ceil(12 / ch)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bucket-map" data-group-id="{escape(g.group_id)}" '
-           f'data-buckets="{len(g.bucket_map)}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           f'role="img" aria-label="bucket map of group {escape(g.full_name)}">']
-    out.append(f'<text x="4" y="{top - 8}" class="axis">bucket</text>')
+EXACT_MAX_BUCKETS = 64
+"""Up to this many buckets the map draws one row per bucket; above it a heatmap of bucket ranges,
+so 512 buckets × 16 backends still fits on a screen with every backend's total in view."""
+HEAT_ROWS = 64
+
+
+def _svg_open(g: GroupView, kind: str, width: int, height: int) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="bucket-map {kind}" data-group-id="{escape(g.group_id)}" '
+            f'data-buckets="{len(g.bucket_map)}" data-view="{kind}" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="bucket map of group {escape(g.full_name)}">')
+
+
+def _header(out: list[str], cols: list[dict], totals: list[int], primaries: list[int], *, left: int, cw: int,
+            top: int, hist: int) -> None:
+    """Backend names and states, then each backend's replica total over a bar of its share (dark:
+    primaries): the totals sit above the map, so they are read before any scrolling."""
+    peak = max(totals + [1])
     for i, b in enumerate(cols):
         x = left + i * cw
         alive = b["state"] == "alive"
-        out.append(f'<rect x="{x}" y="{top}" width="{cw}" height="{ch * n}" class="col {"even" if i % 2 == 0 else "odd"}"/>')
-        out.append(f'<text x="{x + cw / 2}" y="{top - 26}" class="be-name" data-backend="{b["id"]}">'
+        out.append(f'<text x="{x + cw / 2}" y="14" class="be-name" data-backend="{b["id"]}">'
                    f'<title>{escape(b["name"])} (id {b["id"]}, host {escape(str(b.get("host", "")))})</title>'
                    f'{escape(b["name"][:8])}</text>')
-        out.append(f'<text x="{x + cw / 2}" y="{top - 10}" class="be-state {"ok" if alive else "bad"}">{escape(b["state"])}</text>')
+        out.append(f'<text x="{x + cw / 2}" y="28" class="be-state {"ok" if alive else "bad"}">{escape(b["state"])}</text>')
+        out.append(f'<text x="{x + cw / 2}" y="44" class="total" data-backend="{b["id"]}" data-total="{totals[i]}" '
+                   f'data-primary="{primaries[i]}"><title>{totals[i]} bucket replicas of this group on '
+                   f'{escape(b["name"])}, {primaries[i]} of them primary</title>{totals[i]}</text>')
+        if hist:
+            h_all, h_pri = hist * totals[i] / peak, hist * primaries[i] / peak
+            base = top - 6
+            out.append(f'<rect x="{x + cw * 0.2}" y="{base - h_all:.1f}" width="{cw * 0.6}" height="{h_all:.1f}" '
+                       f'class="hist {"replica" if alive else "down"}"/>')
+            out.append(f'<rect x="{x + cw * 0.2}" y="{base - h_pri:.1f}" width="{cw * 0.6}" height="{h_pri:.1f}" '
+                       f'class="hist {"primary" if alive else "down"}"/>')
+    out.append(f'<text x="{left - 8}" y="44" class="seq">total</text>')
+
+
+def _legend(out: list[str], left: int, y: int, items) -> None:
+    for j, (cls, label) in enumerate(items):
+        lx = left + j * 150
+        out.append(f'<rect x="{lx}" y="{y - 10}" width="14" height="12" rx="2" class="cell {cls}"/>'
+                   f'<text x="{lx + 20}" y="{y}" class="legend">{label}</text>')
+
+
+def _counts(g: GroupView, cols: list[dict]) -> tuple[dict[int, int], list[int], list[int]]:
     col_of = {b["id"]: i for i, b in enumerate(cols)}
+    totals, primaries = [0] * len(cols), [0] * len(cols)
+    for row in g.bucket_map:
+        for replica, be in enumerate(row):
+            totals[col_of[be]] += 1
+            primaries[col_of[be]] += replica == 0
+    return col_of, totals, primaries
+
+
+def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
+    """The group's bucket map: one row per bucket up to :data:`EXACT_MAX_BUCKETS`, else a heatmap
+    of bucket ranges (:func:`bucket_heatmap_svg`). Both start with each backend's total."""
+    if len(g.bucket_map) > EXACT_MAX_BUCKETS:
+        return bucket_heatmap_svg(g, backends)
+    cols = _columns(g, backends)
+    rows = list(g.bucket_map)
+    n = max(len(rows), 1)
+    cw, ch = 56, max(8, min(22, 560 // n))
+    left, top = 70, 62
+    width = max(left + cw * len(cols) + 10, left + 3 * 150)
+    height = top + ch * n + 34
+    step = 1 if ch >= 12 else math.ceil(12 / ch)
+    col_of, totals, primaries = _counts(g, cols)
+    out = [_svg_open(g, "exact", width, height), f'<text x="4" y="{top - 6}" class="axis">bucket</text>']
+    _header(out, cols, totals, primaries, left=left, cw=cw, top=top, hist=0)
+    for i in range(len(cols)):
+        out.append(f'<rect x="{left + i * cw}" y="{top}" width="{cw}" height="{ch * n}" '
+                   f'class="col {"even" if i % 2 == 0 else "odd"}"/>')
     state_of = {b["id"]: b["state"] for b in cols}
-    counts = [0] * len(cols)
     for seq, row in enumerate(rows):
         y = top + seq * ch
         if seq % step == 0:
             out.append(f'<text x="{left - 8}" y="{y + ch / 2 + 4}" class="seq">{seq}</text>')
         for replica, be in enumerate(row):
             i = col_of[be]
-            counts[i] += 1
             kind = "down" if state_of[be] != "alive" else ("primary" if replica == 0 else "replica")
-            out.append(f'<rect x="{left + i * cw + 3}" y="{y + (1 if ch > 6 else 0)}" width="{cw - 6}" '
-                       f'height="{max(ch - (2 if ch > 6 else 0), 1)}" rx="2" class="cell {kind}" data-bucket="{seq}" '
+            out.append(f'<rect x="{left + i * cw + 3}" y="{y + 1}" width="{cw - 6}" '
+                       f'height="{ch - 2}" rx="2" class="cell {kind}" data-bucket="{seq}" '
                        f'data-backend="{be}" data-replica="{replica}"><title>bucket {seq}: replica {replica + 1} of '
                        f'{len(row)} on {escape(cols[i]["name"])} (id {be}, {escape(state_of[be])})</title></rect>')
-    y = top + ch * n + 18
-    out.append(f'<text x="{left - 8}" y="{y}" class="seq">total</text>')
-    for i, c in enumerate(counts):
-        out.append(f'<text x="{left + i * cw + cw / 2}" y="{y}" class="total" data-backend="{cols[i]["id"]}">{c}</text>')
-    ly = y + 20
-    for j, (cls, label) in enumerate((("primary", "primary replica"), ("replica", "other replica"),
-                                      ("down", "backend not alive"))):
-        lx = left + j * 140
-        out.append(f'<rect x="{lx}" y="{ly - 10}" width="14" height="12" rx="2" class="cell {cls}"/>'
-                   f'<text x="{lx + 20}" y="{ly}" class="legend">{label}</text>')
+    _legend(out, left, top + ch * n + 24, (("primary", "primary replica"), ("replica", "other replica"),
+                                           ("down", "backend not alive")))
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def bucket_heatmap_svg(g: GroupView, backends: list[dict]) -> Markup:
+    """A large map as a heatmap: each row a range of consecutive buckets, each cell how many of
+    them have a replica on that backend (darker: more; red: the backend is not alive), under a
+    histogram of every backend's total. At most :data:`HEAT_ROWS` rows, whatever the bucket count."""
+    cols = _columns(g, backends)
+    n = len(g.bucket_map)
+    per = math.ceil(n / HEAT_ROWS)
+    nrows = math.ceil(n / per)
+    cw = max(40, min(64, 1040 // max(len(cols), 1)))
+    ch = 8
+    left, hist = 80, 48
+    top = 52 + hist + 8
+    width = max(left + cw * len(cols) + 10, left + 4 * 150)
+    height = top + ch * nrows + 34
+    col_of, totals, primaries = _counts(g, cols)
+    grid = [[0] * len(cols) for _ in range(nrows)]
+    for seq, row in enumerate(g.bucket_map):
+        for be in row:
+            grid[seq // per][col_of[be]] += 1
+    out = [_svg_open(g, "heatmap", width, height), f'<text x="4" y="{top - 6}" class="axis">buckets</text>']
+    _header(out, cols, totals, primaries, left=left, cw=cw, top=top, hist=hist)
+    alive = [b["state"] == "alive" for b in cols]
+    step = 4
+    for r, counts in enumerate(grid):
+        lo, hi = r * per, min(n, (r + 1) * per) - 1
+        y = top + r * ch
+        if r % step == 0:
+            out.append(f'<text x="{left - 8}" y="{y + ch}" class="seq">{lo}–{hi}</text>')
+        for i, c in enumerate(counts):
+            if not c:
+                continue
+            level = min(4, math.ceil(4 * c / (hi - lo + 1)))
+            out.append(f'<rect x="{left + i * cw + 2}" y="{y}" width="{cw - 4}" height="{ch - 1}" '
+                       f'class="heat {"down" if not alive[i] else f"l{level}"}" data-from="{lo}" data-to="{hi}" '
+                       f'data-backend="{cols[i]["id"]}" data-count="{c}"><title>buckets {lo}–{hi}: {c} of '
+                       f'{hi - lo + 1} have a replica on {escape(cols[i]["name"])}</title></rect>')
+    _legend(out, left, top + ch * nrows + 24, (("heat l1", "few buckets of the range"), ("heat l4", "every bucket"),
+                                               ("primary", "primaries (histogram)"), ("down", "backend not alive")))
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -125,13 +211,28 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         b["bar"] = b["used_fraction"] if b["used_fraction"] is not None else b["bytes"] / max_bytes
         b["slot_bar"] = b["slots"] / max_slots
         b["bytes_h"], b["capacity_h"] = human_bytes(b["bytes"]), human_bytes(b["capacity_bytes"])
-    jobs = [job_model(j) for j in catalog.list_jobs(kinds=BALANCE_KINDS, states=["running"])]
+    # Writes next to balance jobs: a write holds a version of its group, a balance job moves its
+    # buckets, and both explain why the map or the numbers above are changing. Running ones first.
+    recent = catalog.list_jobs(kinds=JOB_KINDS, limit=RECENT_JOBS)
+    running = {j["id"] for j in recent if j["state"] == "running"}
+    running_jobs = [j for j in catalog.list_jobs(kinds=JOB_KINDS, states=["running"]) if j["id"] not in running]
+    jobs = [job_model(j) for j in running_jobs + sorted(recent, key=lambda j: (j["state"] != "running", -j["id"]))]
     for j in jobs:
         j["copied_h"], j["planned_h"] = human_bytes(j["copied_bytes"]), human_bytes(j["planned_bytes"])
-    return _env.get_template("colocation.html").render(
+    root = base[: -len(PREFIX)] if base.endswith(PREFIX) else ""  # Airflow's own base path
+
+    def task_of(actor: str | None) -> dict | None:
+        """The task instance an event's actor names, with its page in Airflow's UI."""
+        who = parse_task_actor(actor)
+        if who is not None:
+            who["url"] = (f"{root}/dags/{quote(who['dag_id'], safe='')}/runs/{quote(who['run_id'], safe='')}"
+                          f"/tasks/{quote(who['task_id'], safe='')}")
+        return who
+
+    return _env.get_template("colocation.html").render(task_of=task_of, rendered_at=catalog.now().isoformat(timespec="seconds"),
         base=base, user=user, version=__version__, groups=rows, chosen=chosen_row, problem=problem,
         map_svg=bucket_map_svg(chosen, backends) if chosen is not None else None,
-        truncated=chosen is not None and len(chosen.bucket_map) > MAX_DRAWN_BUCKETS, max_drawn=MAX_DRAWN_BUCKETS,
-        backends=backends, jobs=jobs, flags=catalog.flags(), events=catalog.events(limit=10),
+        heatmap=chosen is not None and len(chosen.bucket_map) > EXACT_MAX_BUCKETS, exact_max=EXACT_MAX_BUCKETS,
+        backends=backends, jobs=jobs, running=sum(1 for j in jobs if j["state"] == "running"), flags=catalog.flags(), events=catalog.events(limit=10),
         unstable=sum(1 for g in groups if not g.stable),
     )

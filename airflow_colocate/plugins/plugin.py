@@ -11,7 +11,7 @@ import threading
 
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_colocate.plugins import PREFIX
+from airflow_colocate.plugins import PREFIX, VIEW_ROUTE
 
 
 class ColocateApp:
@@ -78,7 +78,7 @@ class ColocatePlugin(AirflowPlugin):
         "name": "Colocation",
         "href": f"{PREFIX}/ui",
         "destination": "nav",
-        "url_route": "colocation",
+        "url_route": VIEW_ROUTE,
         "icon": f"{PREFIX}/static/colocation-icon.svg",
         "nav_top_level": True,
     }]

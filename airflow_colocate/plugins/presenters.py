@@ -64,13 +64,14 @@ def job_model(j: dict) -> dict:
     planned = sum(int(mv.get("bytes") or 0) for mv in moves if isinstance(mv, dict))
     copied = int(progress.get("bytes") or 0) if isinstance(progress.get("bytes"), (int, float)) else 0
     step = progress.get("step")
-    if step == "finished" or j["state"] == "done":
+    if step == "finished" or j["state"] in ("done", "committed"):
         done = 1.0
     elif planned:
         done = min(1.0, copied / planned)
     else:
         done = None
     return {"id": j["id"], "kind": j["kind"], "state": j["state"], "group_id": j["group_id"], "group": j["group"],
+            "subject": j.get("subject"), "rows": progress.get("rows") if isinstance(progress.get("rows"), int) else None,
             "step": step if isinstance(step, str) else None, "moves": len(moves), "planned_bytes": planned,
             "copied_bytes": copied, "done_fraction": done, "progress": progress,
             "created_at": j["created_at"], "updated_at": j["updated_at"]}

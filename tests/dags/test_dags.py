@@ -54,7 +54,7 @@ def test_daily_dag_end_to_end_twice_per_date(pipeline_env, spark):
         assert join["colocate"] is True and "colocate: true" in join["explain"], join["explain"]
         group = catalog.group("g_tpch").group_id  # the task's "Colocation" button opens its group
         for task_id in ("load_orders", "revenue_by_priority"):
-            assert task_xcom(run, task_id, key="_link_ColocationLink") == f"/api/colocate/ui?group={group}"
+            assert task_xcom(run, task_id, key="_link_ColocationLink") == f"/plugin/colocation/api/colocate/ui?group={group}"
 
     for date in DATES:
         ds = date.to_date_string()
