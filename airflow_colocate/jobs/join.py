@@ -6,6 +6,7 @@ bad (a missing, short or unknown file) so no read chooses them again and balance
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
@@ -14,14 +15,18 @@ from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs.read import read_plans
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.planner.contract import BadReplica, JoinPlan, JoinReport, Source
+from airflow_colocate.planner.join import parse_size
 
 
 def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str] | None], *,
                  require_colocate: bool = False, disable_colocate_join: bool = False,
                  output_table: str | None = None, output_partition: str = "all", output_mode: str = "overwrite",
                  output_path: str | None = None, work_dir: str | Path | None = None,
-                 job_name: str = "join") -> tuple[JoinPlan, WriteTicket | None]:
-    """Plan the reads (colocated or fallback, with reasons) and, for a catalog output, its write."""
+                 job_name: str = "join", hash_budget: int | str | None = None) -> tuple[JoinPlan, WriteTicket | None]:
+    """Plan the reads (colocated or fallback, with reasons) and, for a catalog output, its write.
+    ``hash_budget`` (bytes or ``512m``; 0: sort-merge only) overrides the job's memory-derived budget
+    for a bucket's hash-join build side (planner.join.choose_bucket_join)."""
+    budget = None if hash_budget is None else parse_size(hash_budget, "hash_budget")
     decided = read_plans(catalog, tables, disabled=disable_colocate_join)
     work = str(work_dir or default_work_dir())
     ticket = None
@@ -34,7 +39,7 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
         job_id = f"{job_name}-{catalog.now().strftime('%Y%m%dT%H%M%S%f')}"
     plan = JoinPlan(job_id=job_id, query=query, tables=decided.tables, reasons=decided.reasons, groups=decided.groups,
                     require_colocate=require_colocate, report_uri=f"{work.rstrip('/')}/{job_id}/report.json",
-                    output_path=output_path, output=output)
+                    output_path=output_path, output=output, hash_budget=budget)
     return plan, ticket
 
 
@@ -62,7 +67,8 @@ def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport
         "explain": report.explain,
         "joins": [{"join": j.join, "left": j.left_tables, "right": j.right_tables, "exchanges_left": j.exchanges_left,
                    "exchanges_right": j.exchanges_right, "colocate": j.colocate, "reason": j.reason,
-                   "planned": j.planned} for j in report.joins],
+                   "planned": j.planned, "method": j.method, "build": j.build_tables} for j in report.joins],
+        "bucket_join": None if report.bucket_join is None else asdict(report.bucket_join),
         "physical_plan": report.physical_plan,  # Spark's own plan, raw; the explain above is for people
         "seconds": round(report.seconds, 2),
         "preview": report.preview,

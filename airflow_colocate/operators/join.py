@@ -25,6 +25,10 @@ class ColocateJoinOperator(ColocateSparkOperator):
     :param require_colocate: fail, before any output is committed, when a join between tables of
         one group would shuffle.
     :param disable_colocate_join: fall back to a shuffle join for this run only.
+    :param hash_budget: memory (bytes or ``"512m"``) one task may give one bucket's hash-join build
+        side; a table whose every bucket fits is joined by a hash join inside each bucket, no sort.
+        Default: ``spark.colocate.join.hashBudget`` or (executor memory - 300 MiB) x
+        spark.memory.fraction x 0.5 / executor cores; ``0``: always sort-merge.
     """
 
     template_fields: Sequence[str] = (
@@ -40,7 +44,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
                  how: str = "inner", columns: Sequence[str] = (), partitions: list[str] | None = None,
                  output_table: str | None = None, output_partition: str = "all", output_mode: str = "overwrite",
                  output_path: str | None = None, require_colocate: bool = False, disable_colocate_join: bool = False,
-                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
+                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, hash_budget: int | str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("application", job_path("join_job.py"))
         kwargs.setdefault("name", f"colocate-join-{kwargs.get('task_id', 'join')}")
         super().__init__(**kwargs)
@@ -58,6 +63,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
         self.require_colocate = require_colocate
         self.disable_colocate_join = disable_colocate_join
         self.colocate_conn_id = colocate_conn_id
+        self.hash_budget = hash_budget
 
     def _query(self, catalog) -> tuple[str, dict[str, list[str] | None]]:
         if bool(self.query) == bool(self.join_tables):
@@ -76,7 +82,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
         plan, ticket = prepare_join(catalog, query, tables, require_colocate=self.require_colocate,
                                     disable_colocate_join=self.disable_colocate_join, output_table=self.output_table,
                                     output_partition=self.output_partition, output_mode=self.output_mode,
-                                    output_path=self.output_path, work_dir=hook.work_dir(), job_name=self.task_id)
+                                    output_path=self.output_path, work_dir=hook.work_dir(), job_name=self.task_id,
+                                    hash_budget=self.hash_budget)
         for t in plan.tables:
             why = plan.reasons.get(t.name)
             self.log.info("colocate: %s registered %s", t.name, "bucketed (colocated)" if not why else f"plain: {why}")

@@ -144,6 +144,7 @@ class ReadReplica:
     path: str
     bytes: int
     files: list[list] | None = None  # [[name, size], ...]; None: recorded before 0.2, checked by bytes
+    rows: int = 0  # the catalog's row count (with bytes, what the hash-join choice estimates from)
 
 
 @dataclass
@@ -173,6 +174,9 @@ class ReadTable:
     # Check on read that every row's pmod(hash(dist cols), n) is its bucket and verify parquet page
     # checksums: a file with another bucket's rows or a flipped byte fails the query, never a wrong row.
     bucket_guard: bool = True
+    # Register with a SHUFFLE_HASH hint: a join may build a hash map of this table's bucket (the join
+    # job sets it on the tables whose every bucket fits the hash budget, planner.join.choose_bucket_join).
+    hash_build: bool = False
 
 
 @dataclass
@@ -209,6 +213,21 @@ class JoinPlan(JsonMixin):
     output: WritePlan | None = None  # into a catalog table (maybe in the same group)
     preview_rows: int = 20
     kind: str = "join"
+    # Memory budget (bytes) of one bucket's hash-join build side; None: derived from the job's Spark
+    # conf (spark.colocate.join.hashBudget, else planner.join.default_hash_budget); 0: sort-merge only.
+    hash_budget: int | None = None
+
+
+@dataclass
+class BucketJoin:
+    """How the colocated joins join inside a bucket, and why (planner.join.choose_bucket_join)."""
+
+    method: str  # "hash" (the hinted tables fit the budget) or "sort-merge"
+    budget: int  # bytes one task may give one bucket's build side
+    budget_from: str  # where the budget came from (the conf, the operator, the formula)
+    largest_bucket: dict[str, int]  # bucketed table -> its largest bucket, estimated in memory (bytes)
+    build_tables: list[str]  # tables hinted SHUFFLE_HASH (every bucket fits), smallest first
+    reason: str  # e.g. "largest build bucket 41 MiB of 512 MiB budget"
 
 
 @dataclass
@@ -225,6 +244,8 @@ class JoinExplain:
     planned: bool = False  # what the planner predicted from the registration and the join keys
     kind: str = "inner"  # inner, left, right, full, semi, anti (spark.physical_plan.JOIN_KINDS)
     keys: list[str] = field(default_factory=list)  # equality keys by name: "o.o_orderkey = l.l_orderkey"
+    method: str = ""  # what Spark did: "hash", "sort-merge", "broadcast" or another join node
+    build_tables: list[str] = field(default_factory=list)  # a hash join's build side
 
 
 @dataclass
@@ -239,6 +260,7 @@ class JoinReport(JsonMixin):
     preview: list[dict] = field(default_factory=list)
     kind: str = "join"
     bad_replicas: list[BadReplica] = field(default_factory=list)  # found (and not read) while registering
+    bucket_join: BucketJoin | None = None  # the hash-join choice (None: no table read bucketed)
 
 
 # ---------------------------------------------------------------------- clones (repair, balance)

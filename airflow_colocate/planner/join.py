@@ -3,7 +3,9 @@
 A join is colocated when its tables are in one group, the group is stable, colocate join is not
 disabled (globally or for this run), and the equality keys cover the distribution columns position
 by position. The Spark join job calls :func:`predict_join` on every join of the physical plan, so
-this module imports nothing but the standard library: the Spark driver must not load the catalog.
+this module imports nothing but the standard library and the plan contract: the Spark driver must
+not load the catalog. The job also asks :func:`choose_bucket_join` whether a bucket's join may be a
+hash join, from the catalog's bucket sizes that travel with the plan.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.planner.contract import BucketJoin, ReadTable
 
 if TYPE_CHECKING:
     from airflow_colocate.catalog.views import TableView
@@ -85,3 +88,107 @@ def structured_sql(views: Sequence[TableView], on: Sequence[Sequence[Sequence[st
             raise InvalidArgument(f"join {i} ({view.name}) has no equality keys")
         sql += f" {JOIN_SQL[how]} {view.name} ON " + " AND ".join(conds)
     return sql
+
+
+# ---------------------------------------------------------------------- bucket-level hash join
+#
+# Doris joins bucket by bucket with a hash join; Spark's colocated join sorts both sides of every
+# bucket first. A shuffled hash join of two bucketed scans keeps the zero-Exchange plan and drops
+# the sorts, but it holds the whole build side of one bucket in an executor task's memory, with no
+# spill. The catalog knows every bucket's bytes and rows, so the join job hints SHUFFLE_HASH only on
+# the tables whose every bucket (summed over the partitions read) fits the budget; Spark builds one
+# of the hinted sides it may build for the join type (inner: the smaller; left outer, semi, anti:
+# the right; right outer: the left; full outer: either), and sort-merges a join with no such side.
+
+MIB = 1 << 20
+RESERVED_MEMORY = 300 * MIB  # Spark's reserved system memory, outside spark.memory.fraction
+DEFAULT_SAFETY = 0.5  # of the unified (execution + storage) memory one task may use for one bucket
+EXPANSION = 3  # decoded rows in a hash map take about this many times their parquet bytes, plus
+ROW_OVERHEAD = 16  # bytes a row for the map's pointers
+HASH = "hash"
+SORT_MERGE = "sort-merge"
+
+
+def parse_size(value: str | int, what: str) -> int:
+    """``536870912``, ``512m``, ``1g``, ``512MiB`` -> bytes (Spark's size strings, binary units)."""
+    text = str(value).strip().lower().removesuffix("ib").removesuffix("b")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    try:
+        if text and text[-1] in units:
+            size = int(float(text[:-1]) * units[text[-1]])
+        else:
+            size = int(text)
+    except ValueError:
+        raise InvalidArgument(f"{what} {value!r} is not a size: expected bytes or a number with k, m, g or t "
+                              "(e.g. 512m)") from None
+    if size < 0:
+        raise InvalidArgument(f"{what} {value!r} is negative: expected 0 (no hash join) or a positive size")
+    return size
+
+
+def default_hash_budget(memory: str, cores: int, fraction: float = 0.6, safety: float = DEFAULT_SAFETY) -> int:
+    """The memory one task may give the build side of one bucket:
+    ``(executor memory - 300 MiB reserved) x spark.memory.fraction x safety / executor cores``
+    (``memory``: spark.executor.memory, or spark.driver.memory in local mode; ``cores``: tasks run
+    at once in one executor). Execution memory is shared by the tasks running at once; the safety
+    factor leaves room for the streamed side's buffers, the other operators and the estimate's error."""
+    usable = max(parse_size(memory, "executor memory") - RESERVED_MEMORY, 0)
+    return int(usable * fraction * safety / max(cores, 1))
+
+
+def build_estimate(bytes_: int, rows: int) -> int:
+    """Estimated memory of one bucket's rows in a hash map, from its parquet bytes and rows."""
+    return EXPANSION * bytes_ + ROW_OVERHEAD * rows
+
+
+def bucket_sizes(table: ReadTable) -> list[tuple[int, int]] | None:
+    """(bytes, rows) per bucket seq of a ReadTable, summed over the partitions it reads (a bucketed
+    scan reads bucket b of every partition in one task), from the catalog's sizes of the chosen
+    replica (the first candidate); None when the plan carries no sizes."""
+    sizes = [(0, 0)] * table.bucket_num
+    for part in table.partitions:
+        if not part.candidates:
+            if any(part.bucket_paths):
+                return None
+            continue
+        for seq, candidates in enumerate(part.candidates):
+            if part.bucket_paths[seq] and candidates:
+                b, r = sizes[seq]
+                sizes[seq] = (b + candidates[0].bytes, r + candidates[0].rows)
+    return sizes
+
+
+def _mib(n: int) -> str:
+    return f"{n / MIB:.0f} MiB" if n >= 10 * MIB else f"{n / MIB:.1f} MiB"
+
+
+def choose_bucket_join(tables: Sequence[ReadTable], budget: int, budget_from: str = "") -> BucketJoin:
+    """Which bucketed tables may be a hash join's build side: those whose largest bucket, estimated
+    in memory (:func:`build_estimate`), fits ``budget``. Returns the decision as data for the
+    report: method (``hash`` when some table fits), budget, each table's largest bucket, the
+    tables to hint and a one-line reason. With budget 0 no table is hinted (sort-merge only)."""
+    largest: dict[str, int] = {}
+    unknown = []
+    for t in tables:
+        if not t.bucketed:
+            continue
+        sizes = bucket_sizes(t)
+        if sizes is None:
+            unknown.append(t.name)
+            continue
+        largest[t.name] = max((build_estimate(b, r) for b, r in sizes), default=0)
+    build = sorted((name for name, size in largest.items() if size <= budget), key=lambda n: largest[n]) if budget else []
+    if not largest and not unknown:
+        reason = "no table is read bucketed"
+    elif not budget:
+        reason = "hash join disabled (budget 0)"
+    elif build:
+        reason = f"largest build bucket {_mib(largest[build[0]])} of {_mib(budget)} budget"
+    elif largest:
+        smallest = min(largest, key=largest.get)
+        reason = (f"smallest table's largest bucket ({smallest}) {_mib(largest[smallest])} exceeds the "
+                  f"{_mib(budget)} budget")
+    else:
+        reason = f"the plan carries no bucket sizes for {', '.join(unknown)}"
+    return BucketJoin(method=HASH if build else SORT_MERGE, budget=budget, budget_from=budget_from,
+                      largest_bucket=largest, build_tables=build, reason=reason)

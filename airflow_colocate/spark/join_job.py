@@ -16,13 +16,21 @@ from dataclasses import asdict, replace
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.planner.contract import (
     BadReplica,
+    BucketJoin,
     JoinExplain,
     JoinPlan,
     JoinReport,
 )
 from airflow_colocate.planner.explain import explain_text as render_explain
 from airflow_colocate.planner.explain import key_names
-from airflow_colocate.planner.join import predict_join
+from airflow_colocate.planner.join import (
+    HASH,
+    SORT_MERGE,
+    choose_bucket_join,
+    default_hash_budget,
+    parse_size,
+    predict_join,
+)
 from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
 from airflow_colocate.spark.register import UnreadableBuckets, register_tables
 from airflow_colocate.storage import fs
@@ -51,6 +59,40 @@ def log(message: str) -> None:
     print(f"colocate-join: {message}", flush=True)
 
 
+HASH_BUDGET_CONF = "spark.colocate.join.hashBudget"
+
+
+def hash_budget(spark, plan: JoinPlan) -> tuple[int, str]:
+    """The bytes one task may give one bucket's hash-join build side, and where that came from: the
+    plan (the operator's ``hash_budget``), else the session's ``spark.colocate.join.hashBudget``,
+    else :func:`default_hash_budget` of this session's memory and cores."""
+    if plan.hash_budget is not None:
+        return plan.hash_budget, "the join's hash_budget"
+    conf = spark.sparkContext.getConf()
+    configured = spark.conf.get(HASH_BUDGET_CONF, None) or conf.get(HASH_BUDGET_CONF, None)
+    if configured:
+        return parse_size(configured, HASH_BUDGET_CONF), HASH_BUDGET_CONF
+    local = spark.sparkContext.master.startswith("local")
+    memory_key = "spark.driver.memory" if local else "spark.executor.memory"
+    memory = conf.get(memory_key, "1g")
+    cores = int(conf.get("spark.executor.cores", "0") or 0) if not local else 0
+    cores = cores or spark.sparkContext.defaultParallelism
+    fraction = float(conf.get("spark.memory.fraction", "0.6"))
+    budget = default_hash_budget(memory, cores, fraction)
+    return budget, f"({memory_key} {memory} - 300 MiB) x {fraction:g} x safety 0.5 / {cores} cores"
+
+
+def join_method(description: str) -> tuple[str, str | None]:
+    """What Spark did inside the join (hash, sort-merge, broadcast), and a hash join's build side."""
+    if description.startswith("ShuffledHashJoin"):
+        return HASH, "left" if "BuildLeft" in description else "right"
+    if description.startswith("SortMergeJoin"):
+        return SORT_MERGE, None
+    if description.startswith("Broadcast"):
+        return "broadcast", None
+    return description.split(" ", 1)[0], None
+
+
 def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
     """colocate: true exactly when no Exchange feeds the join (what Spark did), next to what the
     planner predicted; the reason of a shuffled join is the planner's."""
@@ -70,10 +112,12 @@ def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
             reason = "Spark chose a broadcast join"
         else:
             reason = "Spark shuffled a join the planner expected to be colocated"
-    return JoinExplain(join=j.description, left_tables=[shown.get(t, t) for t in j.left.tables],
-                       right_tables=[shown.get(t, t) for t in j.right.tables],
+    method, build = join_method(j.description)
+    left, right = [shown.get(t, t) for t in j.left.tables], [shown.get(t, t) for t in j.right.tables]
+    return JoinExplain(join=j.description, left_tables=left, right_tables=right,
                        exchanges_left=j.left.exchanges, exchanges_right=j.right.exchanges,
-                       colocate=colocate, reason=reason, planned=planned,
+                       colocate=colocate, reason=reason, planned=planned, method=method,
+                       build_tables={"left": left, "right": right}.get(build or "", []),
                        kind=j.kind, keys=key_names(j.keys, shown))
 
 
@@ -87,9 +131,24 @@ def should_be_colocated(e: JoinExplain, plan: JoinPlan) -> bool:
     return len(groups) == 1 and "" not in groups and bool(e.left_tables) and bool(e.right_tables)
 
 
-def explain_text(explains: list[JoinExplain]) -> str:
-    """The explain people read (planner.explain)."""
-    return render_explain(explains)
+def bucket_join_line(choice: BucketJoin | None, explains: list[JoinExplain]) -> str | None:
+    """One line: how the colocated joins join inside a bucket, and why (None: nothing read bucketed)."""
+    if choice is None:
+        return None
+    colocated = [e for e in explains if e.colocate]
+    methods = sorted({e.method for e in colocated}) or [choice.method]
+    if choice.method == HASH and methods != [HASH]:
+        detail = (f"{choice.reason}; Spark may build only {', '.join(choice.build_tables)} and did not for every "
+                  f"join of this type")
+    else:
+        detail = choice.reason
+    return f"bucket join: {'/'.join(methods)} ({detail})"
+
+
+def explain_text(explains: list[JoinExplain], choice: BucketJoin | None = None) -> str:
+    """The explain people read (planner.explain): every join, then the bucket-join line."""
+    line = bucket_join_line(choice, explains) if explains else None
+    return render_explain(explains, [line] if line else [])
 
 
 def _rows(df) -> list[dict]:
@@ -102,6 +161,12 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
     fs.delete_file(bad_replicas_uri(plan))
+    choice = None
+    if any(t.bucketed for t in plan.tables):
+        budget, budget_from = hash_budget(spark, plan)
+        choice = choose_bucket_join(plan.tables, budget, budget_from)
+        plan = replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables])
+        log(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
     try:
         registered = register_tables(spark, plan.tables)
     except UnreadableBuckets as exc:
@@ -119,7 +184,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
         explains = [explain_join(j, plan) for j in joins_of(df)]
     except Exception as exc:
         raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
-    text = explain_text(explains)
+    text = explain_text(explains, choice)
     for line in text.splitlines():
         log(line)
     if plan.require_colocate:
@@ -151,7 +216,8 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     else:
         rows = df.count()  # explain-only run: no output, no preview
     report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text, physical_plan=plan_text(df),
-                        seconds=time.time() - started, write=write_report, preview=preview, bad_replicas=registered.bad)
+                        seconds=time.time() - started, write=write_report, preview=preview, bad_replicas=registered.bad,
+                        bucket_join=choice)
     log(f"{rows} rows in {report.seconds:.1f}s")
     return report
 

@@ -145,7 +145,10 @@ def create_statements(table: ReadTable, location: str) -> list[str]:
     if specs:
         out.append(f"ALTER TABLE {backing} ADD " + " ".join(specs))
     select = ", ".join(quote_ident(n) for n, _ in table.columns)
-    view = f"CREATE OR REPLACE TEMP VIEW {quote_ident(table.name)} AS SELECT {select} FROM {backing}"
+    # A hint without a table name applies to the view's whole subtree: every join this view takes
+    # part in may build its hash map from it (Spark's rules decide which side, per join type).
+    hint = "/*+ SHUFFLE_HASH */ " if table.hash_build and table.bucketed else ""
+    view = f"CREATE OR REPLACE TEMP VIEW {quote_ident(table.name)} AS SELECT {hint}{select} FROM {backing}"
     if table.bucket_guard:
         view += f" WHERE {bucket_guard(table, part_defs[0][0] if part_defs else None)}"
     out.append(view)

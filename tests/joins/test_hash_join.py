@@ -1,0 +1,120 @@
+"""The bucket-level hash join (issue 15): the join job hints SHUFFLE_HASH on the tables whose every
+bucket fits the budget, from the catalog's sizes. A large budget gives a shuffled hash join with no
+Exchange and no Sort, a tiny one the sort-merge join; both return plain Spark's rows for every join
+type, and the explain says which and why."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.core.sqltypes import parse_columns
+from airflow_colocate.jobs.join import join_in_session
+from airflow_colocate.jobs.write import write_in_session
+from airflow_colocate.planner.contract import ReadPartition, ReadReplica, ReadTable, Source
+from airflow_colocate.planner.join import build_estimate, choose_bucket_join, default_hash_budget, parse_size
+from colocate_testing import add_local_backends
+
+pytestmark = pytest.mark.spark
+
+DAYS = ["2026-11-01"]
+TABLES = {"ha": DAYS, "hb": DAYS}
+KINDS = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL OUTER JOIN",
+         "semi": "LEFT SEMI JOIN", "anti": "LEFT ANTI JOIN"}
+# ha: one row per key 0..599 of the day; hb: three rows per even key 0..799 (keys on one side only both ways)
+SOURCES = {"ha": "SELECT id AS k, concat('a', id + {d}) AS v FROM range(600)",
+           "hb": "SELECT k, w FROM (SELECT 2 * (id % 400) AS k, id + {d} AS w FROM range(1200))"}
+
+
+@pytest.fixture(scope="module")
+def lake(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("hashjoin")
+    cat = Catalog(f"sqlite:///{root / 'catalog.db'}", actor="pytest")
+    cat.init()
+    add_local_backends(cat, root / "backends", n=2)
+    for name, cols in (("ha", "k bigint, v string, dt date"), ("hb", "k bigint, w bigint, dt date")):
+        cat.create_table(name, parse_columns(cols), ["k"], bucket_num=4, replication_num=1, partition_cols=["dt"],
+                         colocate_with="g_hash")
+        for d, day in enumerate(DAYS):
+            write_in_session(spark, cat, name, day, Source(query=SOURCES[name].format(d=d)), work_dir=root / "runs")
+            spark.sql(SOURCES[name].format(d=d)).selectExpr("*", f"DATE'{day}' AS dt").createOrReplaceTempView(f"ref_{name}_{d}")
+        spark.sql(f"SELECT * FROM ref_{name}_0").createOrReplaceTempView(f"ref_{name}")
+    yield cat
+    cat.dispose()
+
+
+def query(kind: str, a: str = "ha", b: str = "hb") -> str:
+    cols = "x.dt, x.k, x.v" + ("" if kind in ("semi", "anti") else ", y.k AS yk, y.w")
+    return f"SELECT {cols} FROM {a} x {KINDS[kind]} {b} y ON x.dt = y.dt AND x.k = y.k AND y.w % 3 <> 1"
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_hash_or_sort_merge_by_budget_same_rows(spark, lake, kind):
+    expected = sorted(map(tuple, spark.sql(query(kind, "ref_ha", "ref_hb")).collect()), key=repr)
+    assert expected
+    for budget in ("1g", 1):
+        result = join_in_session(spark, lake, query(kind), TABLES, hash_budget=budget)
+        mine = spark.sql(query(kind))
+        physical = mine._jdf.queryExecution().executedPlan().toString()
+        assert sorted(map(tuple, mine.collect()), key=repr) == expected and result["rows"] == len(expected)
+        (j,) = result["joins"]
+        assert j["colocate"] and j["exchanges_left"] == j["exchanges_right"] == 0 and "Exchange" not in physical, j
+        choice = result["bucket_join"]
+        if budget == 1:
+            assert choice["method"] == "sort-merge" and choice["build_tables"] == []
+            assert j["method"] == "sort-merge" and "SortMergeJoin" in physical
+            assert "bucket join: sort-merge (smallest table's largest bucket (ha) " in result["explain"]
+            assert "exceeds the 0.0 MiB budget)" in result["explain"]
+        else:
+            assert choice["method"] == "hash" and choice["build_tables"] == ["ha", "hb"]
+            assert all(0 < size <= parse_size("1g", "") for size in choice["largest_bucket"].values())
+            assert j["method"] == "hash" and j["build"], j
+            assert "ShuffledHashJoin" in physical and "Sort [" not in physical
+            assert "bucket join: hash (largest build bucket " in result["explain"]
+            assert " of 1024 MiB budget)" in result["explain"]
+
+
+def test_budget_between_the_tables_hints_only_the_smaller(spark, lake):
+    """ha's buckets fit, hb's do not: an inner join builds ha; a semi join may only build its
+    right side (hb), which does not fit, so it stays sort-merge."""
+    sizes = join_in_session(spark, lake, query("inner"), TABLES, hash_budget="1g")["bucket_join"]["largest_bucket"]
+    budget = (sizes["ha"] + sizes["hb"]) // 2
+    assert sizes["ha"] <= budget < sizes["hb"]
+    for kind, method in (("inner", "hash"), ("semi", "sort-merge")):
+        result = join_in_session(spark, lake, query(kind), TABLES, hash_budget=budget)
+        assert result["bucket_join"]["build_tables"] == ["ha"]
+        (j,) = result["joins"]
+        assert j["method"] == method and j["colocate"], j
+        assert j["build"] == (["ha"] if method == "hash" else [])
+        assert result["rows"] == spark.sql(query(kind, "ref_ha", "ref_hb")).count()
+
+
+def test_budget_formula_and_sizes():
+    # (1 GiB - 300 MiB) x 0.6 x 0.5 / 2 cores
+    assert default_hash_budget("1g", 2) == int((1024 - 300) * (1 << 20) * 0.6 * 0.5 / 2)
+    assert parse_size("512m", "x") == 512 << 20 and parse_size("512MiB", "x") == 512 << 20 and parse_size(7, "x") == 7
+    with pytest.raises(InvalidArgument, match="hash_budget 'lots' is not a size"):
+        parse_size("lots", "hash_budget")
+
+
+def test_choice_sums_each_bucket_over_the_partitions_read():
+    """A bucketed scan reads bucket b of every partition in one task: the build side is their sum."""
+    def table(name, per_day):
+        parts = [ReadPartition(value=f"d{i}", bucket_paths=[f"/p{i}/{b}" if n else "" for b, n in enumerate(sizes)],
+                               candidates=[[ReadReplica(replica_id=0, backend_id=1, path="", bytes=n, rows=n // 10)]
+                                           for n in sizes]) for i, sizes in enumerate(per_day)]
+        return ReadTable(name=name, columns=[["k", "bigint"]], dist_cols=["k"], partition_cols=["dt"], bucket_num=2,
+                         partitions=parts)
+    small = table("small", [[100, 0], [100, 50]])  # bucket 0: 200 bytes over two days
+    big = table("big", [[1000, 10], [10, 1000]])
+    fits_small = build_estimate(200, 20)
+    choice = choose_bucket_join([big, small], fits_small, "test")
+    assert choice.method == "hash" and choice.build_tables == ["small"]
+    assert choice.largest_bucket == {"small": fits_small, "big": build_estimate(1010, 101)}
+    assert choice_of(choose_bucket_join([big, small], fits_small - 1)) == ("sort-merge", [])
+    assert choice_of(choose_bucket_join([big, small], 0)) == ("sort-merge", [])
+
+
+def choice_of(c):
+    return c.method, c.build_tables
