@@ -40,7 +40,8 @@ def get_provider_info() -> dict:
         "description": "Colocation groups for Spark data lakes: bucketed, placed, repaired, joined without shuffle.",
         "versions": [__version__],
         "operators": [{"integration-name": "Colocate", "python-modules": [
-            "airflow_colocate.operators.write", "airflow_colocate.operators.join", "airflow_colocate.operators.balance"]}],
+            "airflow_colocate.operators.write", "airflow_colocate.operators.join", "airflow_colocate.operators.balance",
+            "airflow_colocate.operators.bulk_import"]}],
         "sensors": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.sensors.stable"]}],
         "hooks": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.hooks.catalog"]}],
         "triggers": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.triggers.stable"]}],

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from dataclasses import replace
 from urllib.parse import unquote
 
 from airflow_colocate.core.errors import ColocateError
@@ -222,10 +223,12 @@ def run_import(spark, plan: ImportPlan, on_partition=None) -> ImportReport:
     for p in plan.partitions:
         write_job.check_plan(p.plan)
     log(f"job {plan.job_id}: {len(plan.partitions)} partitions of {plan.table} into {first.bucket_num} buckets")
+    values = [p.value for p in plan.partitions]
+    span = replace(first, partition_value=values[0] if len(values) == 1 else f"{min(values)}…{max(values)}")
     try:
-        out = write_job.conform(spark, read_all(spark, plan), first, keep_partition=True)
+        out = write_job.conform(spark, read_all(spark, plan), span, keep_partition=True)
     except ColocateError as exc:
-        raise ColocateError(f"import of {plan.root} into {plan.table}: {exc}") from exc
+        raise type(exc)(f"import of {plan.root}: {exc}") from exc
     except Exception as exc:
         if is_spark_error(exc):
             raise ColocateError(f"reading the import source {plan.root} failed: {first_line(exc)}") from exc
