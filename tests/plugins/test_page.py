@@ -1,0 +1,143 @@
+"""The Colocation page as rendered (issue 16, item 8), without a browser: a 512-bucket × 16-backend
+group is drawn as a heatmap whose totals and cells add up to the catalog's map in a bounded height;
+write jobs are listed with balance jobs; an event made by an Airflow task names its DAG, task and
+run; the stylesheet has a dark theme and no hard-coded light background. The browser test
+(test_browser.py) looks at the same page in Chromium, light and dark."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.actor import parse_task_actor, task_actor
+from airflow_colocate.plugins.page import EXACT_MAX_BUCKETS, HEAT_ROWS, render_page
+from plugin_testing import build_demo_catalog, commit_fake_write
+
+STATIC = Path(__file__).resolve().parents[2] / "airflow_colocate" / "plugins" / "static"
+
+
+class Elements(HTMLParser):
+    """Every element's tag and attributes, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append((tag, dict(attrs)))
+
+    def all(self, tag: str, **want) -> list[dict]:
+        return [a for t, a in self.found if t == tag and all(want[k] in (a.get(k) or "").split() if k == "class"
+                                                              else a.get(k) == v for k, v in want.items())]
+
+
+def parse(html: str) -> Elements:
+    p = Elements()
+    p.feed(html)
+    return p
+
+
+@pytest.fixture
+def big(tmp_path) -> Catalog:
+    """16 backends, a 512-bucket group with two replicas and one backend down."""
+    cat = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest")
+    cat.init()
+    for i in range(1, 17):
+        (tmp_path / f"be{i}").mkdir()
+        cat.add_backend((tmp_path / f"be{i}").as_uri(), name=f"be{i}")
+    cat.create_table("events", [("user_id", "bigint")], ["user_id"], bucket_num=512, replication_num=2,
+                     colocate_with="g_events")
+    commit_fake_write(cat, "events", "all")
+    cat.set_backend_state("be7", "down", reason="test")
+    yield cat
+    cat.dispose()
+
+
+def test_a_512_by_16_map_is_a_heatmap_with_every_total_on_top(big):
+    g = big.group("g_events")
+    page = parse(render_page(big, "g_events", base="/api/colocate"))
+    svg = page.all("svg", **{"class": "bucket-map"})[0]
+    assert svg["data-view"] == "heatmap" and int(svg["data-buckets"]) == 512 > EXACT_MAX_BUCKETS
+    # fits a laptop screen: at most HEAT_ROWS rows of 8 px under a short header
+    assert int(svg["height"]) <= 720 and int(svg["width"]) <= 1200, (svg["width"], svg["height"])
+
+    want_total, want_primary = {}, {}
+    for row in g.bucket_map:
+        for i, be in enumerate(row):
+            want_total[be] = want_total.get(be, 0) + 1
+            want_primary[be] = want_primary.get(be, 0) + (i == 0)
+    totals = page.all("text", **{"class": "total"})
+    assert {int(t["data-backend"]): int(t["data-total"]) for t in totals} == want_total
+    assert {int(t["data-backend"]): int(t["data-primary"]) for t in totals} == want_primary
+
+    cells = [c for c in page.all("rect", **{"class": "heat"}) if "data-from" in c]  # not the legend
+    ranges = sorted({(int(c["data-from"]), int(c["data-to"])) for c in cells})
+    assert len(ranges) <= HEAT_ROWS and ranges[0][0] == 0 and ranges[-1][1] == 511
+    assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))  # the ranges tile the buckets
+    for be, total in want_total.items():  # every replica is counted in exactly one cell
+        assert sum(int(c["data-count"]) for c in cells if int(c["data-backend"]) == be) == total
+    down = big.backend("be7").id
+    assert {c["class"] for c in cells if int(c["data-backend"]) == down} == {"heat down"}
+    assert page.all("p", id="heatmap-note")
+
+
+def test_a_small_map_keeps_one_row_per_bucket(tmp_path):
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    page = parse(render_page(cat, "1.1"))
+    assert page.all("svg", **{"class": "bucket-map"})[0]["data-view"] == "exact"
+    cells = [(int(c["data-bucket"]), int(c["data-replica"]), int(c["data-backend"]))
+             for c in page.all("rect", **{"class": "cell"}) if "data-bucket" in c]
+    assert sorted(cells) == sorted((s, i, be) for s, row in enumerate(cat.group("1.1").bucket_map)
+                                   for i, be in enumerate(row))
+    cat.dispose()
+
+
+def test_write_jobs_are_listed_with_balance_jobs(tmp_path):
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    running = cat.begin_write("dim.region", "all")  # a write in flight (its backends are alive)
+    page = parse(render_page(cat, None))
+    rows = [(int(r["data-job-id"]), r["data-kind"], r["data-state"]) for r in page.all("tr") if "data-job-id" in r]
+    jobs = {j["id"]: j for j in cat.list_jobs()}
+    assert {(i, j["kind"], j["state"]) for i, j in jobs.items()} == set(rows)
+    assert [state for _, _, state in rows][:2] == ["running", "running"]  # running ones first
+    assert {kind for _, kind, _ in rows} == {"write", "relocate"}
+    html = render_page(cat, None)
+    assert "dim.region/all v1" in html and "default.lineitem/2026-11-01 v1" in html
+    assert "80 rows" in html  # a committed write's rows
+    assert jobs[running.job_id]["subject"] == "dim.region/all v1"
+    cat.dispose()
+
+
+def test_an_event_made_by_a_task_names_its_dag_task_and_run(tmp_path):
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    run_id = "manual__2026-11-23T10:00:00+00:00"
+    actor = task_actor("colocate_maintenance", "balance", run_id)
+    assert parse_task_actor(actor) == {"dag_id": "colocate_maintenance", "task_id": "balance", "run_id": run_id}
+    assert parse_task_actor("pytest") is None and parse_task_actor("airflow") is None
+    as_task = Catalog(cat.url, actor=actor)
+    as_task.set_backend_state("be3", "down", reason="probe: root missing")
+    page = parse(render_page(cat, None, base="/airflow/api/colocate"))
+    links = [a for a in page.all("a") if a.get("title") == actor]
+    assert len(links) == 1
+    assert links[0]["href"] == ("/airflow/dags/colocate_maintenance/runs/manual__2026-11-23T10%3A00%3A00%2B00%3A00"
+                                "/tasks/balance") and links[0]["target"] == "_top"
+    html = render_page(cat, None)
+    assert f"DAG colocate_maintenance · task balance · run {run_id}" in html
+    as_task.dispose()
+    cat.dispose()
+
+
+def test_the_stylesheet_has_a_dark_theme_and_no_fixed_white():
+    css = (STATIC / "colocation.css").read_text()
+    assert "@media (prefers-color-scheme: dark)" in css and ':root[data-theme="dark"]' in css
+    rules = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    # colours are only defined in the theme blocks; everything else uses the variables
+    outside = re.sub(r":root[^{]*\{[^}]*\}", "", re.sub(r"@media[^{]*\{(.*?\})\s*\}", "", rules, flags=re.S))
+    fixed = re.findall(r"#[0-9a-fA-F]{3,6}\b|:\s*white\b|\brgb\(", outside)
+    assert not fixed, fixed
+    js = (STATIC / "colocation.js").read_text()
+    assert "prefers-color-scheme" in js and "window.parent.document.documentElement" in js
