@@ -13,7 +13,8 @@ from airflow_colocate.core.errors import ColocateError, InvalidArgument, SchemaM
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.links import ColocationLink
-from airflow_colocate.operators.base import ColocateSparkOperator
+from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
+from airflow_colocate.operators.log_summary import Phases, write_lines
 from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.planner.reads import read_table
 from airflow_colocate.planner.contract import Source, WriteReport
@@ -126,26 +127,29 @@ class ColocateWriteOperator(ColocateSparkOperator):
         return Source(query=self.source_query, tables=tables)
 
     def execute(self, context) -> dict:
-        hook = ColocateCatalogHook(self.colocate_conn_id)
-        catalog = hook.get_conn()
-        self._ensure_table(catalog)
-        source = self._source(catalog)
-        ticket, plan = prepare_write(catalog, self.table, self.partition, source, mode=self.mode, work_dir=hook.work_dir())
+        phases = Phases()
+        with phases("plan"):
+            hook = ColocateCatalogHook(self.colocate_conn_id)
+            catalog = hook.get_conn()
+            self._ensure_table(catalog)
+            source = self._source(catalog)
+            ticket, plan = prepare_write(catalog, self.table, self.partition, source, mode=self.mode,
+                                         work_dir=hook.work_dir())
         self.log.info("colocate: write job %s: %s partition %s -> version %s (%s, %d buckets)", ticket.job_id,
                       ticket.table.qualified_name, ticket.partition_value, ticket.version, ticket.mode, len(ticket.targets))
         if ticket.missing:
             self.log.warning("colocate: backends not alive, these replicas will be repaired later: %s", "; ".join(ticket.missing))
         try:
-            plan_path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
-            self.run_plan(context, plan_path, plan.report_uri)
-            report = WriteReport.load(plan.report_uri.removeprefix("file://"))
+            with phases("spark job"):
+                plan_path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
+                self.run_plan(context, plan_path, plan.report_uri)
+                report = WriteReport.load(plan.report_uri.removeprefix("file://"))
         except BaseException as exc:
             catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
             raise
-        summary = finish_write(catalog, ticket, report)
-        self.log.info("colocate: committed %s/%s v%s: %d rows, %d bytes in %d replicas",
-                      summary["table"], summary["partition"], summary["version"], summary["rows"], summary["bytes"],
-                      summary["replicas"])
+        with phases("commit"):
+            summary = finish_write(catalog, ticket, report)
+        summary["elapsed"] = {name: round(seconds, 2) for name, seconds in phases.seconds.items()}
         outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
         if outlet_events is not None:
             try:
@@ -153,6 +157,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
                     "partition": ticket.partition_value, "version": summary["version"], "rows": summary["rows"]}
             except Exception as exc:  # an asset event is a convenience, never a reason to fail a committed write
                 self.log.warning("colocate: could not attach asset event extra: %s", exc)
+        self.log_summary([*write_lines(summary, backend_names(catalog)), phases.line()])
         return summary
 
 
