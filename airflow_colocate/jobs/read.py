@@ -21,15 +21,17 @@ from airflow_colocate.planner.reads import JoinReads, plan_reads
 
 
 def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
-               disabled: bool = False) -> JoinReads:
+               disabled: bool = False, executor_hosts: Sequence[str] | None = None) -> JoinReads:
     """Read what the pure read planner needs from the catalog (the tables' replicas, their groups,
     the alive backends, the global flag) and let it decide: one place for joins and user reads."""
     reads = {name.rpartition(".")[2]: catalog.read_replicas(name, partitions) for name, partitions in tables.items()}
     group_ids = {view.group_id for view, _ in reads.values() if view.group_id}
     groups = {gid: catalog.group(gid) for gid in group_ids}
-    available = {b.id for b in catalog.backends() if b.state == "alive"}
+    backends = catalog.backends()
+    available = {b.id for b in backends if b.state == "alive"}
     disabled = disabled or catalog.flags()["disable_colocate_join"]
-    return plan_reads(reads, groups, available=available, disabled=disabled)
+    return plan_reads(reads, groups, available=available, disabled=disabled, hosts={b.id: b.host for b in backends},
+                      executor_hosts=executor_hosts)
 
 
 def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Catalog | None = None) -> list[ReadTable]:

@@ -213,6 +213,9 @@ class JoinPlan(JsonMixin):
     output: WritePlan | None = None  # into a catalog table (maybe in the same group)
     preview_rows: int = 20
     kind: str = "join"
+    # local backend root URI -> its host (catalog backends): the job reads each replica from there
+    # when the locality jar is present (spark.locality), so its bucket task runs on that host
+    backend_hosts: dict[str, str] = field(default_factory=dict)
     # Memory budget (bytes) of one bucket's hash-join build side; None: derived from the job's Spark
     # conf (spark.colocate.join.hashBudget, else planner.join.default_hash_budget); 0: sort-merge only.
     hash_budget: int | None = None
@@ -249,6 +252,18 @@ class JoinExplain:
 
 
 @dataclass
+class JoinLocality:
+    """Where a join job's input tasks ran (Spark's status API; spark.locality.measure)."""
+
+    tasks: int = 0  # tasks that read input
+    node_local: int = 0  # of them, PROCESS_LOCAL or NODE_LOCAL
+    levels: dict[str, int] = field(default_factory=dict)  # Spark's taskLocality -> tasks
+    bytes_read: int = 0
+    bytes_remote: int = 0  # read by a task not on the host of the backend it read
+    note: str = ""  # why locality was off, or why figures are missing
+
+
+@dataclass
 class JoinReport(JsonMixin):
     job_id: str
     rows: int
@@ -260,6 +275,7 @@ class JoinReport(JsonMixin):
     preview: list[dict] = field(default_factory=list)
     kind: str = "join"
     bad_replicas: list[BadReplica] = field(default_factory=list)  # found (and not read) while registering
+    locality: JoinLocality | None = None  # where the bucket tasks ran (None: not measured)
     bucket_join: BucketJoin | None = None  # the hash-join choice (None: no table read bucketed)
 
 

@@ -72,9 +72,11 @@ class JoinReads:
 
 
 def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]], groups: Mapping[str, GroupView],
-               *, available: Collection[int], disabled: bool) -> JoinReads:
+               *, available: Collection[int], disabled: bool, hosts: Mapping[int, str] | None = None,
+               executor_hosts: Collection[str] | None = None) -> JoinReads:
     """Register every table of the query; tables of the best-represented stable group bucketed,
-    reading bucket *b* of all of them from one backend."""
+    reading bucket *b* of all of them from one backend (spread over ``hosts``, backend id -> host,
+    preferring backends on ``executor_hosts``: placement.replica_choice)."""
     in_group = Counter(view.group_id for view, _ in reads.values() if view.group_id)
     group_id = in_group.most_common(1)[0][0] if in_group else None
     reasons: dict[str, str] = {}
@@ -92,7 +94,7 @@ def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]
             group_reason = f"{NOT_STABLE}: its bucket map names backend(s) {', '.join(map(str, down))}, which are not alive"
         else:
             try:
-                chosen = choose_replicas(g.bucket_map, available)
+                chosen = choose_replicas(g.bucket_map, available, hosts=hosts, executor_hosts=executor_hosts)
             except PlacementError as exc:
                 group_reason = f"{NOT_STABLE}: {exc}"
             if chosen is not None:

@@ -31,6 +31,7 @@ from airflow_colocate.planner.join import (
     parse_size,
     predict_join,
 )
+from airflow_colocate.spark import locality
 from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
 from airflow_colocate.spark.register import UnreadableBuckets, register_tables
 from airflow_colocate.storage import fs
@@ -167,6 +168,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
         choice = choose_bucket_join(plan.tables, budget, budget_from)
         plan = replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables])
         log(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
+    local_off = locality.enable(spark, plan.backend_hosts)  # read each replica where it lies, if possible
     try:
         registered = register_tables(spark, plan.tables)
     except UnreadableBuckets as exc:
@@ -196,6 +198,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     # The query runs once: into its output, then the preview is read back from what was written.
     write_report = None
     preview: list[dict] = []
+    group = locality.track(spark, plan.job_id)
     if plan.output is not None:
         from airflow_colocate.spark.write_job import run_write
 
@@ -204,20 +207,26 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
         source = plan.output.source
         output = replace(plan.output, source=replace(source, tables=[checked.get(t.name, t) for t in source.tables]))
         write_report = run_write(spark, output)
+        locality.untrack(spark)
         rows = write_report.source_rows
         written = [r.path for r in write_report.replicas if r.rows and r.backend_id == plan.output.buckets[r.bucket_seq].replicas[0].backend_id]
         if written:
             preview = _rows(spark.read.parquet(*written).limit(plan.preview_rows))
     elif plan.output_path:
         df.write.mode("overwrite").parquet(plan.output_path)
+        locality.untrack(spark)
         result = spark.read.parquet(plan.output_path)
         rows = result.count()  # from parquet footers
         preview = _rows(result.limit(plan.preview_rows))
     else:
         rows = df.count()  # explain-only run: no output, no preview
+    locality.untrack(spark)
+    where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts), note=local_off or "")
+    log(locality.line(where))
+    text += f"\n{locality.line(where)}" if where.tasks else ""  # none on a local master
     report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text, physical_plan=plan_text(df),
                         seconds=time.time() - started, write=write_report, preview=preview, bad_replicas=registered.bad,
-                        bucket_join=choice)
+                        bucket_join=choice, locality=where)
     log(f"{rows} rows in {report.seconds:.1f}s")
     return report
 

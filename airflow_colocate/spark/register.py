@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.planner.contract import BadReplica, ReadReplica, ReadTable
+from airflow_colocate.spark import locality
 from airflow_colocate.storage import copy as copy_mod
 
 BUCKET_COLUMN = "__bucket"
@@ -258,8 +259,8 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
     if threads is None:
         threads = int(spark.conf.get("spark.colocate.register.threads", str(DEFAULT_CHECK_THREADS)))
     registered = check_candidates(tables, threads=threads)
-    location = _empty_location(spark)
-    for table in registered.tables:
-        for statement in create_statements(table, location):
+    location = locality.read_location(spark, _empty_location(spark))
+    for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
+        for statement in create_statements(locality.located(spark, table), location):
             spark.sql(statement)
     return registered

@@ -7,6 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from airflow_colocate.spark.locality import locality_conf
+
 
 def _submitted_master() -> str | None:
     """The master spark-submit (or spark-defaults.conf) already set, if any."""
@@ -24,7 +26,8 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     The master is ``master``, else ``$SPARK_MASTER``, else what spark-submit set, else
     ``local[*]``. Always on: bucketing, ``requireAllClusterKeysForCoPartition=false`` (a join on
     ``(dt, key)`` bucketed by ``key`` stays shuffle-free) and an in-memory catalog. ``conf`` wins
-    over every default here.
+    over every default here. The locality jar (:mod:`airflow_colocate.spark.locality`), when
+    built, is shipped with the session (its ``spark.jars`` joins those of ``conf``).
     """
     from pyspark.sql import SparkSession
 
@@ -46,6 +49,7 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
         settings["spark.sql.warehouse.dir"] = Path(tempfile.gettempdir(), "colocate-spark-warehouse").as_uri()
         settings["spark.driver.host"] = os.environ["SPARK_LOCAL_IP"]
     settings.update({k: str(v) for k, v in (conf or {}).items()})
+    settings.update(locality_conf(settings.get("spark.jars")))
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -1,0 +1,241 @@
+"""Local reads: each bucket's task runs on the host whose backend stores the replica it reads.
+
+Spark schedules a file scan's partition where its files' blocks are (the hosts a Hadoop file
+system reports from ``getFileBlockLocations``). The local file system says "localhost" for every
+file, which Spark ignores, so on a multi-host cluster bucket *b* runs on whatever executor is free.
+The small Hadoop file system in ``java/colocate-locality`` (scheme ``colocatefile://``, read-only,
+otherwise the local file system) reports the host of the backend that holds the file, from the
+``colocate.locality.roots`` setting this module sets per job (``host=root`` lines, from the catalog's
+backend hosts). A read registers its replica directories under that scheme, and the scheduler runs
+the task NODE_LOCAL where an executor on that host is free (after ``spark.locality.wait``, 3 s by
+default, it gives up and runs it anywhere: the read still works, over the shared mount).
+
+Without the jar (not built, or not shipped) nothing changes: reads go through ``file://`` with no
+locality, and the job log says so once. With a ``local`` master every task is on this host already,
+so locality is off. Object stores (``s3a://`` …) are not local to any worker: their roots are left
+alone.
+
+:func:`measure` reads back what the scheduler did (tasks NODE_LOCAL / total, bytes read away from
+the replica's host) from Spark's status REST API, for the join report and the task log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from airflow_colocate.planner.contract import JoinLocality, ReadTable
+from airflow_colocate.storage import fs
+
+JAR_ENV = "COLOCATE_LOCALITY_JAR"
+JAR_NAME = "colocate-locality.jar"
+FS_CLASS = "colocate.locality.LocalityFileSystem"
+SCHEME = "colocatefile"
+ROOTS_KEY = "colocate.locality.roots"
+# Spark's task localities that mean "ran on the replica's machine".
+LOCAL_LEVELS = ("PROCESS_LOCAL", "NODE_LOCAL")
+
+_said: set[str] = set()
+
+
+def log(message: str) -> None:
+    print(f"colocate-locality: {message}", flush=True)
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        log(message)
+
+
+def jar_path() -> Path | None:
+    """The locality jar: ``$COLOCATE_LOCALITY_JAR`` (the Docker image sets it), else where
+    ``scripts/setup.sh`` builds it in a source checkout; None when it is not there."""
+    env = os.environ.get(JAR_ENV)
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[2] / "java" / "colocate-locality" / "build" / JAR_NAME)
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def with_jar(jars: str | None) -> str | None:
+    """A ``spark.jars`` / ``--jars`` value that also ships the locality jar (when it exists)."""
+    jar = jar_path()
+    have = [j for j in (jars or "").split(",") if j]
+    if jar is not None and str(jar) not in have:
+        have.append(str(jar))
+    return ",".join(have) or None
+
+
+def locality_conf(jars: str | None = None) -> dict[str, str]:
+    """The settings a job starts with to read through ``colocatefile://``: the jar on the driver's
+    and executors' classpath, and the scheme's class. Spark's catalog copies the Hadoop settings
+    when the session starts, so the scheme cannot be added later; empty without the jar."""
+    if jar_path() is None:
+        return {}
+    return {"spark.jars": with_jar(jars) or "", f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS,
+            f"spark.hadoop.fs.{SCHEME}.impl.disable.cache": "true"}
+
+
+def roots_spec(backend_hosts: Mapping[str, str]) -> str:
+    """``host=root`` lines for the local backends (root URI -> host); object stores are skipped."""
+    lines = []
+    for root, host in sorted(backend_hosts.items()):
+        if fs.is_local(root) and host:
+            lines.append(f"{host}={fs.local_path(root).rstrip('/') or '/'}")
+    return "\n".join(lines)
+
+
+def _class_loadable(spark) -> bool:
+    from py4j.protocol import Py4JError
+
+    try:
+        return bool(spark._jvm.org.apache.spark.util.Utils.classIsLoadable(FS_CLASS))
+    except Py4JError:  # no JVM to ask (a Spark Connect session): no locality
+        return False
+
+
+def enable(spark, backend_hosts: Mapping[str, str]) -> str | None:
+    """Turn local reads on for what is registered next; returns why not, or None when on."""
+    spark.conf.unset(ROOTS_KEY)
+    master = spark.sparkContext.master or ""
+    if master.startswith("local"):
+        return "local master: every task runs on this host"
+    spec = roots_spec(backend_hosts)
+    if not spec:
+        return "no backend on a local file system"
+    if not _class_loadable(spark):
+        jar = jar_path()
+        where = f"{jar} is not on the job's classpath" if jar else \
+            f"{JAR_NAME} is not built (scripts/setup.sh builds it; or set ${JAR_ENV})"
+        _say_once(f"locality off: {where}; bucket tasks run on any executor (locality ANY)")
+        return "the locality jar is absent"
+    spark.conf.set(f"fs.{SCHEME}.impl", FS_CLASS)
+    spark.conf.set(f"fs.{SCHEME}.impl.disable.cache", "true")  # the roots are read per query
+    spark.conf.set(ROOTS_KEY, spec)
+    return None
+
+
+def read_location(spark, path: str) -> str:
+    """The LOCATION a registration gives a replica directory: under ``colocatefile://`` when local
+    reads are on and the path is local, else the path itself."""
+    if not spark.conf.get(ROOTS_KEY, "") or not path or urlsplit(path).scheme not in ("", "file"):
+        return path
+    return f"{SCHEME}://{fs.local_path(path)}"
+
+
+def host_of(path: str, backend_hosts: Mapping[str, str]) -> str | None:
+    """The host of the backend whose root contains ``path`` (longest root wins)."""
+    best = None
+    for root, host in backend_hosts.items():
+        r = root.rstrip("/")
+        if (path == r or path.startswith(r + "/")) and (best is None or len(r) > len(best[0])):
+            best = (r, host)
+    return best[1] if best else None
+
+
+def line(loc: JoinLocality) -> str:
+    """The task log's (and the explain's) one line about where the bucket tasks ran."""
+    if not loc.tasks:
+        return f"locality: unknown ({loc.note or 'no task read input'})"
+    pct = 100.0 * loc.node_local / loc.tasks
+    levels = ", ".join(f"{k} {v}" for k, v in sorted(loc.levels.items()))
+    text = (f"locality: {loc.node_local}/{loc.tasks} input tasks node-local ({pct:.0f}%: {levels}), "
+            f"{loc.bytes_remote} of {loc.bytes_read} bytes read from a non-local backend")
+    return text + (f" ({loc.note})" if loc.note else "")
+
+
+def bucket_hosts(tables: Sequence[ReadTable], backend_hosts: Mapping[str, str]) -> list[set[str]] | None:
+    """Per bucket seq, the hosts of the replicas the bucketed tables read (None: no bucketed table,
+    or bucketed tables of different bucket counts)."""
+    bucketed = [t for t in tables if t.bucketed]
+    if not bucketed or len({t.bucket_num for t in bucketed}) != 1:
+        return None
+    out: list[set[str]] = [set() for _ in range(bucketed[0].bucket_num)]
+    for t in bucketed:
+        for part in t.partitions:
+            for b, path in enumerate(part.bucket_paths):
+                host = host_of(path, backend_hosts) if path else None
+                if host:
+                    out[b].add(host)
+    return out
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)
+
+
+def measure(spark, job_group: str, bucket_hosts: Sequence[set[str]] | None, *, note: str = "",
+            wait_s: float = 10.0) -> JoinLocality:
+    """Tasks of the jobs in ``job_group`` that read input, from the status REST API.
+
+    ``bucket_hosts[b]`` are the hosts of the replicas bucket *b* reads (a colocated join: task *b*
+    of a bucketed scan stage reads bucket *b*); a task of such a stage read remotely when it ran
+    elsewhere. Other input tasks count as remote when Spark did not run them node-local."""
+    sc = spark.sparkContext
+    out = JoinLocality(note=note)
+    if (sc.master or "").startswith("local"):
+        out.note = note or "local master: every task runs on this host"
+        return out
+    url = sc.uiWebUrl
+    if not url:
+        out.note = "the Spark UI is off (spark.ui.enabled=false): no status API"
+        return out
+    tracker = sc.statusTracker()
+    stages = sorted({s for j in tracker.getJobIdsForGroup(job_group) for s in (tracker.getJobInfo(j).stageIds or [])})
+    base = f"{url.rstrip('/')}/api/v1/applications/{sc.applicationId}/stages"
+    deadline = time.monotonic() + wait_s
+    try:
+        for stage in stages:
+            while True:  # the status store is fed asynchronously: wait for the stage's last tasks
+                attempts = [a for a in _get(f"{base}/{stage}") if a.get("status") in ("COMPLETE", "FAILED", "SKIPPED")]
+                done = attempts and all(a.get("numCompleteTasks", 0) + a.get("numFailedTasks", 0)
+                                        + a.get("numKilledTasks", 0) >= a.get("numTasks", 0) for a in attempts)
+                if done or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            for a in attempts:
+                if a.get("status") == "SKIPPED" or not a.get("inputBytes"):
+                    continue
+                tasks = _get(f"{base}/{stage}/{a['attemptId']}/taskList?length=1000000")
+                bucketed = bucket_hosts is not None and a.get("numTasks") == len(bucket_hosts)
+                for t in tasks:
+                    if t.get("status") != "SUCCESS":
+                        continue
+                    level = t.get("taskLocality", "?")
+                    read = int(((t.get("taskMetrics") or {}).get("inputMetrics") or {}).get("bytesRead", 0))
+                    out.tasks += 1
+                    out.levels[level] = out.levels.get(level, 0) + 1
+                    out.node_local += level in LOCAL_LEVELS
+                    out.bytes_read += read
+                    local = t.get("host") in bucket_hosts[t["index"]] if bucketed else level in LOCAL_LEVELS
+                    out.bytes_remote += 0 if local else read
+    except OSError as exc:
+        out.note = f"the status API did not answer: {exc}"
+    return out
+
+
+def track(spark, job_id: str) -> str:
+    """Tag the Spark jobs that follow with a job group, for :func:`measure`; returns the group."""
+    group = f"colocate-{job_id}"
+    spark.sparkContext.setJobGroup(group, f"colocate join {job_id}")
+    return group
+
+
+def untrack(spark) -> None:
+    """Stop tagging: what follows (the preview) is not the join's reads."""
+    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+
+
+def located(spark, table: ReadTable) -> ReadTable:
+    """``table`` with its replica directories as :func:`read_location` spells them."""
+    if not spark.conf.get(ROOTS_KEY, ""):
+        return table
+    parts = [replace(p, bucket_paths=[read_location(spark, path) for path in p.bucket_paths]) for p in table.partitions]
+    return replace(table, partitions=parts)
