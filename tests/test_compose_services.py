@@ -192,9 +192,9 @@ class Stack:
     def prepare(self, svc: Service) -> None:
         spec = svc.spec
         if "build" in spec:
-            image_env, entrypoint, owned, workdir = dockerfile_image(spec["build"]["target"])
+            image_env, entrypoint, _, workdir = dockerfile_image(spec["build"]["target"])
         else:
-            image_env, entrypoint, owned, workdir = {}, [], [], "/"
+            image_env, entrypoint, workdir = {}, [], "/"
         env = {"LANG": "C.UTF-8", "HOME": f"/home/{svc.user}", "USER": svc.user, **image_env}
         for key, value in (spec.get("environment") or {}).items():
             value = str(value)
