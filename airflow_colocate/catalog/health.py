@@ -79,6 +79,27 @@ class _Lacking:
     path: str | None
 
 
+
+def _shown(seqs: list[int]) -> str:
+    return ", ".join(map(str, seqs[:8])) + (", ..." if len(seqs) > 8 else "")
+
+
+def _where_buckets_are(b, seqs: list[int], bucket_map: list[list[int]], backends: dict) -> str:
+    """What a backend that is not alive means for its buckets: a bucket whose map row still names
+    an alive backend has a replica there (reads go on, it is under-replicated: "have a replica on
+    be2, which is down"); one with no alive backend left is not readable ("not on an alive backend")."""
+    def readable(seq: int) -> bool:
+        return any(be != b.id and be in backends and backends[be].state == "alive" for be in bucket_map[seq])
+
+    kept = [seq for seq in seqs if readable(seq)]
+    lost = [seq for seq in seqs if not readable(seq)]
+    parts = []
+    if kept:
+        parts.append(f"bucket seqs {_shown(kept)} have a replica on {b.name}, which is {b.state}")
+    if lost:
+        parts.append(f"bucket seqs {_shown(lost)} are not on an alive backend")
+    return "; ".join(parts)
+
 def _digest(g: m.ColocateGroup, bucket_map: list[list[int]], backends: dict, job: m.Job | None) -> str:
     """Everything a check reads besides the replicas (those bump the generation)."""
     parts = [f"g{g.generation}", repr(bucket_map)]
@@ -287,10 +308,8 @@ class HealthMixin:
                 add(Reason(f"bucket map names backend id {be}, which does not exist: relocate the group"))
             elif b.state != "alive":
                 since = utc(b.state_since).isoformat(timespec="seconds")
-                seqs = seqs_of[be]
-                shown = ", ".join(map(str, seqs[:8])) + (", ..." if len(seqs) > 8 else "")
                 add(Reason(f"backend {b.name} is {b.state} since {since} ({b.state_reason or 'no reason given'}): "
-                           f"bucket seqs {shown} are not on an alive backend", backend=b.name))
+                           + _where_buckets_are(b, seqs_of[be], bucket_map, backends), backend=b.name))
         alive = {be for be, b in backends.items() if b.state == "alive"}  # others are reported once above
         bk = self._buckets(s, g)
         cells = bk.cells(bucket_map, lambda seq, be: be in alive)

@@ -49,6 +49,21 @@ def bucket_map(s, g):
                                                   .order_by(m.BucketMap.bucket_seq))]
 
 
+
+def reference_where(b, seqs, bmap, backends):
+    """Issue 16 (7): buckets with another alive backend in their map row keep a replica there."""
+    def show(x):
+        return ", ".join(map(str, x[:8])) + (", ..." if len(x) > 8 else "")
+
+    alive_elsewhere = [q for q in seqs if any(o != b.id and o in backends and backends[o].state == "alive" for o in bmap[q])]
+    none_alive = [q for q in seqs if q not in alive_elsewhere]
+    text = []
+    if alive_elsewhere:
+        text.append(f"bucket seqs {show(alive_elsewhere)} have a replica on {b.name}, which is {b.state}")
+    if none_alive:
+        text.append(f"bucket seqs {show(none_alive)} are not on an alive backend")
+    return "; ".join(text)
+
 def reference_problems(s, g):
     reasons, count = [], 0
 
@@ -74,10 +89,8 @@ def reference_problems(s, g):
             add(Reason(f"bucket map names backend id {be}, which does not exist: relocate the group"))
         elif b.state != "alive":
             since = utc(b.state_since).isoformat(timespec="seconds")
-            seqs = seqs_of[be]
-            shown = ", ".join(map(str, seqs[:8])) + (", ..." if len(seqs) > 8 else "")
             add(Reason(f"backend {b.name} is {b.state} since {since} ({b.state_reason or 'no reason given'}): "
-                       f"bucket seqs {shown} are not on an alive backend", backend=b.name))
+                       + reference_where(b, seqs_of[be], bmap, backends), backend=b.name))
     _, labels, parts, by_bucket = scan(s, g)
     for t, p in parts:
         for seq in range(min(p.bucket_num, len(bmap))):
