@@ -93,7 +93,7 @@ def _header(out: list[str], cols: list[dict], totals: list[int], primaries: list
 
 def _legend(out: list[str], left: int, y: int, items) -> None:
     for j, (cls, label) in enumerate(items):
-        lx = left + j * 150
+        lx = left + j * 180
         out.append(f'<rect x="{lx}" y="{y - 10}" width="14" height="12" rx="2" class="cell {cls}"/>'
                    f'<text x="{lx + 20}" y="{y}" class="legend">{label}</text>')
 

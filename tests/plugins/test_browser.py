@@ -1,7 +1,10 @@
-"""The Colocation page as a person sees it: a real ``airflow api-server`` with the plugin,
-Debian's headless Chromium logging in through Airflow's login form, the page opened from the
-UI's navigation, its group table and bucket map checked against the catalog, and screenshots
-saved under the test's output folder (``$COLOCATE_TEST_OUTPUT``, default ``.ci-out/test-output``).
+"""The Colocation page and the maintenance DAG as a person uses them: a real ``airflow api-server``
+with the plugin and the maintenance DAG (serialized by ``airflow dags reserialize``), Debian's
+headless Chromium logging in through Airflow's login form, the page opened from the UI's
+navigation and from a task's "Colocation" link, checked against the catalog in light and dark
+mode and at 512 buckets × 16 backends, and the DAG triggered from its form with only ``action``
+chosen. Screenshots go to the test's output folder (``$COLOCATE_TEST_OUTPUT``, default
+``.ci-out/test-output``), and to ``docs/screenshots/`` with ``COLOCATE_UPDATE_SCREENSHOTS=1``.
 
 Skipped with a message when Chromium is not installed, except in CI (``CI=true``), where that
 fails the test: ``apt-get install chromium``.
@@ -22,21 +25,35 @@ from pathlib import Path
 import pytest
 
 from cdp import Browser, find_chromium, in_ci, stop_group
-from plugin_testing import build_demo_catalog
+from plugin_testing import build_demo_catalog, commit_fake_write
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.links import page_url
 
 REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs" / "screenshots"
 
 
-@pytest.fixture
-def output_dir(request) -> Path:
+@pytest.fixture(scope="module")
+def output_dir() -> Path:
     root = Path(os.environ.get("COLOCATE_TEST_OUTPUT") or REPO / ".ci-out" / "test-output")
-    out = root / request.node.name
+    out = root / "test_browser"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     return out
 
 
-@pytest.fixture
+def shoot(browser: Browser, output_dir: Path, name: str, **kwargs) -> Path:
+    """A screenshot in the output folder, copied to docs/screenshots when asked to refresh them."""
+    shot = browser.screenshot(output_dir / name, **kwargs)
+    assert shot.stat().st_size > 10_000, f"{name} looks empty"
+    if os.environ.get("COLOCATE_UPDATE_SCREENSHOTS") == "1":
+        DOCS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, DOCS / name)
+    return shot
+
+
+@pytest.fixture(scope="module")
 def chromium() -> str:
     path = find_chromium()
     if path is None:
@@ -54,21 +71,41 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def api_server(airflow_home, tmp_path, output_dir):
-    """``airflow api-server`` on a free local port, with the plugin from its entry point and a
-    demo catalog named by ``COLOCATE_CATALOG_URL``."""
+class Server:
+    def __init__(self, base: str, cat: Catalog, env: dict[str, str], home: Path):
+        self.base, self.cat, self.env, self.home = base, cat, env, home
+
+    def api(self, path: str, user: str = "op", password: str = "op-pw") -> dict:
+        """Airflow's REST API with a real token, as a script would call it."""
+        req = urllib.request.Request(f"{self.base}/auth/token", data=json.dumps(
+            {"username": user, "password": password}).encode(), headers={"Content-Type": "application/json"})
+        token = json.loads(urllib.request.urlopen(req, timeout=30).read())["access_token"]
+        req = urllib.request.Request(f"{self.base}{path}", headers={"Authorization": f"Bearer {token}"})
+        return json.loads(urllib.request.urlopen(req, timeout=30).read())
+
+
+@pytest.fixture(scope="module")
+def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
+    """``airflow api-server`` on a free local port, with the plugin from its entry point, a demo
+    catalog named by ``COLOCATE_CATALOG_URL`` and the maintenance DAG serialized in its database."""
     home, env = airflow_home
-    url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    cat = build_demo_catalog(url, tmp_path / "backends")
-    port = free_port()
-    log = open(output_dir / "api-server.log", "wb")
+    tmp = tmp_path_factory.mktemp("browser")
+    dags = tmp / "dags"
+    dags.mkdir()
+    shutil.copy(REPO / "dags" / "colocate_maintenance.py", dags)
+    url = f"sqlite:///{tmp / 'catalog.db'}"
+    cat = build_demo_catalog(url, tmp / "backends")
+    env = {**os.environ, **env, "COLOCATE_CATALOG_URL": url, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
     # cwd is AIRFLOW_HOME, not the repo: there the editable install's *.egg-info would list the
     # plugin's entry point a second time.
+    run = subprocess.run([sys.executable, "-m", "airflow", "dags", "reserialize"], env=env, cwd=home,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, f"airflow dags reserialize failed:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+    port = free_port()
+    log = open(output_dir / "api-server.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "airflow", "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        env={**os.environ, **env, "COLOCATE_CATALOG_URL": url}, cwd=home, stdout=log, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True)
+        env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -84,29 +121,52 @@ def api_server(airflow_home, tmp_path, output_dir):
             if time.monotonic() > deadline:
                 raise AssertionError(f"airflow api-server not up after 180 s; see {output_dir / 'api-server.log'}")
             time.sleep(0.5)
-        yield base, cat
+        yield Server(base, cat, env, home)
     finally:
         stop_group(proc)
         log.close()
         cat.dispose()
 
 
+@pytest.fixture(scope="module")
+def browser(chromium, api_server, tmp_path_factory, output_dir):
+    """One Chromium for the module, logged in through Airflow's own login form as ``op`` (may
+    read the Colocation page and trigger DAGs)."""
+    b = Browser(chromium, tmp_path_factory.mktemp("chromium-profile"), output_dir / "chromium.log")
+    try:
+        b.goto(f"{api_server.base}/auth/login?next=/plugin/colocation")
+        b.wait_for("!!document.querySelector('input[name=\"username\"]')", "Airflow's login form")
+        b.type_into("input[name=\"username\"]", "op")
+        b.type_into("input[name=\"password\"]", "op-pw")
+        b.evaluate("document.querySelector('form').requestSubmit()")
+        b.wait_for("location.pathname === '/plugin/colocation'", "the redirect to the Colocation page")
+        yield b
+    finally:
+        b.close()
+
+
 # JavaScript run in the page: the Colocation iframe's document, and what its tables and map show.
 FRAME = "document.querySelector('iframe[title=\"Colocation\"]')?.contentDocument"
-READ_PAGE = f"""(() => {{
-  const d = {FRAME};
+READ_PAGE = """(() => {
+  const d = %s;
   if (!d || !d.querySelector('table#groups') || !d.querySelector('svg.bucket-map')) return null;
-  return {{
+  return {
     groups: [...d.querySelectorAll('table#groups tbody tr')].map(tr => [
       tr.dataset.groupId, tr.cells[1].innerText.trim(), tr.querySelector('[data-stable]').dataset.stable]),
     mapGroup: d.querySelector('svg.bucket-map').dataset.groupId,
+    view: d.querySelector('svg.bucket-map').dataset.view,
     cells: [...d.querySelectorAll('svg.bucket-map rect.cell[data-bucket]')].map(r =>
       [+r.dataset.bucket, +r.dataset.replica, +r.dataset.backend, r.classList[1]]),
+    totals: Object.fromEntries([...d.querySelectorAll('svg.bucket-map text.total')].map(t => [t.dataset.backend, +t.dataset.total])),
     backends: [...d.querySelectorAll('table#backends tbody tr')].map(tr => +tr.dataset.backendId),
-    jobs: [...d.querySelectorAll('table#jobs tbody tr')].map(tr => +tr.dataset.jobId),
+    jobs: [...d.querySelectorAll('table#jobs tbody tr')].map(tr => [+tr.dataset.jobId, tr.dataset.kind, tr.dataset.state]),
+    background: getComputedStyle(d.body).backgroundColor,
+    theme: d.documentElement.dataset.theme || null,
     href: d.location.href,
-  }};
-}})()"""
+  };
+})()"""
+IN_FRAME = READ_PAGE % FRAME
+ON_ITS_OWN = READ_PAGE % "document"
 
 
 def expected_cells(cat, ref: str) -> list[list]:
@@ -115,43 +175,178 @@ def expected_cells(cat, ref: str) -> list[list]:
                   for seq, row in enumerate(cat.group(ref).bucket_map) for i, be in enumerate(row))
 
 
-def test_colocation_page_in_the_airflow_ui(chromium, api_server, output_dir, tmp_path):
-    base, cat = api_server
-    browser = Browser(chromium, tmp_path / "chromium-profile", output_dir / "chromium.log")
-    try:
-        # Log in through Airflow's own login form, asking to come back to the plugin page.
-        browser.goto(f"{base}/auth/login?next=/plugin/colocation")
-        browser.wait_for("!!document.querySelector('input[name=\"username\"]')", "Airflow's login form")
-        browser.type_into("input[name=\"username\"]", "viewer")
-        browser.type_into("input[name=\"password\"]", "viewer-pw")
-        browser.evaluate("document.querySelector('form').requestSubmit()")
-        browser.wait_for("location.pathname === '/plugin/colocation'", "the redirect to the Colocation page")
+def totals(cat, ref: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in cat.group(ref).bucket_map:
+        for be in row:
+            out[str(be)] = out.get(str(be), 0) + 1
+    return out
 
-        # The page is an entry of the UI's navigation, and shows the catalog.
-        browser.wait_for("[...document.querySelectorAll('a[href]')].some(a => a.getAttribute('href').endsWith('plugin/colocation'))",
-                         "a 'Colocation' link in Airflow's navigation")
-        seen = browser.wait_for(READ_PAGE, "the group table and the map inside the Colocation view")
-        groups = cat.groups()
-        assert seen["groups"] == [[g.group_id, g.full_name, str(g.stable).lower()] for g in groups]
-        assert seen["mapGroup"] == "1.2"  # the unstable group is shown first
-        assert sorted(seen["cells"]) == expected_cells(cat, "1.2")
-        assert seen["backends"] == [b.id for b in cat.backends()]
-        assert seen["jobs"] == [j["id"] for j in cat.list_jobs(kinds=["relocate", "balance", "repair"], states=["running"])]
-        browser.screenshot(output_dir / "colocation-in-airflow.png")
 
-        # Choose another group in the table: its map replaces the first one.
-        browser.evaluate(f"{FRAME}.querySelector('tr[data-group-id=\"1.1\"] a').click()")
-        seen = browser.wait_for(f"(() => {{ const p = {READ_PAGE}; return p && p.mapGroup === '1.1' ? p : null }})()",
-                                "the map of group 1_g_orders after clicking it")
-        assert sorted(seen["cells"]) == expected_cells(cat, "1.1")
-        assert "down" in {c[3] for c in seen["cells"]}  # be4 is down: its cells are drawn as such
-        browser.screenshot(output_dir / "colocation-group-1_g_orders.png")
+def dark(rgb: str) -> bool:
+    r, g, b = (int(x) for x in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3])
+    return r + g + b < 3 * 80
 
-        # The page on its own, whole.
-        browser.goto(f"{base}/api/colocate/ui?group=1.1")
-        browser.wait_for("!!document.querySelector('svg.bucket-map')", "the page on its own")
-        shot = browser.screenshot(output_dir / "colocation-page.png", full_page=True)
-        assert shot.stat().st_size > 10_000
-        (output_dir / "seen.json").write_text(json.dumps(seen, indent=1))
-    finally:
-        browser.close()
+
+def test_colocation_page_in_the_airflow_ui(api_server, browser, output_dir):
+    cat = api_server.cat
+    # The page is an entry of the UI's navigation, and shows the catalog.
+    browser.wait_for("[...document.querySelectorAll('a[href]')].some(a => a.getAttribute('href').endsWith('plugin/colocation'))",
+                     "a 'Colocation' link in Airflow's navigation")
+    seen = browser.wait_for(IN_FRAME, "the group table and the map inside the Colocation view")
+    groups = cat.groups()
+    assert seen["groups"] == [[g.group_id, g.full_name, str(g.stable).lower()] for g in groups]
+    assert seen["mapGroup"] == "1.2"  # the unstable group is shown first
+    assert sorted(seen["cells"]) == expected_cells(cat, "1.2")
+    assert seen["backends"] == [b.id for b in cat.backends()]
+    # writes are listed with the balance jobs, running first
+    assert seen["jobs"] == [[j["id"], j["kind"], j["state"]] for j in
+                            sorted(cat.list_jobs(kinds=["write", "relocate", "balance", "repair"]),
+                                   key=lambda j: (j["state"] != "running", -j["id"]))]
+    assert not dark(seen["background"]) and seen["theme"] == "light"  # Airflow's light theme, passed on
+    shoot(browser, output_dir, "colocation-in-airflow.png")
+
+    # Choose another group in the table: its map replaces the first one.
+    browser.evaluate(f"{FRAME}.querySelector('tr[data-group-id=\"1.1\"] a').click()")
+    seen = browser.wait_for(f"(() => {{ const p = {IN_FRAME}; return p && p.mapGroup === '1.1' ? p : null }})()",
+                            "the map of group 1_g_orders after clicking it")
+    assert sorted(seen["cells"]) == expected_cells(cat, "1.1")
+    assert "down" in {c[3] for c in seen["cells"]}  # be4 is down: its cells are drawn as such
+    # Airflow's URL follows the iframe, so this view can be bookmarked and shared
+    assert browser.evaluate("location.pathname + location.search") == "/plugin/colocation/api/colocate/ui?group=1.1"
+
+    # Airflow switched to dark mode: the page follows at once, without a reload.
+    browser.evaluate("document.documentElement.classList.replace('light', 'dark')")
+    seen = browser.wait_for(f"(() => {{ const p = {IN_FRAME}; return p && p.theme === 'dark' ? p : null }})()",
+                            "the page following Airflow's dark theme")
+    browser.wait_for(f"(() => {{ const d = {FRAME}; const c = getComputedStyle(d.body).backgroundColor;"
+                     f" return c !== 'rgb(255, 255, 255)' ? c : null }})()", "a dark page background")
+    assert dark(browser.evaluate(f"getComputedStyle({FRAME}.body).backgroundColor"))
+    shoot(browser, output_dir, "colocation-in-airflow-dark.png")
+    browser.evaluate("document.documentElement.classList.replace('dark', 'light')")
+
+
+def test_the_colocation_link_opens_the_group_inside_airflow(api_server, browser, output_dir):
+    """A task's "Colocation" button (links.page_url) keeps Airflow's navigation around the page
+    and shows the group the task worked on."""
+    link = page_url("1_g_orders")
+    assert link.startswith("/plugin/colocation/")
+    browser.goto(api_server.base + link)
+    seen = browser.wait_for(f"(() => {{ const p = {IN_FRAME}; return p && p.mapGroup === '1.1' ? p : null }})()",
+                            "the Colocation view on group 1_g_orders, opened from the link")
+    assert seen["href"].endswith("/api/colocate/ui?group=1_g_orders")
+    assert browser.evaluate("!!document.querySelector('nav, [role=navigation]') || "
+                            "[...document.querySelectorAll('a[href]')].some(a => a.getAttribute('href').endsWith('/dags'))")
+
+
+def test_the_page_on_its_own_in_dark_mode_and_at_512_buckets(api_server, browser, output_dir, tmp_path):
+    cat = api_server.cat
+    for i in range(5, 17):  # 16 backends, one group of 512 buckets with two replicas
+        (tmp_path / f"be{i}").mkdir()
+        cat.add_backend((tmp_path / f"be{i}").as_uri(), name=f"be{i}")
+    cat.set_backend_state("be4", "alive")
+    cat.create_table("events", [("user_id", "bigint")], ["user_id"], bucket_num=512, replication_num=2,
+                     colocate_with="g_events")
+    commit_fake_write(cat, "events", "all")
+    ref = cat.group("g_events").group_id
+
+    # The browser prefers dark: the page on its own (no Airflow around it) follows that.
+    browser.send("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "dark"}])
+    browser.goto(f"{api_server.base}/api/colocate/ui?group={ref}")
+    seen = browser.wait_for(ON_ITS_OWN, "the 512-bucket map on its own")
+    assert seen["view"] == "heatmap" and seen["totals"] == totals(cat, ref)
+    assert dark(seen["background"]) and seen["theme"] is None  # from prefers-color-scheme alone
+    # every backend's total is on screen without scrolling, and the whole map fits the window
+    box = browser.evaluate("""(() => { const s = document.querySelector('svg.bucket-map');
+        s.scrollIntoView({block: 'start'}); const r = s.getBoundingClientRect();
+        const t = [...s.querySelectorAll('text.total')].map(e => e.getBoundingClientRect());
+        return {top: r.top, bottom: r.bottom, right: r.right, h: innerHeight, w: innerWidth,
+                totalsIn: t.every(b => b.top >= 0 && b.bottom <= innerHeight && b.right <= innerWidth), n: t.length}; })()""")
+    assert box["n"] == 16 and box["totalsIn"], box
+    assert box["bottom"] - box["top"] <= box["h"] and box["right"] <= box["w"], box
+    shoot(browser, output_dir, "colocation-512-buckets-dark.png")
+
+    browser.send("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "light"}])
+    browser.goto(f"{api_server.base}/api/colocate/ui?group=1.1")
+    seen = browser.wait_for(ON_ITS_OWN, "the page on its own, light")
+    assert not dark(seen["background"])
+    shoot(browser, output_dir, "colocation-page.png", full_page=True)
+
+    # Auto-refresh: ticked (here by ?refresh=5 for a quick test), the page reloads by itself.
+    browser.goto(f"{api_server.base}/api/colocate/ui?group=1.1&refresh=5")
+    first = browser.wait_for("document.getElementById('refreshed-at')?.dataset.rendered", "the page's time")
+    assert browser.evaluate("document.getElementById('auto-refresh').checked")
+    browser.wait_for(f"(() => {{ const t = document.getElementById('refreshed-at')?.dataset.rendered;"
+                     f" return t && t !== {json.dumps(first)} ? t : null }})()", "the page reloading itself", timeout=30)
+    browser.evaluate("document.getElementById('auto-refresh').click()")  # off again, and remembered
+    assert browser.evaluate("localStorage.getItem('colocate.autoRefresh')") == "0"
+
+
+TRIGGER_DIALOG = "[...document.querySelectorAll('[role=dialog]')].find(d => /Trigger Dag/.test(d.innerText))"
+
+
+def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser, output_dir, tmp_path):
+    """Issue 16's first "done when": the form submits with only ``action`` chosen and the run
+    succeeds. The api-server has no scheduler here; the run the form created is executed by
+    ``dag.test()`` with its logical date, run_after and conf, which re-creates it under the same
+    run id and runs every task for real (against a catalog of its own)."""
+    browser.goto(f"{api_server.base}/dags/colocate_maintenance")
+    browser.wait_for("[...document.querySelectorAll('button')].some(b => b.getAttribute('aria-label') === 'Trigger Dag')",
+                     "the DAG page's Trigger button", timeout=90)
+    browser.evaluate("[...document.querySelectorAll('button')].find(b => b.getAttribute('aria-label') === 'Trigger Dag').click()")
+    browser.wait_for(f"!!({TRIGGER_DIALOG})?.querySelector('input[name=element_action]')", "the trigger form")
+    # choose only the action: type into its combobox and pick the option
+    browser.evaluate(f"({TRIGGER_DIALOG}).querySelector('input[role=combobox]').focus()")
+    browser.send("Input.insertText", text="rep")
+    browser.wait_for("[...document.querySelectorAll('[role=option]')].some(o => o.innerText.trim() === 'repair')",
+                     "the 'repair' option")
+    browser.evaluate("[...document.querySelectorAll('[role=option]')].find(o => o.innerText.trim() === 'repair').click()")
+    browser.wait_for("document.querySelector('input[name=element_action]').value === 'repair'", "action = repair")
+    for name in ("group", "table", "backend"):  # left empty, and not required
+        assert browser.evaluate(f"document.querySelector('input[name=element_{name}]').value") == ""
+    button = f"[...({TRIGGER_DIALOG}).querySelectorAll('button')].find(b => b.innerText.trim() === 'Trigger')"
+    assert browser.evaluate(f"!{button}.disabled")
+    shoot(browser, output_dir, "trigger-form.png")
+    browser.evaluate(f"{button}.click()")
+    browser.wait_for("location.pathname.startsWith('/dags/colocate_maintenance/runs/')", "the new run's page")
+    run_id = browser.evaluate("decodeURIComponent(location.pathname.split('/runs/')[1].split('/')[0])")
+
+    run = api_server.api(f"/api/v2/dags/colocate_maintenance/dagRuns/{run_id}")
+    assert run["conf"] == {"action": "repair", "dry_run": False, "group": None, "table": None, "backend": None,
+                           "strategy": "count"}
+
+    # Run it: a catalog with two backends and a stable group (repair has nothing to move).
+    url = f"sqlite:///{tmp_path / 'run-catalog.db'}"
+    cat = Catalog(url, actor="pytest")
+    cat.init()
+    for name in ("be1", "be2"):
+        (tmp_path / name).mkdir()
+        cat.add_backend((tmp_path / name).as_uri(), name=name)
+    cat.create_table("orders", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1, colocate_with="g")
+    cat.dispose()
+    script = f"""
+import json, pendulum
+from airflow.dag_processing.dagbag import DagBag
+dag = DagBag(dag_folder={str(Path(api_server.env['AIRFLOW__CORE__DAGS_FOLDER']))!r}).dags["colocate_maintenance"]
+run = json.loads({json.dumps(json.dumps(run))})
+done = dag.test(logical_date=pendulum.parse(run["logical_date"]), run_after=pendulum.parse(run["run_after"]),
+                run_conf=run["conf"])
+print(json.dumps({{"run_id": done.run_id, "state": str(done.state),
+                  "tasks": {{ti.task_id: str(ti.state) for ti in done.get_task_instances()}}}}))
+"""
+    env = {**api_server.env, "COLOCATE_CATALOG_URL": url, "COLOCATE_HOME": str(tmp_path / "home"),
+           "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"})}
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=api_server.home, capture_output=True,
+                          text=True, timeout=600)
+    (output_dir / "maintenance-run.log").write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["run_id"] == run_id and result["state"] == "success", result
+    assert result["tasks"] == {"choose": "success", "balance": "success", "probe": "skipped",
+                               "decommission": "skipped", "verify": "skipped"}, result
+
+    # and the UI shows that run as a success
+    assert api_server.api(f"/api/v2/dags/colocate_maintenance/dagRuns/{run_id}")["state"] == "success"
+    browser.goto(f"{api_server.base}/dags/colocate_maintenance/runs/{run_id}")
+    browser.wait_for("/success/i.test(document.body.innerText)", "the run shown as a success", timeout=90)
+    shoot(browser, output_dir, "maintenance-run.png")
