@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from airflow_colocate.catalog.views import DEFAULT_RELOCATE_DELAY, BackendHealth
+from airflow_colocate.core.times import utc
 from airflow_colocate.planner.contract import BadReplica
 from airflow_colocate.storage import copy
 from airflow_colocate.storage.probe import probe_root
@@ -103,6 +104,40 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
     return results
 
 
+
+def _minutes(td: timedelta) -> str:
+    minutes = td.total_seconds() / 60
+    return f"{minutes:.0f} min" if minutes >= 1 else f"{td.total_seconds():.0f} s"
+
+
+def probe_line(results: list[ProbeResult]) -> str:
+    """One line for a whole probe (not one per backend): how many answered, and the ones that did
+    not with their error, e.g. ``probed 3 backends in 0.4s: 2 alive; be2 down (no answer within 20s)``."""
+    if not results:
+        return "probed no backend (none registered, or all decommissioned)"
+    ok = [r for r in results if r.ok]
+    failed = [f"{r.backend.name} {r.backend.state} ({r.error})" for r in results if not r.ok]
+    bad = sum(len(r.bad_replicas) for r in results)
+    line = f"probed {len(results)} backends in {max(r.seconds for r in results):.1f}s: {len(ok)} alive"
+    if failed:
+        line += "; " + "; ".join(failed)
+    if bad:
+        line += f"; {bad} replicas failed the file sample (marked bad, balance repairs them)"
+    return line
+
+
+def waiting_to_relocate(health, delay: timedelta, now, source: str = "COLOCATE_RELOCATE_DELAY_MINUTES") -> list[str]:
+    """Why a repair does nothing yet: a backend down for less than the relocate delay keeps its
+    buckets (it may come back; its replicas are read elsewhere meanwhile). One line per such backend,
+    e.g. ``be2 down 4 min; relocation starts after 30 min (COLOCATE_RELOCATE_DELAY_MINUTES)``."""
+    lines = []
+    for b in health:
+        if b.state == "down" and not b.unavailable:
+            down_for = now - utc(b.state_since)
+            lines.append(f"{b.name} down {_minutes(down_for)}; relocation starts after {_minutes(delay)} ({source}), "
+                         f"in {_minutes(max(delay - down_for, timedelta(0)))}")
+    return lines
+
 def group_state(catalog, group: str, *, check: bool = True, db: str = "default") -> dict:
     """The state a sensor or trigger reports: ``{"group", "group_id", "stable", "reason",
     "reasons", "problems", "checked_at"}``. With ``check`` the stability is recomputed from the
@@ -111,4 +146,5 @@ def group_state(catalog, group: str, *, check: bool = True, db: str = "default")
     return health.to_dict()
 
 
-__all__ = ["ProbeResult", "group_state", "probe_backends", "probe_root", "relocate_delay_from_env"]
+__all__ = ["ProbeResult", "group_state", "probe_backends", "probe_line", "probe_root", "relocate_delay_from_env",
+           "waiting_to_relocate"]

@@ -84,14 +84,19 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         hook = ColocateCatalogHook(self.colocate_conn_id)
         catalog = hook.get_conn()
         options = self._options()
-        if self.probe:
-            from airflow_colocate.jobs.health import probe_backends
+        from airflow_colocate.jobs.health import probe_backends, probe_line, waiting_to_relocate
 
+        if self.probe:
             # a dry run still heartbeats, but marks no replica bad from its file sample
             sample = {"sample": 0} if _truthy(self.dry_run) else {}
-            for r in probe_backends(catalog, relocate_delay=options.relocate_delay, **sample):
-                self.log.info("colocate: backend %s: %s%s", r.backend.name, r.backend.state,
-                              "" if r.ok else f" (probe failed: {r.error})")
+            results = probe_backends(catalog, relocate_delay=options.relocate_delay, **sample)
+            (self.log.info if all(r.ok for r in results) else self.log.warning)("colocate: %s", probe_line(results))
+        # a repair that waits says so, or it looks as if it silently did nothing
+        source = ("COLOCATE_RELOCATE_DELAY_MINUTES" if self.relocate_delay_minutes in (None, "")
+                  else "relocate_delay_minutes")
+        for line in waiting_to_relocate(catalog.backend_health(relocate_delay=options.relocate_delay),
+                                        options.relocate_delay, catalog.now(), source):
+            self.log.warning("colocate: %s", line)
         names = {b.id: b.name for b in catalog.backends()}
         if _truthy(self.dry_run):
             plans = plan(catalog, options)
@@ -105,7 +110,10 @@ class ColocateBalanceOperator(ColocateSparkOperator):
             self.log.info("colocate plan: %s", line)
         out = summary_json(summary)
         for g in out["groups"]:
-            self.log.info("colocate: group %s: %s", g["group"], "stable" if g["stable"] else f"UNSTABLE: {g['reason']}")
+            if g["stable"]:
+                self.log.info("colocate: group %s: stable", g["group"])
+            else:
+                self.log.warning("colocate: group %s: UNSTABLE: %s", g["group"], g["reason"])
         return out
 
 
