@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.health import _Buckets
-from airflow_colocate.catalog.summary import tracking
+from airflow_colocate.catalog.summary import _chunks, tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
     BALANCE_KINDS,
@@ -262,32 +262,30 @@ class BalanceJobsMixin:
             now = self.now()
             added, stale, failed, bad = 0, [], [], []
             unclean: list[tuple[m.Replica, str, str]] = []
+            # every row the loop looks at, in a few IN queries: a relocation after a lost disk
+            # registers tens of thousands of clones in one call
+            replicas, versions, partitions = _clone_rows(s, results)
             with tracking(s, buckets={(res.partition_id, res.bucket_seq) for res in results}):
                 for res in results:
                     if not res.ok:
                         failed.append(f"{res.path}: {res.error}")
                         if res.source_bad:
-                            src = s.scalar(select(m.Replica).where(m.Replica.partition_id == res.partition_id,
-                                                                   m.Replica.version == res.version,
-                                                                   m.Replica.bucket_seq == res.bucket_seq,
-                                                                   m.Replica.backend_id == res.src_backend_id))
+                            src = replicas.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
                             if src is not None and src.state == "verified":
                                 src.state = "bad"
                                 bad.append(src.path)
                                 self._event(s, "replica.bad", src.path, replica_id=src.id, backend_id=src.backend_id,
                                             reason=(res.error or "checksum mismatch while cloning")[:2000])
                         continue
-                    pv = s.get(m.PartitionVersion, (res.partition_id, res.version))
+                    pv = versions.get((res.partition_id, res.version))
                     if pv is None or pv.state not in ("committed", "superseded"):
                         stale.append(res.path)
                         continue
-                    row = s.scalar(select(m.Replica).where(m.Replica.partition_id == res.partition_id,
-                                                           m.Replica.version == res.version,
-                                                           m.Replica.bucket_seq == res.bucket_seq,
-                                                           m.Replica.backend_id == res.backend_id))
+                    key = (res.partition_id, res.version, res.bucket_seq, res.backend_id)
+                    row = replicas.get(key)
                     if row is not None and row.state == "deleting":
                         continue  # its files are being removed; the next round clones again
-                    p = s.get(m.Partition, res.partition_id)
+                    p = partitions[res.partition_id]
                     files = _files_of(res)
                     if row is None:
                         row = m.Replica(table_id=p.table_id, partition_id=p.id, version=res.version, bucket_seq=res.bucket_seq,
@@ -295,15 +293,13 @@ class BalanceJobsMixin:
                                         bytes=res.bytes, checksum=res.checksum, created_at=now, verified_at=now,
                                         files=files)
                         s.add(row)
+                        replicas[key] = row
                     else:
                         row.state, row.path, row.rows, row.bytes, row.checksum = "verified", res.path, res.rows, res.bytes, res.checksum
                         row.verified_at, row.drop_after, row.files = now, None, files
                     added += 1
                     if getattr(res, "source_problem", None):
-                        src = s.scalar(select(m.Replica).where(m.Replica.partition_id == res.partition_id,
-                                                               m.Replica.version == res.version,
-                                                               m.Replica.bucket_seq == res.bucket_seq,
-                                                               m.Replica.backend_id == res.src_backend_id))
+                        src = replicas.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
                         if src is not None:
                             unclean.append((src, res.source_problem,
                                             f"replica {src.path} holds files the catalog does not list: {res.source_problem}"))
@@ -441,7 +437,12 @@ class BalanceJobsMixin:
             reachable_alive = set(s.scalars(select(m.Backend.id).where(m.Backend.state == "alive")))
             q = select(m.Replica).where(m.Replica.state.in_(("dropping", "deleting"))).order_by(m.Replica.id)
             leaving = list(s.scalars(q))
-            maps: dict[tuple[int, int], set[int]] = {}
+            due = [r for r in leaving if r.state == "dropping" and r.backend_id in reachable
+                   and not (utc(r.drop_after) is not None and utc(r.drop_after) > now)]
+            # what each due replica is checked against, in a few IN queries (not one per replica)
+            groups = _groups_of_tables(s, {r.table_id for r in due})
+            maps = _bucket_maps(s, set(groups.values()) - {None})
+            verified = _verified_backends(s, {(r.partition_id, r.version, r.bucket_seq) for r in due})
             with tracking(s, buckets={(r.partition_id, r.bucket_seq) for r in leaving if r.state == "dropping"}):
                 for r in leaving:
                     if r.backend_id not in reachable:
@@ -449,20 +450,13 @@ class BalanceJobsMixin:
                     if r.state == "dropping":
                         if utc(r.drop_after) is not None and utc(r.drop_after) > now:
                             continue
-                        t = s.get(m.Table, r.table_id)
-                        mapped = set()
-                        if t is not None and t.group_id is not None:
-                            if (t.group_id, r.bucket_seq) not in maps:
-                                row = s.scalar(select(m.BucketMap).where(m.BucketMap.group_id == t.group_id,
-                                                                         m.BucketMap.bucket_seq == r.bucket_seq))
-                                maps[(t.group_id, r.bucket_seq)] = set(row.backend_ids) if row is not None else set()
-                            mapped = maps[(t.group_id, r.bucket_seq)]
-                        others = {o.backend_id for o in s.scalars(select(m.Replica).where(
-                            m.Replica.partition_id == r.partition_id, m.Replica.version == r.version,
-                            m.Replica.bucket_seq == r.bucket_seq, m.Replica.state == "verified"))}
+                        group_id = groups.get(r.table_id)
+                        mapped = maps.get((group_id, r.bucket_seq), set()) if group_id is not None else set()
+                        others = verified.get((r.partition_id, r.version, r.bucket_seq), set())
                         if not (others & mapped) or not (mapped & reachable_alive) <= others:
                             # a replacement went bad or missing since: keep this copy as a source
                             r.state, r.drop_after = "verified", None
+                            verified.setdefault((r.partition_id, r.version, r.bucket_seq), set()).add(r.backend_id)
                             revived += 1
                             continue
                         r.state = "deleting"
@@ -491,6 +485,53 @@ class BalanceJobsMixin:
 
         return self._tx(run)
 
+
+
+def _clone_rows(s: Session, results: list) -> tuple[dict, dict, dict]:
+    """The replicas ((partition, version, bucket, backend) -> row), partition versions and
+    partitions that clone results name, loaded in chunked IN queries."""
+    buckets = sorted({(r.partition_id, r.version, r.bucket_seq) for r in results})
+    versions_of = sorted({(r.partition_id, r.version) for r in results})
+    pids = sorted({r.partition_id for r in results})
+    replicas: dict[tuple[int, int, int, int], m.Replica] = {}
+    for chunk in _chunks(buckets):
+        q = select(m.Replica).where(tuple_(m.Replica.partition_id, m.Replica.version, m.Replica.bucket_seq).in_(chunk))
+        replicas.update(((r.partition_id, r.version, r.bucket_seq, r.backend_id), r) for r in s.scalars(q))
+    versions: dict[tuple[int, int], m.PartitionVersion] = {}
+    for chunk in _chunks(versions_of):
+        q = select(m.PartitionVersion).where(tuple_(m.PartitionVersion.partition_id, m.PartitionVersion.version).in_(chunk))
+        versions.update(((v.partition_id, v.version), v) for v in s.scalars(q))
+    partitions: dict[int, m.Partition] = {}
+    for chunk in _chunks(pids):
+        partitions.update((p.id, p) for p in s.scalars(select(m.Partition).where(m.Partition.id.in_(chunk))))
+    return replicas, versions, partitions
+
+
+def _groups_of_tables(s: Session, table_ids: set[int]) -> dict[int, int | None]:
+    out: dict[int, int | None] = {}
+    for chunk in _chunks(sorted(table_ids)):
+        out.update((tid, gid) for tid, gid in s.execute(select(m.Table.id, m.Table.group_id).where(m.Table.id.in_(chunk))))
+    return out
+
+
+def _bucket_maps(s: Session, group_ids: set[int]) -> dict[tuple[int, int], set[int]]:
+    out: dict[tuple[int, int], set[int]] = {}
+    for chunk in _chunks(sorted(group_ids)):
+        for row in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id.in_(chunk))):
+            out[(row.group_id, row.bucket_seq)] = set(row.backend_ids or ())
+    return out
+
+
+def _verified_backends(s: Session, buckets: set[tuple[int, int, int]]) -> dict[tuple[int, int, int], set[int]]:
+    """(partition, version, bucket) -> the backends holding a verified replica of it."""
+    out: dict[tuple[int, int, int], set[int]] = {}
+    R = m.Replica
+    for chunk in _chunks(sorted(buckets)):
+        q = select(R.partition_id, R.version, R.bucket_seq, R.backend_id).where(
+            tuple_(R.partition_id, R.version, R.bucket_seq).in_(chunk), R.state == "verified")
+        for pid, ver, seq, be in s.execute(q):
+            out.setdefault((pid, ver, seq), set()).add(be)
+    return out
 
 def _files_of(res) -> list[list] | None:
     """[[name, size], ...] of a clone result, or None when it did not report every size (a clone
