@@ -20,6 +20,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,8 +120,15 @@ def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "1536m") -> SparkCluster:
-    """A master and ``workers`` one-core workers on 127.0.0.1; waits until all are registered."""
+def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "1536m",
+                  worker_hosts: Sequence[str] | None = None) -> SparkCluster:
+    """A master and ``workers`` one-core workers on 127.0.0.1; waits until all are registered.
+
+    ``worker_hosts`` binds worker *i* (and its executors) to its own loopback address instead
+    (``--host`` and ``SPARK_LOCAL_IP``, e.g. 127.0.0.2 and 127.0.0.3): two "machines" whose
+    executors Spark tells apart by host, as locality needs."""
+    if worker_hosts is not None and len(worker_hosts) != workers:
+        raise ValueError(f"worker_hosts names {len(worker_hosts)} hosts for {workers} workers: give one per worker")
     base_dir.mkdir(parents=True, exist_ok=True)
     env = _daemon_env(base_dir)
     port, web = _free_port(), _free_port()
@@ -136,11 +144,12 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
             cluster.worker_web_ports.append(wport)
             work = base_dir / f"worker{i}"
             work.mkdir(exist_ok=True)
+            host = worker_hosts[i - 1] if worker_hosts else "127.0.0.1"
             cluster.procs.append(_start(
                 [str(spark_class()), "org.apache.spark.deploy.worker.Worker",
-                 "--host", "127.0.0.1", "--cores", "1", "--memory", worker_memory,
+                 "--host", host, "--cores", "1", "--memory", worker_memory,
                  "--webui-port", str(wport), "--work-dir", str(work), cluster.master_url],
-                base_dir / f"worker{i}.log", env))
+                base_dir / f"worker{i}.log", {**env, "SPARK_LOCAL_IP": host}))
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             for p in cluster.procs:

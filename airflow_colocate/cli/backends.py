@@ -17,7 +17,9 @@ def backend() -> None:
 @backend.command("add", help="Register a backend. ROOT is its root URI, e.g. file:///data/be1 or s3a://lake-be1/.")
 @click.argument("root")
 @click.option("--name", help="Backend name (default: be<id>).")
-@click.option("--host", help="Failure domain; backends on one host never share a bucket (default: the backend name).")
+@click.option("--host", help="The machine the root is on: the name or address its Spark worker registers with "
+              "(--host / SPARK_LOCAL_IP), so a bucket's task runs there; also the failure domain: backends on one "
+              "host never share a bucket (default: the backend name).")
 @click.option("--capacity", help="Capacity, e.g. 500G (used by the size balancer).")
 @pass_env
 def add(env: Env, root: str, name: str | None, host: str | None, capacity: str | None) -> str:
