@@ -1,5 +1,5 @@
 """The Colocation page and the maintenance DAG as a person uses them: a real ``airflow api-server``
-with the plugin and the maintenance DAG (serialized by ``airflow dags reserialize``), Debian's
+with the plugin and the maintenance DAG (serialized into its database as the DAG processor would), Debian's
 headless Chromium logging in through Airflow's login form, the page opened from the UI's
 navigation and from a task's "Colocation" link, checked against the catalog in light and dark
 mode and at 512 buckets × 16 backends, and the DAG triggered from its form with only ``action``
@@ -71,9 +71,43 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# A helper process started with the api-server, so its Airflow imports overlap the server's start:
+# it serializes the maintenance DAG into Airflow's database (what the DAG processor would do), says
+# "ready", then waits for the run the trigger form created and executes it with dag.test(). Given
+# that run's logical date and run_after, dag.test() re-creates it under the same run id with the conf.
+RUNNER = """
+import json, os, sys
+answer = os.fdopen(os.dup(1), "w")  # the test reads only these lines; logs go to stderr (a file)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+import pendulum
+from airflow.dag_processing.bundles.manager import DagBundlesManager
+from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+
+manager = DagBundlesManager()
+manager.sync_bundles_to_db()
+for bundle in manager.get_all_dag_bundles():
+    if not bundle.is_initialized:
+        bundle.initialize()
+    bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+    assert not bag.import_errors, bag.import_errors
+    sync_bag_to_db(bag, bundle.name, bundle.version)
+dag = bag.dags["colocate_maintenance"]
+print("ready", file=answer, flush=True)
+line = sys.stdin.readline()
+if not line.strip():
+    sys.exit(0)
+run = json.loads(line)
+done = dag.test(logical_date=pendulum.parse(run["logical_date"]), run_after=pendulum.parse(run["run_after"]),
+                run_conf=run["conf"])
+print(json.dumps({"run_id": done.run_id, "state": str(done.state),
+                  "tasks": {ti.task_id: str(ti.state) for ti in done.get_task_instances()}}), file=answer, flush=True)
+"""
+
+
 class Server:
-    def __init__(self, base: str, cat: Catalog, env: dict[str, str], home: Path):
-        self.base, self.cat, self.env, self.home = base, cat, env, home
+    def __init__(self, base: str, cat: Catalog, env: dict[str, str], home: Path, runner: subprocess.Popen):
+        self.base, self.cat, self.env, self.home, self.runner = base, cat, env, home, runner
 
     def api(self, path: str, user: str = "op", password: str = "op-pw") -> dict:
         """Airflow's REST API with a real token, as a script would call it."""
@@ -96,11 +130,23 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
     url = f"sqlite:///{tmp / 'catalog.db'}"
     cat = build_demo_catalog(url, tmp / "backends")
     env = {**os.environ, **env, "COLOCATE_CATALOG_URL": url, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+    # The run the trigger test creates runs against a catalog of its own: two backends and a
+    # stable group (repair has nothing to move, so no Spark job is needed).
+    run_url = f"sqlite:///{tmp / 'run-catalog.db'}"
+    run_cat = Catalog(run_url, actor="pytest")
+    run_cat.init()
+    for name in ("be1", "be2"):
+        (tmp / "run-backends" / name).mkdir(parents=True)
+        run_cat.add_backend((tmp / "run-backends" / name).as_uri(), name=name)
+    run_cat.create_table("orders", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1, colocate_with="g")
+    run_cat.dispose()
+    runner_env = {**env, "COLOCATE_CATALOG_URL": run_url, "COLOCATE_HOME": str(tmp / "home"),
+                  "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"})}
+    runner_log = open(output_dir / "maintenance-run.log", "wb")
     # cwd is AIRFLOW_HOME, not the repo: there the editable install's *.egg-info would list the
     # plugin's entry point a second time.
-    run = subprocess.run([sys.executable, "-m", "airflow", "dags", "reserialize"], env=env, cwd=home,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, f"airflow dags reserialize failed:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER], env=runner_env, cwd=home, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=runner_log, text=True, start_new_session=True)
     port = free_port()
     log = open(output_dir / "api-server.log", "wb")
     proc = subprocess.Popen(
@@ -121,10 +167,12 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
             if time.monotonic() > deadline:
                 raise AssertionError(f"airflow api-server not up after 180 s; see {output_dir / 'api-server.log'}")
             time.sleep(0.5)
-        yield Server(base, cat, env, home)
+        yield Server(base, cat, env, home, runner)
     finally:
         stop_group(proc)
+        stop_group(runner)
         log.close()
+        runner_log.close()
         cat.dispose()
 
 
@@ -285,11 +333,13 @@ def test_the_page_on_its_own_in_dark_mode_and_at_512_buckets(api_server, browser
 TRIGGER_DIALOG = "[...document.querySelectorAll('[role=dialog]')].find(d => /Trigger Dag/.test(d.innerText))"
 
 
-def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser, output_dir, tmp_path):
+def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser, output_dir):
     """Issue 16's first "done when": the form submits with only ``action`` chosen and the run
     succeeds. The api-server has no scheduler here; the run the form created is executed by
-    ``dag.test()`` with its logical date, run_after and conf, which re-creates it under the same
-    run id and runs every task for real (against a catalog of its own)."""
+    ``dag.test()`` with its logical date, run_after and conf (RUNNER), which re-creates it under
+    the same run id and runs every task for real (against a catalog of its own)."""
+    ready = api_server.runner.stdout.readline()  # the DAG is in Airflow's database
+    assert ready.strip() == "ready", f"serializing the DAG failed: see {output_dir / 'maintenance-run.log'}"
     browser.goto(f"{api_server.base}/dags/colocate_maintenance")
     browser.wait_for("[...document.querySelectorAll('button')].some(b => b.getAttribute('aria-label') === 'Trigger Dag')",
                      "the DAG page's Trigger button", timeout=90)
@@ -315,32 +365,12 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
     assert run["conf"] == {"action": "repair", "dry_run": False, "group": None, "table": None, "backend": None,
                            "strategy": "count"}
 
-    # Run it: a catalog with two backends and a stable group (repair has nothing to move).
-    url = f"sqlite:///{tmp_path / 'run-catalog.db'}"
-    cat = Catalog(url, actor="pytest")
-    cat.init()
-    for name in ("be1", "be2"):
-        (tmp_path / name).mkdir()
-        cat.add_backend((tmp_path / name).as_uri(), name=name)
-    cat.create_table("orders", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1, colocate_with="g")
-    cat.dispose()
-    script = f"""
-import json, pendulum
-from airflow.dag_processing.dagbag import DagBag
-dag = DagBag(dag_folder={str(Path(api_server.env['AIRFLOW__CORE__DAGS_FOLDER']))!r}).dags["colocate_maintenance"]
-run = json.loads({json.dumps(json.dumps(run))})
-done = dag.test(logical_date=pendulum.parse(run["logical_date"]), run_after=pendulum.parse(run["run_after"]),
-                run_conf=run["conf"])
-print(json.dumps({{"run_id": done.run_id, "state": str(done.state),
-                  "tasks": {{ti.task_id: str(ti.state) for ti in done.get_task_instances()}}}}))
-"""
-    env = {**api_server.env, "COLOCATE_CATALOG_URL": url, "COLOCATE_HOME": str(tmp_path / "home"),
-           "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"})}
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=api_server.home, capture_output=True,
-                          text=True, timeout=600)
-    (output_dir / "maintenance-run.log").write_text(done.stdout + done.stderr)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # Run it (see RUNNER): the tasks run for real against the run's own catalog.
+    api_server.runner.stdin.write(json.dumps(run) + "\n")
+    api_server.runner.stdin.flush()
+    line = api_server.runner.stdout.readline()
+    assert line, f"dag.test() of the triggered run failed: see {output_dir / 'maintenance-run.log'}"
+    result = json.loads(line)
     assert result["run_id"] == run_id and result["state"] == "success", result
     assert result["tasks"] == {"choose": "success", "balance": "success", "probe": "skipped",
                                "decommission": "skipped", "verify": "skipped"}, result
@@ -348,5 +378,8 @@ print(json.dumps({{"run_id": done.run_id, "state": str(done.state),
     # and the UI shows that run as a success
     assert api_server.api(f"/api/v2/dags/colocate_maintenance/dagRuns/{run_id}")["state"] == "success"
     browser.goto(f"{api_server.base}/dags/colocate_maintenance/runs/{run_id}")
-    browser.wait_for("/success/i.test(document.body.innerText)", "the run shown as a success", timeout=90)
+    browser.wait_for("(() => { const t = document.body.innerText;"
+                     " return t.includes('Task Instances') && t.includes('balance') && /Success/.test(t); })()",
+                     "the run and its tasks shown as a success", timeout=90)
+    time.sleep(1)  # let the grid draw
     shoot(browser, output_dir, "maintenance-run.png")
