@@ -37,7 +37,9 @@ FORMATS = ("parquet", "orc")
 
 
 def _uri(path: str) -> str:
-    return path if "://" in path else Path(path).resolve().as_uri()
+    """A file URI as Spark reads it: not percent-encoded (``Path.as_uri`` writes ``dt%3D…``, a
+    folder Spark would not find)."""
+    return path if "://" in path else f"file://{Path(path).resolve()}"
 
 
 def find_partitions(root: str, column: str, col_type: str) -> list[tuple[str, str]]:

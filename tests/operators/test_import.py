@@ -19,7 +19,7 @@ import pytest
 
 from airflow_colocate.cli import main as colocate
 from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
-from airflow_colocate.jobs.bulk_import import finish_import, import_in_session, prepare_import
+from airflow_colocate.jobs.bulk_import import commit_partition, finish_import, import_in_session, prepare_import
 from airflow_colocate.spark.import_job import run_import
 from airflow_colocate.storage.copy import replica_checksum
 from test_write_operator import COLUMNS, read_back
@@ -89,58 +89,47 @@ def assert_complete(catalog, root: Path, day: str) -> None:
         assert len({r.checksum for r in bucket}) == 1
 
 
-def test_import_12_partitions_one_spark_job_then_rerun_skips(colocate_env, spark, tmp_path):
+def test_import_12_partitions_one_spark_job_failed_partition_rerun(colocate_env, spark, tmp_path):
+    """12 partitions by one Spark job; one of them meets a replica directory holding a file this
+    import did not write, so its placement fails: it is not committed (nothing of it is visible),
+    the 11 others are, complete and verified. A re-run imports exactly that one and skips the
+    others (same files); a changed folder is imported again."""
     catalog = colocate_env
     make_table(catalog)
     root = dataset(tmp_path / "landing")
+    lines: list[str] = []
+    job = prepare_import(catalog, "orders", str(root), work_dir=tmp_path / "runs", echo=lines.append)
+    bad = job.plan.partitions[2]
+    target = Path(bad.plan.buckets[1].replicas[1].path.removeprefix("file://"))
+    target.mkdir(parents=True)
+    (target / "part-00000-intruder_00001.c000.snappy.parquet").write_bytes(b"not ours")
     sc = spark.sparkContext
     sc.setJobGroup("import-test", "import")
     try:
-        lines: list[str] = []
-        summary = import_in_session(spark, catalog, "orders", str(root), work_dir=tmp_path / "runs", echo=lines.append)
+        report = run_import(spark, job.plan, on_partition=lambda r: commit_partition(catalog, job, r, lines.append))
         jobs = len(sc.statusTracker().getJobIdsForGroup("import-test"))
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
-    # one read (schema), one bucketing stage pair: not one job per partition
-    assert jobs <= 3, jobs
-    assert summary["committed"] == DAYS and summary["failed"] == {} and summary["rows"] == 12 * 150
-    assert any("committed 12 of 12 partitions" in line for line in lines)
-    for day in DAYS:
+    summary = finish_import(catalog, job, report, echo=lines.append)
+    assert jobs <= 3, jobs  # the schema read and one bucketing write: not one job per partition
+    assert summary["committed"] == [d for d in DAYS if d != bad.value] and summary["rows"] == 11 * 150
+    assert list(summary["failed"]) == [bad.value] and "intruder" in summary["failed"][bad.value]
+    assert any(f"NOT committed {bad.value}" in line for line in lines)
+    assert any("committed 11 of 12 partitions" in line for line in lines)
+    assert not _visible(catalog, bad.value)
+    for day in summary["committed"]:
         assert_complete(catalog, root, day)
 
-    # re-run: every partition already imported from the same files
     again = import_in_session(spark, catalog, "orders", str(root), work_dir=tmp_path / "runs", echo=lambda _: None)
-    assert again["skipped"] == DAYS and again["committed"] == []
-    # one folder changes: only it is imported again, as a new version
+    assert again["committed"] == [bad.value] and sorted(again["skipped"]) == summary["committed"]
+    assert_complete(catalog, root, bad.value)
+    # a folder whose files changed is imported again, as a new version; the others are skipped
     pq.write_table(pq.read_table(root / f"dt={DAYS[3]}" / "part-0.parquet").slice(0, 20),
                    root / f"dt={DAYS[3]}" / "part-0.parquet")
     third = import_in_session(spark, catalog, "orders", str(root), work_dir=tmp_path / "runs", echo=lambda _: None)
     assert third["committed"] == [DAYS[3]] and len(third["skipped"]) == 11
     assert_complete(catalog, root, DAYS[3])
     assert len(read_back(catalog, DAYS[3])) == 20
-
-
-def test_partition_failing_placement_is_not_committed(colocate_env, spark, tmp_path):
-    """A replica directory holding a file this import did not write makes that partition fail
-    (nothing of it is committed, its previous state stays); the others are committed."""
-    catalog = colocate_env
-    make_table(catalog)
-    days = DAYS[:4]
-    root = dataset(tmp_path / "landing", days, rows=60)
-    job = prepare_import(catalog, "orders", str(root), work_dir=tmp_path / "runs", echo=lambda _: None)
-    bad = job.plan.partitions[2]
-    target = Path(bad.plan.buckets[1].replicas[1].path.removeprefix("file://"))
-    target.mkdir(parents=True)
-    (target / "part-00000-intruder_00001.c000.snappy.parquet").write_bytes(b"not ours")
-    report = run_import(spark, job.plan)
-    lines: list[str] = []
-    summary = finish_import(catalog, job, report, echo=lines.append)
-    assert summary["committed"] == [d for d in days if d != bad.value]
-    assert list(summary["failed"]) == [bad.value] and "intruder" in summary["failed"][bad.value]
-    assert any(f"NOT committed {bad.value}" in line for line in lines)
-    assert not _visible(catalog, bad.value)
-    for day in summary["committed"]:
-        assert_complete(catalog, root, day)
 
 
 def test_bad_input_is_one_line(colocate_env, spark, tmp_path, capsys):
