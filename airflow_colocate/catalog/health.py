@@ -446,20 +446,23 @@ class HealthMixin:
         return self._tx(run)
 
     def replicas_to_verify(self, *, groups: Sequence[str] | None = None, limit: int | None = None,
-                           db: str = "default") -> list[VerifyNeed]:
-        """Verified replicas of the visible versions of group tables on alive backends, the ones
-        re-hashed longest ago (or never) first."""
+                           db: str = "default", table_ids: Sequence[int] | None = None) -> list[VerifyNeed]:
+        """Verified replicas of the visible versions of group tables (of ``table_ids`` only, if
+        given) on alive backends, the ones re-hashed longest ago (or never) first."""
         def run(s: Session) -> list[VerifyNeed]:
             if groups:
                 gids = sorted({self._group(s, ref, db).id for ref in groups})
             else:
                 gids = list(s.scalars(select(m.ColocateGroup.id)))
             alive = list(s.scalars(select(m.Backend.id).where(m.Backend.state == "alive")))
-            q = (select(m.Replica.id, m.Replica.backend_id, m.Replica.path, m.Replica.checksum, m.Replica.bytes)
+            q = (select(m.Replica.id, m.Replica.backend_id, m.Replica.path, m.Replica.checksum, m.Replica.bytes,
+                        m.Replica.table_id, m.Partition.value, m.Replica.bucket_seq, m.Replica.rows)
                  .join(m.Partition, VISIBLE).join(m.Table, m.Table.id == m.Replica.table_id)
                  .where(m.Table.group_id.in_(gids), m.Table.state == "normal", m.Replica.state == "verified",
                         m.Replica.backend_id.in_(alive))
                  .order_by(m.Replica.verified_at.asc().nulls_first(), m.Replica.id))
+            if table_ids is not None:
+                q = q.where(m.Replica.table_id.in_(list(table_ids)))
             if limit is not None:
                 q = q.limit(limit)
             return [VerifyNeed(*row) for row in s.execute(q)]

@@ -328,6 +328,10 @@ class VerifyNeed:
     path: str
     checksum: str
     bytes: int
+    table_id: int = 0
+    partition: str = ""  # the partition's value
+    bucket_seq: int = 0
+    rows: int = 0
 
 
 def is_unavailable(state: str, state_since: datetime | None, now: datetime, delay: timedelta) -> bool:

@@ -88,26 +88,26 @@ def plan_verify(catalog, *, group: str | None = None, table: str | None = None, 
     if limit is not None and limit < 1:
         raise InvalidArgument(f"invalid limit {limit}: verify at least 1 replica (or give no limit for all)")
     views, groups = scope(catalog, group, table)
-    found = {}  # replica id -> Target, for every visible verified replica of the tables in scope
-    for view in views:
-        _, parts = catalog.read_replicas(view.qualified_name)
-        found.update((r.id, Target(r.id, view.qualified_name, p.value, seq, r.backend_id, r.path, r.bytes, r.rows))
-                     for p in parts for seq, replicas in enumerate(p.buckets) for r in replicas)
-    # the least recently verified first; a --table limit counts that table's replicas only
-    needs = catalog.replicas_to_verify(groups=groups, limit=None if table is not None else limit)
-    wanted = {n.replica_id: n for n in [n for n in needs if n.replica_id in found][:limit]}
-    targets = {rid: found[rid] for rid in sorted(wanted)}
+    by_id = {v.id: v for v in views}
+    # the least recently verified first, with what the summary names: no replica is loaded twice,
+    # and --limit reads only the rows it verifies (a 3-year lake holds millions)
+    needs = catalog.replicas_to_verify(groups=groups, limit=limit, table_ids=sorted(by_id))
+    targets = {n.replica_id: Target(n.replica_id, by_id[n.table_id].qualified_name, n.partition, n.bucket_seq,
+                                    n.backend_id, n.path, n.bytes, n.rows) for n in sorted(needs, key=lambda n: n.replica_id)}
+    wanted = {n.replica_id: n for n in needs}
+    per_table: dict[str, list[RowCheck]] = {}
+    for t in targets.values():
+        per_table.setdefault(t.table, []).append(RowCheck(replica_id=t.replica_id, path=t.path, partition=t.partition,
+                                                          bucket_seq=t.bucket_seq, rows=t.rows))
     tables = []
     for view in views:
-        checks = [RowCheck(replica_id=t.replica_id, path=t.path, partition=t.partition, bucket_seq=t.bucket_seq,
-                           rows=t.rows) for t in targets.values() if t.table == view.qualified_name]
+        checks = per_table.get(view.qualified_name)
         if checks:
             by_name = {n.lower(): [n, t] for n, t in view.columns}
             columns = [by_name[d.lower()] for d in view.dist_cols]  # in the hash's order
             tables.append(RowCheckTable(table=view.qualified_name, columns=columns, bucket_num=view.bucket_num,
                                         replicas=checks))
-    hashes = [VerifyTask(n.replica_id, n.backend_id, n.path, n.checksum, n.bytes)
-              for n in wanted.values() if n.replica_id in targets]
+    hashes = [VerifyTask(n.replica_id, n.backend_id, n.path, n.checksum, n.bytes) for n in wanted.values()]
     job_id = f"verify-{catalog.now().strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}"
     work = str(work_dir or default_work_dir()).rstrip("/")
     return VerifyPlan(job_id=job_id, hashes=hashes, tables=tables, report_uri=f"{work}/{job_id}/report.json"), targets
