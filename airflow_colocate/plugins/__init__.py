@@ -14,5 +14,13 @@ This module stays free of Airflow and FastAPI imports: :mod:`airflow_colocate.li
 PREFIX = "/api/colocate"
 """Where the plugin mounts the admin API in Airflow's API server (the seeds' URL)."""
 
+CSRF_HEADER = "X-Colocate-CSRF"
+"""The header a state-changing request authenticated by Airflow's session cookie must carry (any
+non-empty value, e.g. ``1``): a cross-site form cannot send it and a cross-site ``fetch`` with it
+needs a CORS preflight that Airflow does not grant, so a change can only come from the UI's own
+pages (or from a client with ``Authorization: Bearer``, which a browser never adds by itself).
+The Colocation page only reads today; any script of it that changes something must send it.
+(Checked in :mod:`.guard`.)"""
+
 VIEW_ROUTE = "colocation"
 """The page's route in Airflow's UI (``/plugin/colocation``): the external view's ``url_route``."""

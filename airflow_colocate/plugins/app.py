@@ -9,13 +9,16 @@ and ``POST /api/colocate/bucketseq?db_id=&group_id=`` with the map as the body.
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
@@ -36,6 +39,7 @@ from airflow_colocate.core.errors import (
     SchemaMismatch,
 )
 from airflow_colocate.plugins import auth
+from airflow_colocate.plugins.guard import RequestGuard
 from airflow_colocate.plugins.index import colocate_meta
 from airflow_colocate.plugins.page import render_page
 from airflow_colocate.plugins.presenters import (
@@ -67,6 +71,15 @@ from airflow_colocate.plugins.schemas import (
 )
 
 STATIC_DIR = Path(__file__).parent / "static"
+log = logging.getLogger(__name__)
+MAX_ECHO_CHARS = 64
+"""A validation error shows the offending value only if it is a scalar; a string longer than this
+is cut. A refused 12 MB bucket map must not come back as a 12 MB error."""
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S*", re.I)
+
+
+class CatalogUnavailable(ColocateError):
+    """The catalog could not be opened (unreachable, refused the login): 503, no URL shown."""
 
 
 # ---------------------------------------------------------------------- catalog per request
@@ -92,9 +105,13 @@ class CatalogSource:
                 engine = make_engine(url)
                 try:
                     Catalog(url, engine=engine, actor=actor).check_schema()
-                except Exception:
+                except ColocateError:
                     engine.dispose()
                     raise
+                except Exception as exc:  # the driver's message names host, port, user or file
+                    engine.dispose()
+                    log.error("colocation catalog unavailable: %s", exc)
+                    raise CatalogUnavailable("colocation catalog unreachable") from exc
                 self._url, self._engine = url, engine
         return Catalog(self._url, engine=self._engine, actor=actor)
 
@@ -130,6 +147,27 @@ def _status_of(exc: ColocateError) -> int:
     return status.HTTP_503_SERVICE_UNAVAILABLE  # e.g. the catalog was never initialised
 
 
+def _without_input(error: dict) -> dict:
+    """One validation error without the whole input: scalars kept (strings cut), containers
+    dropped, so the answer stays small and does not echo a body back."""
+    error = dict(error)
+    value = error.pop("input", None)
+    if isinstance(value, (bool, int, float)) or value is None:
+        error["input"] = value
+    elif isinstance(value, str):
+        error["input"] = value if len(value) <= MAX_ECHO_CHARS else value[:MAX_ECHO_CHARS] + "..."
+    return error
+
+
+def _public_message(exc: ColocateError, code: int) -> str:
+    """What a 503 may say: the reason and the fix, never the catalog's URL (it can name the
+    database host, user or file); the API server's log has it."""
+    if code != status.HTTP_503_SERVICE_UNAVAILABLE:
+        return str(exc)
+    log.error("colocation catalog unavailable: %s", exc)
+    return URL.sub("<catalog>", str(exc)) + " (the API server's log names the catalog)"
+
+
 # ---------------------------------------------------------------------- the app
 
 
@@ -142,10 +180,12 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
                     "`Authorization: Bearer <token>`, or the UI's cookie); changes need an admin.",
     )
     app.state.catalogs = CatalogSource(catalog_url)
+    app.add_middleware(RequestGuard)
 
     @app.exception_handler(ColocateError)
     async def colocate_error(request: Request, exc: ColocateError) -> JSONResponse:
-        return JSONResponse(status_code=_status_of(exc), content={"detail": str(exc)})
+        code = _status_of(exc)
+        return JSONResponse(status_code=code, content={"detail": _public_message(exc, code)})
 
     async def refused(request: Request) -> JSONResponse | None:
         """401 or 403 for this request, or None when its user may make it."""
@@ -164,7 +204,9 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     # never depends on the body, these two handlers authenticate and authorize first (401, 403).
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return await refused(request) or await request_validation_exception_handler(request, exc)
+        return await refused(request) or JSONResponse(
+            {"detail": jsonable_encoder([_without_input(e) for e in exc.errors()])},
+            status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Any:

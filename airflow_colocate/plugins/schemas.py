@@ -148,13 +148,21 @@ def _integral(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-BackendId = Annotated[int, BeforeValidator(_integral), Field(strict=True, ge=0, le=MAX_ID)]
-BucketRow = Annotated[list[BackendId], Field(min_length=1, max_length=16)]
+# The bounds come before the BeforeValidator: after it, pydantic writes them into the OpenAPI
+# document as "ge"/"le", which JSON Schema does not know (clients and fuzzers ignore them).
+BackendId = Annotated[int, Field(strict=True, ge=0, le=MAX_ID), BeforeValidator(_integral)]
+MAX_REPLICAS = 16
+MAX_MAP_BUCKETS = 65536
+BucketRow = Annotated[list[BackendId], Field(min_length=1, max_length=MAX_REPLICAS)]
 BucketMapBody = Annotated[
     list[BucketRow],
-    Field(min_length=1, max_length=65536, description="one list of backend ids per bucket seq, one id per replica",
+    Field(min_length=1, max_length=MAX_MAP_BUCKETS, description="one list of backend ids per bucket seq, one id per replica",
           examples=[[[10004, 10002], [10003, 10002]]]),
 ]
+MAX_BODY_BYTES = MAX_MAP_BUCKETS * (MAX_REPLICAS * len("2147483647, ") + len("[], ")) + len("[]")
+"""The largest request body the API reads (~12.3 MB): the largest bucket map the schema allows,
+as compact JSON. Larger bodies are refused with 413 before authentication or parsing
+(:mod:`.guard`), so an anonymous client cannot make the API server read and parse megabytes."""
 DbId = Annotated[int, Query(ge=0, le=MAX_ID, description="database id (0 for a global group)")]
 GrpId = Annotated[int, Query(ge=1, le=MAX_ID, description="group id")]
 GroupRef = Annotated[str, PathParam(pattern=GROUP_REF, description="dbId.grpId, dbId_groupName, or a group name in database 'default'")]

@@ -344,8 +344,11 @@ def test_non_admins_read_but_get_403_on_every_change(client, as_user, demo, user
 
 def test_admin_changes_go_through_the_real_login(client, demo):
     """The UI's way: the token as the ``_token`` cookie, not a header."""
+    from airflow_colocate.plugins import CSRF_HEADER
+
     token = client.post("/auth/token", json={"username": "admin", "password": "admin-pw"}).json()["access_token"]
-    r = client.post("/api/colocate/group_unstable?db_id=1&group_id=1", cookies={"_token": token})
+    r = client.post("/api/colocate/group_unstable?db_id=1&group_id=1", cookies={"_token": token},
+                    headers={CSRF_HEADER: "1"})
     assert r.status_code == 200 and demo.events(limit=1)[0].actor == "airflow:admin"
     client.cookies.clear()
 
