@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
-from urllib.parse import unquote
+from urllib.parse import quote
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.planner.bulk_import import ImportPlan, ImportReport
@@ -29,7 +29,6 @@ from airflow_colocate.spark import write_job
 from airflow_colocate.spark.failures import first_line, is_spark_error
 from airflow_colocate.storage import fs
 from airflow_colocate.storage import place as placement
-from airflow_colocate.storage.copy import subdirs
 
 
 def log(message: str) -> None:
@@ -112,12 +111,18 @@ def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
     saved = spark.conf.get(write_job._AUTO_BUCKETED_SCAN, None)
     spark.conf.set(write_job._AUTO_BUCKETED_SCAN, "false")
     log(f"bucketing by pmod(hash({', '.join(dist)}), {first.bucket_num}) into {plan.staging_uri}")
+    ts_key = "spark.sql.parquet.outputTimestampType"
+    saved_ts = spark.conf.get(ts_key, None)
+    spark.conf.set(ts_key, "TIMESTAMP_MICROS")  # what pyarrow writes back unchanged (INT96 it would not)
+    buckets_uri = fs.join(plan.staging_uri, "buckets")
     watcher.start()
     try:
-        bucketed = out.repartition(first.bucket_num, *dist)
+        # One file per bucket holding every partition's rows of that bucket, sorted by partition:
+        # Spark's per-file cost paid n times, not n x partitions times.
+        bucketed = out.repartition(first.bucket_num, *dist).sortWithinPartitions(pcol)
         write_job.check_bucket_partitioning(bucketed, dist, first.bucket_num)
-        (bucketed.write.mode("overwrite").partitionBy(pcol).option("compression", "snappy")
-         .option("maxRecordsPerFile", 0).parquet(plan.staging_uri))
+        (bucketed.write.mode("overwrite").option("compression", "snappy").option("maxRecordsPerFile", 0)
+         .parquet(buckets_uri))
     except ColocateError:
         raise
     except Exception as exc:
@@ -131,14 +136,94 @@ def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
             sc.setLocalProperty("spark.jobGroup.id", None)
         spark.conf.set(write_job._AUTO_BUCKETED_SCAN, saved) if saved is not None else spark.conf.unset(
             write_job._AUTO_BUCKETED_SCAN)
+        spark.conf.set(ts_key, saved_ts) if saved_ts is not None else spark.conf.unset(ts_key)
+    by_bucket = placement.staged_buckets(buckets_uri, first.bucket_num)
+    tasks = [{"bucket": b, "files": files, "column": pcol, "out": fs.join(plan.staging_uri, "split")}
+             for b, files in sorted(by_bucket.items())]
     staged: dict[str, dict[int, list[str]]] = {}
-    prefix = f"{pcol}="
-    for name in subdirs(plan.staging_uri):
-        if name.startswith(prefix):
-            staged[unquote(name[len(prefix):])] = placement.staged_buckets(fs.join(plan.staging_uri, name),
-                                                                           first.bucket_num)
+    for result in _run_tasks(sc, split_bucket, tasks):
+        for value, uris in result.items():
+            staged.setdefault(value, {}).setdefault(uris[0], []).extend(uris[1])
     log(f"staged {sum(len(f) for b in staged.values() for f in b.values())} files for {len(staged)} partitions")
     return staged
+
+
+def _run_tasks(sc, fn, tasks: list) -> list:
+    """``fn`` over ``tasks``: threads of the driver on a local master (see write_job._place_on_driver),
+    else one Spark job."""
+    if not tasks:
+        return []
+    if sc.master.startswith("local"):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max(1, sc.defaultParallelism)) as pool:
+            return list(pool.map(fn, tasks))
+    try:
+        return sc.parallelize(tasks, max(1, min(len(tasks), sc.defaultParallelism))).map(fn).collect()
+    except Exception as exc:
+        if is_spark_error(exc):
+            from airflow_colocate.spark.failures import executor_error
+
+            raise ColocateError(executor_error(exc)) from exc
+        raise
+
+
+def split_bucket(task: dict) -> dict[str, tuple[int, list[str]]]:
+    """Executor side: cut one bucket's staged files (sorted by the partition column) into one parquet
+    file per partition, without the partition column, as Spark's ``partitionBy`` would have written
+    them; returns partition value -> (bucket, [file URIs]). Streams record batches: a bucket of
+    years of history never has to fit in memory."""
+    import json
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    bucket, column = task["bucket"], task["column"]
+    out: dict[str, tuple[int, list[str]]] = {}
+    for k, uri in enumerate(task["files"]):
+        with fs.open_read(uri) as f:
+            reader = pq.ParquetFile(f)
+            schema = reader.schema_arrow
+            idx = schema.get_field_index(column)
+            keep = [i for i in range(len(schema)) if i != idx]
+            meta = dict(schema.metadata or {})
+            spark_key = b"org.apache.spark.sql.parquet.row.metadata"
+            if spark_key in meta:  # Spark's own schema, without the partition column
+                row = json.loads(meta[spark_key])
+                row["fields"] = [fld for fld in row["fields"] if fld["name"] != column]
+                meta[spark_key] = json.dumps(row).encode()
+            target = schema.remove(idx).with_metadata(meta)
+            current, writer, sink = None, None, None
+            try:
+                for batch in reader.iter_batches(batch_size=65536):
+                    values = batch.column(idx)
+                    for value in pc.unique(values).to_pylist():
+                        if value != current:
+                            if writer is not None:
+                                writer.close()
+                                sink.close()
+                            name = f"part-{bucket:05d}-split{k}.c000.snappy.parquet"
+                            path = fs.join(fs.join(task["out"], f"{column}={quote(value, safe='')}"), name)
+                            if value in out and path in out[value][1]:
+                                raise ColocateError(f"staged bucket file {uri} is not sorted by {column}")
+                            fs.makedirs(fs.parent(path))
+                            sink = fs.open_write(path)
+                            writer = pq.ParquetWriter(sink, target, compression="snappy")
+                            out.setdefault(value, (bucket, []))[1].append(path)
+                            current = value
+                        part = batch.filter(pc.equal(values, value)) if len(values) else batch
+                        writer.write_table(pa_table(part, keep, target))
+            finally:
+                if writer is not None:
+                    writer.close()
+                    sink.close()
+    return out
+
+
+def pa_table(batch, keep: list[int], target):
+    import pyarrow as pa
+
+    return pa.Table.from_arrays([batch.column(i) for i in keep], schema=target)
 
 
 def _place_safely(item: tuple[int, dict]) -> tuple[int, int, list[dict] | str]:

@@ -20,7 +20,9 @@ import pytest
 from airflow_colocate.cli import main as colocate
 from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
 from airflow_colocate.jobs.bulk_import import commit_partition, finish_import, import_in_session, prepare_import
+from airflow_colocate.planner.reads import read_table
 from airflow_colocate.spark.import_job import run_import
+from airflow_colocate.spark.register import register_tables
 from airflow_colocate.storage.copy import replica_checksum
 from test_write_operator import COLUMNS, read_back
 from test_write_killed import kill_everything
@@ -130,6 +132,14 @@ def test_import_12_partitions_one_spark_job_failed_partition_rerun(colocate_env,
     assert third["committed"] == [DAYS[3]] and len(third["skipped"]) == 11
     assert_complete(catalog, root, DAYS[3])
     assert len(read_back(catalog, DAYS[3])) == 20
+
+    # Spark reads every imported partition back as a bucketed table, with the on-read bucket guard
+    # (each row's pmod(hash(o_orderkey), 4) is its bucket): the same rows as the source
+    view, parts = catalog.read_replicas("orders", DAYS)
+    register_tables(spark, [read_table(view, parts, available={b.id for b in catalog.backends()}, name="imported")])
+    got = sorted(tuple(r) for r in spark.sql(
+        "SELECT o_orderkey, o_custkey, o_totalprice, o_orderstatus, CAST(dt AS STRING) FROM imported").collect())
+    assert got == sorted(row + (day,) for day in DAYS for row in source_rows(root, day))
 
 
 def test_bad_input_is_one_line(colocate_env, spark, tmp_path, capsys):
