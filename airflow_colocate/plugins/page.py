@@ -118,7 +118,7 @@ def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
     n = max(len(rows), 1)
     cw, ch = 56, max(8, min(22, 560 // n))
     left, top = 70, 62
-    width = max(left + cw * len(cols) + 10, left + 3 * 150)
+    width = max(left + cw * len(cols) + 10, left + 3 * 180 + 20)  # room for the legend too
     height = top + ch * n + 34
     step = 1 if ch >= 12 else math.ceil(12 / ch)
     col_of, totals, primaries = _counts(g, cols)
@@ -157,7 +157,7 @@ def bucket_heatmap_svg(g: GroupView, backends: list[dict]) -> Markup:
     ch = 8
     left, hist = 80, 48
     top = 52 + hist + 8
-    width = max(left + cw * len(cols) + 10, left + 4 * 150)
+    width = max(left + cw * len(cols) + 10, left + 4 * 180 + 20)
     height = top + ch * nrows + 34
     col_of, totals, primaries = _counts(g, cols)
     grid = [[0] * len(cols) for _ in range(nrows)]
