@@ -53,7 +53,8 @@ IMAGE_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SYSTEM_PYTHON = Path("/usr/bin/python3.11")
 SERVICE_USER = "nobody"
 DEADLINE_S = 300
-HEALTH_INTERVAL_CAP_S = 3.0
+HEALTH_INTERVAL_CAP_S = 8.0  # compose's intervals (up to 30 s), shortened; a check of an Airflow job
+# imports Airflow (seconds of CPU), so checking more often slows the services it waits for
 
 
 def _free_port() -> int:
@@ -111,6 +112,7 @@ class Service:
     proc: subprocess.Popen | None = None
     check: subprocess.Popen | None = None
     next_check: float = 0.0
+    check_started: float = 0.0
     healthy: bool = False
     done: bool = False  # a one-shot that exited 0
     error: str | None = None
@@ -225,6 +227,8 @@ class Stack:
 
     def start(self, svc: Service) -> None:
         self.prepare(svc)
+        if "healthcheck" in svc.spec:  # as compose: the first check one interval after the start
+            svc.next_check = time.monotonic() + self.interval(svc)
         if svc.name == "postgres":
             self.start_postgres(svc)
             return
@@ -271,6 +275,9 @@ class Stack:
                                                                "-c", "listen_addresses=127.0.0.1"]),
                                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
+    def interval(self, svc: Service) -> float:
+        return min(_seconds(svc.spec["healthcheck"].get("interval"), 30), HEALTH_INTERVAL_CAP_S)
+
     def health_argv(self, svc: Service) -> list[str]:
         test = svc.spec["healthcheck"]["test"]
         if test[0] == "CMD-SHELL":
@@ -292,7 +299,7 @@ class Stack:
             return
         if svc.check is not None:
             result = svc.check.poll()
-            if result is None and time.monotonic() > svc.next_check + _seconds(svc.spec["healthcheck"].get("timeout"), 30):
+            if result is None and time.monotonic() > svc.check_started + _seconds(svc.spec["healthcheck"].get("timeout"), 30):
                 os.killpg(svc.check.pid, signal.SIGKILL)
                 svc.check.wait()
                 svc.check = None
@@ -302,8 +309,8 @@ class Stack:
         if time.monotonic() >= svc.next_check:
             svc.check = subprocess.Popen(self.as_user(svc.user, self.health_argv(svc)), env=svc.env, cwd=svc.cwd,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            svc.next_check = time.monotonic() + min(_seconds(svc.spec["healthcheck"].get("interval"), 30),
-                                                    HEALTH_INTERVAL_CAP_S)
+            svc.check_started = time.monotonic()
+            svc.next_check = svc.check_started + self.interval(svc)
 
     def ready(self, dep: str, condition: str) -> bool:
         svc = self.services[dep]
