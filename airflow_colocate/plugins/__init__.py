@@ -3,9 +3,11 @@
 ``plugin`` is what Airflow loads (entry point ``airflow.plugins``) and builds ``app``, the FastAPI
 app with its routes, on the API server's first request. ``schemas`` declares what the API accepts
 and answers, ``presenters`` turns catalog views into what both the API and ``page`` show (so the
-page never needs the app), ``index`` gives the seeds' ``GET /api/colocate`` shape, and ``auth``
-asks Airflow's auth manager who may read and who may change. Imports only go down that list:
-``plugin`` → (on first request) ``app`` → ``page`` → ``presenters``/``schemas``/``index``/``auth``.
+page never needs the app), ``index`` gives the seeds' ``GET /api/colocate`` shape, ``auth``
+asks Airflow's auth manager who may read and who may change, and ``guard`` (the app's middleware)
+refuses oversized bodies, anonymous changes and cookie changes without :data:`CSRF_HEADER` before
+any route runs. Imports only go down that list:
+``plugin`` → (on first request) ``app`` → ``guard``/``page`` → ``presenters``/``schemas``/``index``/``auth``.
 
 This module stays free of Airflow and FastAPI imports: :mod:`airflow_colocate.links` reads
 :data:`PREFIX` from it in every Airflow process.
