@@ -256,7 +256,7 @@ class JoinLocality:
     """Where a join job's input tasks ran (Spark's status API; spark.locality.measure)."""
 
     tasks: int = 0  # tasks that read input
-    node_local: int = 0  # of them, PROCESS_LOCAL or NODE_LOCAL
+    node_local: int = 0  # of them, NODE_LOCAL (Spark says PROCESS_LOCAL for a task with no preferred host)
     levels: dict[str, int] = field(default_factory=dict)  # Spark's taskLocality -> tasks
     bytes_read: int = 0
     bytes_remote: int = 0  # read by a task not on the host of the backend it read

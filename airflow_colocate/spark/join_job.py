@@ -198,7 +198,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     # The query runs once: into its output, then the preview is read back from what was written.
     write_report = None
     preview: list[dict] = []
-    group = locality.track(spark, plan.job_id)
+    group = locality.track(spark, plan.job_id, locality.bucket_hosts(registered.tables, plan.backend_hosts))
     if plan.output is not None:
         from airflow_colocate.spark.write_job import run_write
 

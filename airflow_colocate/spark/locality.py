@@ -38,8 +38,9 @@ JAR_NAME = "colocate-locality.jar"
 FS_CLASS = "colocate.locality.LocalityFileSystem"
 SCHEME = "colocatefile"
 ROOTS_KEY = "colocate.locality.roots"
-# Spark's task localities that mean "ran on the replica's machine".
-LOCAL_LEVELS = ("PROCESS_LOCAL", "NODE_LOCAL")
+# The task locality of a file scan task Spark ran where its files are. Not PROCESS_LOCAL: Spark
+# reports a task with no preferred location (a file:// replica) as PROCESS_LOCAL.
+LOCAL_LEVELS = ("NODE_LOCAL",)
 
 _said: set[str] = set()
 
@@ -167,7 +168,7 @@ def bucket_hosts(tables: Sequence[ReadTable], backend_hosts: Mapping[str, str]) 
 
 
 def _get(url: str):
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(url, timeout=60) as r:  # the UI's first answer can take seconds
         return json.load(r)
 
 
@@ -221,8 +222,35 @@ def measure(spark, job_group: str, bucket_hosts: Sequence[set[str]] | None, *, n
     return out
 
 
-def track(spark, job_id: str) -> str:
-    """Tag the Spark jobs that follow with a job group, for :func:`measure`; returns the group."""
+def executor_hosts(spark) -> set[str]:
+    """The hosts of the executors registered now (not the driver's)."""
+    sc = spark.sparkContext._jsc.sc()
+    driver = sc.env().blockManager().blockManagerId().hostPort()
+    return {e.host() for e in sc.statusTracker().getExecutorInfos() if f"{e.host()}:{e.port()}" != driver}
+
+
+def wait_for_executors(spark, hosts: set[str], timeout_s: float) -> set[str]:
+    """Wait (at most ``timeout_s``) until an executor runs on each of ``hosts``; the hosts still
+    without one. Why: a task is scheduled the moment the job starts, and one whose host's executor
+    is still starting runs elsewhere once the locality wait (3 s) is over."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        missing = hosts - executor_hosts(spark)
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(0.2)
+
+
+def track(spark, job_id: str, bucket_hosts: Sequence[set[str]] | None = None) -> str:
+    """Tag the Spark jobs that follow with a job group, for :func:`measure`; returns the group.
+    With local reads on, first wait for an executor on each host that ``bucket_hosts`` read from
+    (``spark.colocate.locality.executorWaitSeconds``, default 15)."""
+    if bucket_hosts and spark.conf.get(ROOTS_KEY, ""):
+        wait = float(spark.conf.get("spark.colocate.locality.executorWaitSeconds", "15"))
+        missing = wait_for_executors(spark, set().union(*bucket_hosts), wait)
+        if missing:
+            log(f"no executor on {', '.join(sorted(missing))} after {wait:.0f}s: the buckets stored there "
+                f"run on other hosts (is --host the name the Spark worker there registers with?)")
     group = f"colocate-{job_id}"
     spark.sparkContext.setJobGroup(group, f"colocate join {job_id}")
     return group
