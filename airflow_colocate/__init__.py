@@ -21,10 +21,12 @@ CONNECTION_FORM = {
     },
 }
 CONNECTION_FIELDS = {
+    # A full URL carries the catalog's password: the form masks it like the password field, and
+    # Airflow's connection API and UI show it redacted ("format": "password" makes it sensitive).
     "catalog_url": {"label": "Catalog URL",
                     "description": "a full SQLAlchemy URL; overrides host, port and database "
-                                   "(e.g. postgresql+psycopg2://user:pw@host/colocate)",
-                    "schema": {"type": ["string", "null"]}},
+                                   "(e.g. postgresql+psycopg2://user:pw@host/colocate); kept secret like the password",
+                    "schema": {"type": ["string", "null"], "format": "password"}},
     "work_dir": {"label": "Work folder",
                  "description": "where plans and reports of Spark jobs go; on a cluster, a folder every "
                                 "worker and Airflow can read (default: $COLOCATE_HOME/runs)",
@@ -46,7 +48,7 @@ def get_provider_info() -> dict:
         "hooks": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.hooks.catalog"]}],
         "triggers": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.triggers.stable"]}],
         "asset-uris": [{"schemes": ["colocate"]}],
-        "extra-links": ["airflow_colocate.links.ColocationLink"],
+        "extra-links": ["airflow_colocate.links.ColocationLink", "airflow_colocate.operators.spark_ui.SparkHistoryLink"],
         "connection-types": [
             {
                 "connection-type": "colocate",

@@ -34,7 +34,9 @@ def test_connection_type_and_its_form(providers):
     fields = {name.rsplit("__", 1)[-1]: w for name, w in providers.connection_form_widgets.items()
               if w.package_name == "airflow-colocate"}
     assert set(fields) == {"catalog_url", "work_dir"}
-    assert "Catalog URL" in str(fields["catalog_url"].field) and not fields["catalog_url"].is_sensitive
+    # the URL holds the catalog's password: the form and Airflow's API treat it as a secret
+    assert "Catalog URL" in str(fields["catalog_url"].field) and fields["catalog_url"].is_sensitive
+    assert not fields["work_dir"].is_sensitive
 
 
 def test_the_form_fields_are_what_the_hook_reads(monkeypatch, tmp_path):
@@ -59,8 +61,24 @@ def test_extra_link_is_registered_and_on_every_spark_operator(providers):
     from airflow_colocate.operators.join import ColocateJoinOperator
     from airflow_colocate.operators.write import ColocateWriteOperator
 
-    for op in (ColocateWriteOperator, ColocateJoinOperator, ColocateBalanceOperator):
-        assert [type(link) for link in op.operator_extra_links] == [ColocationLink], op.__name__
+    from airflow_colocate.operators.spark_ui import SparkHistoryLink
+
+    assert "airflow_colocate.operators.spark_ui.SparkHistoryLink" in providers.extra_links_class_names
+    for op in (ColocateWriteOperator, ColocateJoinOperator):
+        assert [type(link) for link in op.operator_extra_links] == [ColocationLink, SparkHistoryLink], op.__name__
+    assert [type(link) for link in ColocateBalanceOperator.operator_extra_links] == [ColocationLink]
+
+
+def test_spark_history_link_from_the_environment_or_the_spark_conf():
+    """Issue 16 (9): the "Spark UI" button opens the history server when one is configured."""
+    from airflow_colocate.operators.spark_ui import history_url
+
+    assert history_url({}, env={}) is None  # nothing configured: no link, no log line
+    assert history_url({"spark.yarn.historyServer.address": "rm.example.com:18080"}, env={}) == "http://rm.example.com:18080/"
+    assert history_url({"spark.colocate.historyUrl": "https://shs.example.com/"}, "application_17_0042", env={}) == \
+        "https://shs.example.com/history/application_17_0042/jobs/"
+    assert history_url({"spark.colocate.historyUrl": "https://a/"}, env={"COLOCATE_SPARK_HISTORY_URL": "http://b:18080"}) \
+        == "http://b:18080/"  # the worker's environment wins
 
 
 def test_the_link_opens_the_group_the_task_worked_on():

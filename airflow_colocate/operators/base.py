@@ -11,6 +11,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_colocate.core.errors import ColocateError, InvalidArgument
 from airflow_colocate.operators.spark_env import submit_env
+from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
 
 LOG_LEVEL_CONF = "spark.log.level"  # Spark >= 3.5: the root log level from SparkContext start
@@ -55,6 +56,11 @@ class ColocateSparkOperator(SparkSubmitOperator):
             if error_file.exists():
                 raise ColocateError(error_file.read_text().strip()) from exc
             raise
+
+    def spark_ui(self) -> str | None:
+        """The Spark history server page of the job just run, when one is configured (spark_ui.py)."""
+        hook = getattr(self, "_hook", None)
+        return history_url(self.conf, getattr(hook, "_yarn_application_id", None))
 
     def log_summary(self, lines: Iterable[str]) -> None:
         """The task log's last lines of ours, one log line each (a log viewer keeps them readable)."""

@@ -10,7 +10,10 @@ from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs.join import fail_join, finish_join, prepare_join
 from airflow_colocate.planner.join import structured_sql
 from airflow_colocate.links import ColocationLink
-from airflow_colocate.operators.base import ColocateSparkOperator
+from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
+from airflow_colocate.operators.log_summary import Phases, join_lines
+from airflow_colocate.operators.spark_ui import SparkHistoryLink
+from airflow_colocate.operators.write import table_asset
 from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.planner.contract import JoinReport
 
@@ -37,7 +40,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
     )
     template_fields_renderers = {"query": "sql", "tables": "json"}
     ui_color = "#c9e4c5"
-    operator_extra_links = (ColocationLink(),)
+    operator_extra_links = (ColocationLink(), SparkHistoryLink())
 
     def __init__(self, *, query: str | None = None, tables: dict[str, list[str] | None] | None = None,
                  join_tables: Sequence[str] | None = None, on: Sequence[Sequence[Sequence[str]]] | None = None,
@@ -48,6 +51,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
                  **kwargs: Any) -> None:
         kwargs.setdefault("application", job_path("join_job.py"))
         kwargs.setdefault("name", f"colocate-join-{kwargs.get('task_id', 'join')}")
+        if output_table:  # the output table is an Asset, updated like a write's table
+            kwargs.setdefault("outlets", [table_asset(output_table)])
         super().__init__(**kwargs)
         self.query = query
         self.tables = tables or {}
@@ -76,27 +81,59 @@ class ColocateJoinOperator(ColocateSparkOperator):
         return structured_sql(views, self.on, self.how, self.columns), {t: self.partitions for t in self.join_tables}
 
     def execute(self, context) -> dict:
-        hook = ColocateCatalogHook(self.colocate_conn_id)
-        catalog = hook.get_conn()
-        query, tables = self._query(catalog)
-        plan, ticket = prepare_join(catalog, query, tables, require_colocate=self.require_colocate,
-                                    disable_colocate_join=self.disable_colocate_join, output_table=self.output_table,
-                                    output_partition=self.output_partition, output_mode=self.output_mode,
-                                    output_path=self.output_path, work_dir=hook.work_dir(), job_name=self.task_id,
-                                    hash_budget=self.hash_budget)
+        phases = Phases()
+        with phases("plan"):
+            hook = ColocateCatalogHook(self.colocate_conn_id)
+            catalog = hook.get_conn()
+            query, tables = self._query(catalog)
+            plan, ticket = prepare_join(catalog, query, tables, require_colocate=self.require_colocate,
+                                        disable_colocate_join=self.disable_colocate_join, output_table=self.output_table,
+                                        output_partition=self.output_partition, output_mode=self.output_mode,
+                                        output_path=self.output_path, work_dir=hook.work_dir(), job_name=self.task_id,
+                                        hash_budget=self.hash_budget)
         for t in plan.tables:
             why = plan.reasons.get(t.name)
             self.log.info("colocate: %s registered %s", t.name, "bucketed (colocated)" if not why else f"plain: {why}")
         try:
-            plan_path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
-            self.run_plan(context, plan_path, plan.report_uri)
-            report = JoinReport.load(plan.report_uri.removeprefix("file://"))
+            with phases("spark job"):
+                plan_path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
+                self.run_plan(context, plan_path, plan.report_uri)
+                report = JoinReport.load(plan.report_uri.removeprefix("file://"))
         except BaseException as exc:
             fail_join(catalog, ticket, plan, exc)  # aborts the write, records replicas found bad
             raise
-        summary = finish_join(catalog, ticket, report)
+        with phases("commit"):
+            summary = finish_join(catalog, ticket, report)
         summary["group"] = next((g for g in plan.groups.values() if g), None)  # for the Colocation link
-        for line in report.explain.splitlines():
-            self.log.info("colocate explain: %s", line)
-        self.log.info("colocate: %d result rows in %.1fs", report.rows, report.seconds)
+        summary["elapsed"] = {name: round(seconds, 2) for name, seconds in phases.seconds.items()}
+        summary["spark_ui"] = self.spark_ui()
+        # Spark's raw plan (attribute ids and all) under its own key: the return value stays readable
+        physical_plan = summary.pop("physical_plan", report.physical_plan)
+        ti = context.get("ti") if hasattr(context, "get") else None
+        if ti is not None:
+            ti.xcom_push(key="physical_plan", value=physical_plan)
+        if self.output_table and summary.get("output"):
+            self._asset_event(context, summary["output"])
+        self._finished = (summary, list(tables))
+        self.log_summary([*join_lines(summary, backend_names(catalog)),
+                          *([f"Spark UI: {summary['spark_ui']}"] if summary["spark_ui"] else []), phases.line()])
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """OpenLineage (when Airflow's provider is installed): the catalog tables read in, the
+        output table (rows, bytes) or path (rows) out (operators/lineage.py)."""
+        from airflow_colocate.operators.lineage import join_lineage
+
+        summary, tables = getattr(self, "_finished", (None, []))
+        return join_lineage(summary, tables=tables, output_path=self.output_path)
+
+    def _asset_event(self, context, output: dict) -> None:
+        """The output table's Asset event carries the partition, version and rows, as a write's does."""
+        outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
+        if outlet_events is None:
+            return
+        try:
+            outlet_events[table_asset(self.output_table)].extra = {
+                "partition": output["partition"], "version": output["version"], "rows": output["rows"]}
+        except Exception as exc:  # an asset event is a convenience, never a reason to fail a committed join
+            self.log.warning("colocate: could not attach asset event extra: %s", exc)

@@ -15,6 +15,7 @@ from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
 from airflow_colocate.operators.log_summary import Phases, write_lines
+from airflow_colocate.operators.spark_ui import SparkHistoryLink
 from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.planner.reads import read_table
 from airflow_colocate.planner.contract import Source, WriteReport
@@ -54,7 +55,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
     )
     template_fields_renderers = {**getattr(SparkSubmitOperator, "template_fields_renderers", {}), "source_query": "sql"}
     ui_color = "#d8ecf3"
-    operator_extra_links = (ColocationLink(),)
+    operator_extra_links = (ColocationLink(), SparkHistoryLink())
 
     def __init__(self, *, table: str, partition: str = "all", source: str | None = None,
                  source_format: str = "parquet", source_options: dict[str, str] | None = None,
@@ -150,6 +151,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
         with phases("commit"):
             summary = finish_write(catalog, ticket, report)
         summary["elapsed"] = {name: round(seconds, 2) for name, seconds in phases.seconds.items()}
+        summary["spark_ui"] = self.spark_ui()
         outlet_events = context.get("outlet_events") if hasattr(context, "get") else None
         if outlet_events is not None:
             try:
@@ -157,8 +159,18 @@ class ColocateWriteOperator(ColocateSparkOperator):
                     "partition": ticket.partition_value, "version": summary["version"], "rows": summary["rows"]}
             except Exception as exc:  # an asset event is a convenience, never a reason to fail a committed write
                 self.log.warning("colocate: could not attach asset event extra: %s", exc)
-        self.log_summary([*write_lines(summary, backend_names(catalog)), phases.line()])
+        self._committed = summary
+        self.log_summary([*write_lines(summary, backend_names(catalog)),
+                          *([f"Spark UI: {summary['spark_ui']}"] if summary["spark_ui"] else []), phases.line()])
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """OpenLineage (when Airflow's provider is installed): the source in, the committed table
+        out with rows and bytes (operators/lineage.py)."""
+        from airflow_colocate.operators.lineage import write_lineage
+
+        return write_lineage(getattr(self, "_committed", None), source=self.source,
+                             source_tables=list(self.source_tables))
 
 
 __all__ = ["ColocateWriteOperator", "ColocateError", "table_asset"]
