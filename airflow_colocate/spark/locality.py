@@ -116,6 +116,11 @@ def enable(spark, backend_hosts: Mapping[str, str]) -> str | None:
             f"{JAR_NAME} is not built (scripts/setup.sh builds it; or set ${JAR_ENV})"
         _say_once(f"locality off: {where}; bucket tasks run on any executor (locality ANY)")
         return "the locality jar is absent"
+    if spark.sparkContext._jsc.hadoopConfiguration().get(f"fs.{SCHEME}.impl") is None:
+        # Spark's catalog copied the Hadoop settings when the session started: too late to add it
+        _say_once(f"locality off: the session was started without spark.hadoop.fs.{SCHEME}.impl={FS_CLASS} "
+                  f"(get_spark and the operators set it with the jar)")
+        return f"the session does not know the {SCHEME} scheme"
     spark.conf.set(f"fs.{SCHEME}.impl", FS_CLASS)
     spark.conf.set(f"fs.{SCHEME}.impl.disable.cache", "true")  # the roots are read per query
     spark.conf.set(ROOTS_KEY, spec)

@@ -32,6 +32,18 @@ def test_roots_hosts_and_locations_are_plain_functions(tmp_path):
     assert locality.line(JoinLocality(note="the locality jar is absent")) == "locality: unknown (the locality jar is absent)"
 
 
+def test_jobs_ship_the_jar_with_their_own_jars(monkeypatch, tmp_path):
+    jar = tmp_path / "colocate-locality.jar"
+    jar.write_bytes(b"PK")
+    monkeypatch.setenv(locality.JAR_ENV, str(jar))
+    conf = locality.locality_conf("/opt/a.jar")
+    assert conf["spark.jars"] == f"/opt/a.jar,{jar}" and locality.with_jar(str(jar)) == str(jar)
+    assert conf[f"spark.hadoop.fs.{locality.SCHEME}.impl"] == locality.FS_CLASS
+    monkeypatch.setenv(locality.JAR_ENV, str(tmp_path / "missing.jar"))
+    monkeypatch.setattr(locality, "__file__", str(tmp_path / "a" / "b" / "c.py"))  # no source checkout either
+    assert locality.locality_conf("/opt/a.jar") == {} and locality.with_jar("/opt/a.jar") == "/opt/a.jar"
+
+
 @pytest.fixture
 def jar_session(spark):
     if locality.jar_path() is None or not locality._class_loadable(spark):
