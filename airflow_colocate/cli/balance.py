@@ -38,6 +38,8 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
 
     catalog = env.catalog()
     options = BalanceOptions(strategy=strategy, threshold=threshold, relocate_delay=params.relocate_delay(relocate_delay_minutes),
+                             relocate_delay_source=("COLOCATE_RELOCATE_DELAY_MINUTES" if relocate_delay_minutes is None
+                                                    else "--relocate-delay-minutes"),
                              grace=timedelta(minutes=grace_minutes), groups=list(groups) or None, verify=verify)
     names = {b.id: b.name for b in catalog.backends()}
     if dry_run:
@@ -54,6 +56,7 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
               [[j["job_id"], j["group"], j["kind"], j["state"], j["step"], j["moves"], j["cloned"], j["bytes"]]
                for j in out["jobs"]], title="balance jobs"),
         f"dropped {out['dropped']} redundant replicas; decommissioned: {', '.join(out['decommissioned']) or 'none'}",
+        *[f"waiting: {line}" for line in out.get("waiting", [])],
         Table(["GroupId", "GroupName", "IsStable", "Reason"],
               [[g["group_id"], g["group"], str(g["stable"]).lower(), g["reason"] or ""] for g in out["groups"]]),
     ], data=out)

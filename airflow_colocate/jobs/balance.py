@@ -32,6 +32,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, BalanceJobView, CloneNeed
+from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs.runners import Runner, session_runner
@@ -71,6 +72,8 @@ class BalanceOptions:
     verify: bool = False
     verify_limit: int | None = None
     cross_group: bool = True
+    # where relocate_delay came from, for the line that says why a repair waits
+    relocate_delay_source: str = "COLOCATE_RELOCATE_DELAY_MINUTES"
 
     def __post_init__(self) -> None:
         for what, value in (("relocate delay", self.relocate_delay), ("grace period", self.grace)):
@@ -377,6 +380,9 @@ class Balancer:
         summary["decommissioned"] = self.catalog.finish_decommissions()
         refs = list(opts.groups) if opts.groups else [g.group_id for g in self.catalog.groups()]
         summary["groups"] = [self.catalog.check_group(ref).to_dict() for ref in refs]
+        # a run that moved nothing because a backend is down for less than the delay says so
+        summary["waiting"] = waiting_to_relocate(self.catalog.backend_health(relocate_delay=opts.relocate_delay),
+                                                 opts.relocate_delay, self.catalog.now(), opts.relocate_delay_source)
         return summary
 
 
@@ -394,6 +400,7 @@ def summary_json(summary: dict) -> dict:
         "dropped": summary["dropped"],
         "decommissioned": summary["decommissioned"],
         "groups": summary.get("groups", []),
+        "waiting": summary.get("waiting", []),
     }
 
 

@@ -68,6 +68,8 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         delay = (relocate_delay_from_env() if self.relocate_delay_minutes in (None, "")
                  else timedelta(minutes=float(self.relocate_delay_minutes)))
         return BalanceOptions(strategy=self.strategy, threshold=float(self.threshold), relocate_delay=delay,
+                              relocate_delay_source=("COLOCATE_RELOCATE_DELAY_MINUTES" if self.relocate_delay_minutes
+                                                     in (None, "") else "relocate_delay_minutes"),
                               grace=timedelta(minutes=float(self.grace_minutes)),
                               comeback_fraction=float(self.comeback_fraction), max_rounds=int(self.max_rounds),
                               groups=groups or None, verify=_truthy(self.verify), verify_limit=self.verify_limit)
@@ -91,11 +93,9 @@ class ColocateBalanceOperator(ColocateSparkOperator):
             sample = {"sample": 0} if _truthy(self.dry_run) else {}
             results = probe_backends(catalog, relocate_delay=options.relocate_delay, **sample)
             (self.log.info if all(r.ok for r in results) else self.log.warning)("colocate: %s", probe_line(results))
-        # a repair that waits says so, or it looks as if it silently did nothing
-        source = ("COLOCATE_RELOCATE_DELAY_MINUTES" if self.relocate_delay_minutes in (None, "")
-                  else "relocate_delay_minutes")
+        # a repair that waits says so, or it looks as if it silently did nothing (also in XCom 'waiting')
         for line in waiting_to_relocate(catalog.backend_health(relocate_delay=options.relocate_delay),
-                                        options.relocate_delay, catalog.now(), source):
+                                        options.relocate_delay, catalog.now(), options.relocate_delay_source):
             self.log.warning("colocate: %s", line)
         names = {b.id: b.name for b in catalog.backends()}
         if _truthy(self.dry_run):

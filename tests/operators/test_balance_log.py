@@ -41,6 +41,9 @@ def test_repair_says_it_waits_for_the_relocate_delay(colocate_env, tmp_path, mon
     unstable = [(lvl, m) for lvl, m in ours if "UNSTABLE" in m]
     assert unstable and all(lvl == "warning" for lvl, _ in unstable) and "be2" in unstable[0][1]
     assert result["groups"][0]["stable"] is False
+    # the run's summary (XCom, the CLI's report) says it too
+    assert len(result["waiting"]) == 1 and result["waiting"][0].startswith("be2 down ")
+    assert "relocation starts after 30 min (COLOCATE_RELOCATE_DELAY_MINUTES)" in result["waiting"][0]
 
     # with the operator's own delay, the line names that instead
     ColocateBalanceOperator(task_id="repair2", relocate_delay_minutes=45, probe=False).execute(context={})
