@@ -87,6 +87,7 @@ def generate(spark, root: Path, rows: int, buckets: int) -> None:
         df = spark.sql(f"SELECT {COLUMNS[t]}, element_at(array({days}), int(g / {rows}) + 1) AS dt "
                        f"FROM (SELECT id AS g, id % {rows} AS k FROM range({rows * len(DAYS)}))")
         df.repartition(len(DAYS), "dt").write.partitionBy("dt").parquet(str(root / "plain" / t))
+        spark.sql(f"DROP TABLE IF EXISTS s{t}")  # registered by a smaller volume of this run
         (spark.read.parquet(str(root / "plain" / t)).repartition(buckets, "id").write.partitionBy("dt")
          .bucketBy(buckets, "id").sortBy("id").option("path", str(root / "bucketby" / t)).saveAsTable(f"s{t}"))
         print(f"  {t}: plain and bucketBy written ({time.perf_counter() - t0:.0f} s)", flush=True)
