@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -194,13 +195,18 @@ def measure(spark, job_group: str, bucket_hosts: Sequence[set[str]] | None, *, n
         out.note = "the Spark UI is off (spark.ui.enabled=false): no status API"
         return out
     tracker = sc.statusTracker()
-    stages = sorted({s for j in tracker.getJobIdsForGroup(job_group) for s in (tracker.getJobInfo(j).stageIds or [])})
+    infos = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(job_group)]
+    stages = sorted({s for info in infos if info is not None for s in (info.stageIds or [])})
     base = f"{url.rstrip('/')}/api/v1/applications/{sc.applicationId}/stages"
     deadline = time.monotonic() + wait_s
     try:
         for stage in stages:
             while True:  # the status store is fed asynchronously: wait for the stage's last tasks
-                attempts = [a for a in _get(f"{base}/{stage}") if a.get("status") in ("COMPLETE", "FAILED", "SKIPPED")]
+                try:
+                    attempts = [a for a in _get(f"{base}/{stage}") if a.get("status") in ("COMPLETE", "FAILED", "SKIPPED")]
+                except urllib.error.HTTPError:  # a stage the store does not know (never submitted)
+                    attempts = []
+                    break
                 done = attempts and all(a.get("numCompleteTasks", 0) + a.get("numFailedTasks", 0)
                                         + a.get("numKilledTasks", 0) >= a.get("numTasks", 0) for a in attempts)
                 if done or time.monotonic() > deadline:
