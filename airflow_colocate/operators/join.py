@@ -32,6 +32,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
         side; a table whose every bucket fits is joined by a hash join inside each bucket, no sort.
         Default: ``spark.colocate.join.hashBudget`` or (executor memory - 300 MiB) x
         spark.memory.fraction x 0.5 / executor cores; ``0``: always sort-merge.
+    :param executor_hosts: the hosts that run Spark executors (a list or ``"node1,node2"``): each
+        bucket reads a replica on one of them when it has one, so its task runs where its files are.
     """
 
     template_fields: Sequence[str] = (
@@ -48,7 +50,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
                  output_table: str | None = None, output_partition: str = "all", output_mode: str = "overwrite",
                  output_path: str | None = None, require_colocate: bool = False, disable_colocate_join: bool = False,
                  colocate_conn_id: str = ColocateCatalogHook.default_conn_name, hash_budget: int | str | None = None,
-                 **kwargs: Any) -> None:
+                 executor_hosts: Sequence[str] | str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("application", job_path("join_job.py"))
         kwargs.setdefault("name", f"colocate-join-{kwargs.get('task_id', 'join')}")
         if output_table:  # the output table is an Asset, updated like a write's table
@@ -69,6 +71,9 @@ class ColocateJoinOperator(ColocateSparkOperator):
         self.disable_colocate_join = disable_colocate_join
         self.colocate_conn_id = colocate_conn_id
         self.hash_budget = hash_budget
+        if isinstance(executor_hosts, str):
+            executor_hosts = [h.strip() for h in executor_hosts.split(",") if h.strip()]
+        self.executor_hosts = None if executor_hosts is None else list(executor_hosts)
 
     def _query(self, catalog) -> tuple[str, dict[str, list[str] | None]]:
         if bool(self.query) == bool(self.join_tables):
@@ -90,7 +95,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
                                         disable_colocate_join=self.disable_colocate_join, output_table=self.output_table,
                                         output_partition=self.output_partition, output_mode=self.output_mode,
                                         output_path=self.output_path, work_dir=hook.work_dir(), job_name=self.task_id,
-                                        hash_budget=self.hash_budget)
+                                        hash_budget=self.hash_budget, executor_hosts=self.executor_hosts)
         for t in plan.tables:
             why = plan.reasons.get(t.name)
             self.log.info("colocate: %s registered %s", t.name, "bucketed (colocated)" if not why else f"plain: {why}")
