@@ -254,6 +254,16 @@ def test_empty_buckets_get_directories(spark, tmp_path):
     assert sum(r.rows for r in report.replicas) == 3 * 2
 
 
+def test_one_bucket_from_a_single_partition_query(spark, tmp_path):
+    """bucket_num=1 from a query whose output is one partition (a global sort with a limit):
+    Spark plans no hash partitioning for it, and one partition is bucket 0."""
+    src = write_parquet(tmp_path / "src", source_table(50))
+    query = f"SELECT * FROM parquet.`{src}` ORDER BY key LIMIT 40"
+    plan = make_plan(tmp_path, source=Source(query=query), columns=COLUMNS, dist_cols=["key"], bucket_num=1)
+    report = run_write(spark, plan)
+    assert {r.bucket_seq for r in report.replicas} == {0} and sum(r.rows for r in report.replicas) == 40 * 2
+
+
 # ---------------------------------------------------------------------- failures
 
 
