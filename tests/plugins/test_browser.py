@@ -44,9 +44,18 @@ def output_dir() -> Path:
 
 
 def shoot(browser: Browser, output_dir: Path, name: str, **kwargs) -> Path:
-    """A screenshot in the output folder, copied to docs/screenshots when asked to refresh them."""
+    """A screenshot in the output folder, copied to docs/screenshots when asked to refresh them.
+    Taken once the page's animations (Airflow's fade-ins) are over and two frames were painted."""
+    settled = ("document.getAnimations().every(a => a.playState !== 'running'"
+               " || a.effect?.getComputedTiming().iterations === Infinity)")  # spinners never end
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not browser.evaluate(settled):
+        time.sleep(0.25)
+    browser.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))")
     shot = browser.screenshot(output_dir / name, **kwargs)
-    assert shot.stat().st_size > 10_000, f"{name} looks empty"
+    if shot.stat().st_size <= 10_000:
+        (output_dir / f"{name}.txt").write_text(str(browser.evaluate("location.href + '\\n' + document.body.innerText")))
+    assert shot.stat().st_size > 10_000, f"{name} looks empty; what the page said is in {name}.txt"
     if os.environ.get("COLOCATE_UPDATE_SCREENSHOTS") == "1":
         DOCS.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, DOCS / name)
@@ -92,17 +101,23 @@ for bundle in manager.get_all_dag_bundles():
     bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
     assert not bag.import_errors, bag.import_errors
     sync_bag_to_db(bag, bundle.name, bundle.version)
-dag = bag.dags["colocate_maintenance"]
 print("ready", file=answer, flush=True)
-line = sys.stdin.readline()
-if not line.strip():
-    sys.exit(0)
-run = json.loads(line)
-done = dag.test(logical_date=pendulum.parse(run["logical_date"]), run_after=pendulum.parse(run["run_after"]),
-                run_conf=run["conf"])
-print(json.dumps({"run_id": done.run_id, "state": str(done.state),
-                  "tasks": {ti.task_id: str(ti.state) for ti in done.get_task_instances()}}), file=answer, flush=True)
+for line in sys.stdin:
+    run = json.loads(line)
+    done = bag.dags[run["dag_id"]].test(logical_date=pendulum.parse(run["logical_date"]),
+                                        run_after=pendulum.parse(run["run_after"]), run_conf=run["conf"])
+    print(json.dumps({"run_id": done.run_id, "state": str(done.state),
+                      "tasks": {ti.task_id: str(ti.state) for ti in done.get_task_instances()}}), file=answer, flush=True)
 """
+
+
+def run_in_helper(server, run: dict) -> dict:
+    """Execute a DAG run with dag.test() in the helper process (RUNNER); its outcome."""
+    server.runner.stdin.write(json.dumps(run) + "\n")
+    server.runner.stdin.flush()
+    line = server.runner.stdout.readline()
+    assert line, f"dag.test() of {run['dag_id']} failed: see the test output's maintenance-run.log"
+    return json.loads(line)
 
 
 class Server:
@@ -126,7 +141,8 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
     tmp = tmp_path_factory.mktemp("browser")
     dags = tmp / "dags"
     dags.mkdir()
-    shutil.copy(REPO / "dags" / "colocate_maintenance.py", dags)
+    for name in ("colocate_maintenance.py", "colocate_tpch_daily.py"):
+        shutil.copy(REPO / "dags" / name, dags)
     url = f"sqlite:///{tmp / 'catalog.db'}"
     cat = build_demo_catalog(url, tmp / "backends")
     env = {**os.environ, **env, "COLOCATE_CATALOG_URL": url, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
@@ -138,9 +154,10 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
     for name in ("be1", "be2"):
         (tmp / "run-backends" / name).mkdir(parents=True)
         run_cat.add_backend((tmp / "run-backends" / name).as_uri(), name=name)
-    run_cat.create_table("orders", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1, colocate_with="g")
+    run_cat.create_table("clicks", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1, colocate_with="g")
     run_cat.dispose()
     runner_env = {**env, "COLOCATE_CATALOG_URL": run_url, "COLOCATE_HOME": str(tmp / "home"),
+                  "COLOCATE_LANDING": str(tmp / "landing"),
                   "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"})}
     runner_log = open(output_dir / "maintenance-run.log", "wb")
     # cwd is AIRFLOW_HOME, not the repo: there the editable install's *.egg-info would list the
@@ -338,8 +355,9 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
     succeeds. The api-server has no scheduler here; the run the form created is executed by
     ``dag.test()`` with its logical date, run_after and conf (RUNNER), which re-creates it under
     the same run id and runs every task for real (against a catalog of its own)."""
-    ready = api_server.runner.stdout.readline()  # the DAG is in Airflow's database
+    ready = api_server.runner.stdout.readline()  # the DAGs are in Airflow's database
     assert ready.strip() == "ready", f"serializing the DAG failed: see {output_dir / 'maintenance-run.log'}"
+    api_server.ready = True
     browser.goto(f"{api_server.base}/dags/colocate_maintenance")
     browser.wait_for("[...document.querySelectorAll('button')].some(b => b.getAttribute('aria-label') === 'Trigger Dag')",
                      "the DAG page's Trigger button", timeout=90)
@@ -366,11 +384,7 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
                            "strategy": "count"}
 
     # Run it (see RUNNER): the tasks run for real against the run's own catalog.
-    api_server.runner.stdin.write(json.dumps(run) + "\n")
-    api_server.runner.stdin.flush()
-    line = api_server.runner.stdout.readline()
-    assert line, f"dag.test() of the triggered run failed: see {output_dir / 'maintenance-run.log'}"
-    result = json.loads(line)
+    result = run_in_helper(api_server, run)
     assert result["run_id"] == run_id and result["state"] == "success", result
     assert result["tasks"] == {"choose": "success", "balance": "success", "probe": "skipped",
                                "decommission": "skipped", "verify": "skipped"}, result
@@ -383,3 +397,32 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
                      "the run and its tasks shown as a success", timeout=90)
     time.sleep(1)  # let the grid draw
     shoot(browser, output_dir, "maintenance-run.png")
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(os.environ.get("COLOCATE_UPDATE_SCREENSHOTS") != "1",
+                    reason="documentation screenshot of a join's explain: runs the daily DAG (three Spark jobs); "
+                           "set COLOCATE_UPDATE_SCREENSHOTS=1 to take it")
+def test_screenshot_a_join_tasks_explain(api_server, browser, output_dir):
+    """The daily DAG's join task in Airflow's UI: its XCom (the explain) and its log, whatever the
+    explain looks like at the time. Only when refreshing the README's screenshots."""
+    ready = api_server.runner.stdout.readline() if not getattr(api_server, "ready", False) else "ready"
+    assert ready.strip() == "ready"
+    api_server.ready = True
+    day = "2026-11-01T00:00:00+00:00"
+    result = run_in_helper(api_server, {"dag_id": "colocate_tpch_daily", "logical_date": day, "run_after": day,
+                                        "conf": {}})
+    assert result["state"] == "success", result
+    task = f"/dags/colocate_tpch_daily/runs/{result['run_id']}/tasks/revenue_by_priority"
+    loaded = ("document.querySelectorAll('[class*=skeleton]').length === 0"
+              " && !/tabs\\.|nav\\./.test(document.body.innerText)")  # data and translations are in
+    browser.goto(f"{api_server.base}{task}/xcom")
+    browser.wait_for(f"location.pathname.endsWith('/xcom') && {loaded} && [...document.querySelectorAll('td')]"
+                     ".some(td => td.innerText.trim() === 'return_value')", "the join task's XCom", timeout=90)
+    time.sleep(2)
+    shoot(browser, output_dir, "join-explain-xcom.png")
+    browser.goto(f"{api_server.base}{task}")
+    browser.wait_for(f"location.pathname.endsWith('/revenue_by_priority') && {loaded}"
+                     " && /colocate: /.test(document.body.innerText)", "the join task's log", timeout=90)
+    time.sleep(2)
+    shoot(browser, output_dir, "join-explain-log.png")
