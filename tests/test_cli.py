@@ -236,7 +236,8 @@ def test_every_command_refuses_in_one_line_prints_through_output_and_has_help():
     listings = {" ".join(p) for p, c in commands if any(o.name == "as_json" for o in c.params)}
     assert listings == {"colocate backend list", "colocate backend probe", "colocate table purge", "colocate table list",
                         "colocate table show", "colocate show groups", "colocate show group", "colocate group check",
-                        "colocate flag list", "colocate gc", "colocate balance", "colocate verify", "colocate jobs list", "colocate events"}
+                        "colocate flag list", "colocate gc", "colocate balance", "colocate verify", "colocate import", "colocate jobs list",
+                        "colocate events"}
 
 
 def test_help_is_printed_and_exits_zero(capsys):
