@@ -278,6 +278,13 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
         g = catalog.set_bucket_map(f"{db_id}.{group_id}", bucket_map, force=force)
         return {"status": "OK", "group": group_detail(catalog, g)}
 
+    @app.get("/guide", response_class=HTMLResponse, include_in_schema=False)
+    def guide() -> HTMLResponse:
+        """The README (the provider's Documentation link on Airflow's Providers page)."""
+        from airflow_colocate.plugins.guide import render
+
+        return HTMLResponse(render())
+
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     async def page(request: Request, group: Annotated[str | None, Query(max_length=200)] = None) -> Any:
         """The Colocation page (an external view in Airflow's navigation). Without a session it

@@ -460,3 +460,17 @@ def test_json_is_plain(client, as_user, demo):
         body = client.get(url, headers=as_user("viewer")).text
         json.loads(body)
         assert "T" in body
+
+
+def test_the_providers_documentation_link_is_served_by_the_plugin(client):
+    """Airflow's Providers page links the package's Documentation URL: the README, served by this
+    plugin in every deployment, anchored at its Airflow provider section; no login needed."""
+    from importlib import metadata
+    from urllib.parse import urlparse
+
+    (url,) = [u.split(",", 1)[1].strip() for u in metadata.metadata("airflow-colocate").get_all("Project-URL")
+              if u.split(",", 1)[0].strip().lower() == "documentation"]
+    link = urlparse(url)
+    response = client.get(link.path)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    assert f'id="{link.fragment}"' in response.text and "<h2" in response.text and "colocate" in response.text
