@@ -60,8 +60,8 @@ def test_daily_dag_end_to_end_twice_per_date(pipeline_env, spark):
         ds = date.to_date_string()
         check_day(catalog, spark, tmp / "landing" / ds, ds)
     assert all(g.stable for g in catalog.groups())
-    # each committed write is an Asset event a downstream DAG can be scheduled on
-    for table in ("orders", "lineitem"):
+    # each committed write (and join output) is an Asset event a downstream DAG can be scheduled on
+    for table in ("orders", "lineitem", "revenue_by_priority"):  # writes, and the join into its output table
         extras = asset_event_extras(f"colocate://default/{table}", since=started)
         assert [e["partition"] for e in extras] == [d.to_date_string() for d in runs], table
         assert all(e["rows"] > 0 for e in extras)
