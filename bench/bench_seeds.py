@@ -197,6 +197,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--master", default="local[2]", help="a Spark master, or 'cluster': a master + 2 workers on loopback")
+    ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (repeat)")
     a = ap.parse_args()
     volumes = a.volume or [100, 30, 10]
     cluster = None
@@ -212,6 +213,7 @@ def main() -> None:
     if cluster is not None:
         conf |= {"spark.executor.memory": "1g", "spark.driver.host": "127.0.0.1"}
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf |= dict(c.split("=", 1) for c in a.conf)
     spark = get_spark("bench-seeds", master, conf)
     spark.sparkContext.setLogLevel("ERROR")
     print(f"master {master}, {a.buckets} buckets, shuffle partitions {a.buckets}, {a.rounds} rounds; SQL1/SQL2 read "
