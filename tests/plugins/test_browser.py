@@ -141,8 +141,7 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
     tmp = tmp_path_factory.mktemp("browser")
     dags = tmp / "dags"
     dags.mkdir()
-    for name in ("colocate_maintenance.py", "colocate_tpch_daily.py"):
-        shutil.copy(REPO / "dags" / name, dags)
+    shutil.copy(REPO / "dags" / "colocate_maintenance.py", dags)
     url = f"sqlite:///{tmp / 'catalog.db'}"
     cat = build_demo_catalog(url, tmp / "backends")
     env = {**os.environ, **env, "COLOCATE_CATALOG_URL": url, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
@@ -157,7 +156,6 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
     run_cat.create_table("clicks", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1, colocate_with="g")
     run_cat.dispose()
     runner_env = {**env, "COLOCATE_CATALOG_URL": run_url, "COLOCATE_HOME": str(tmp / "home"),
-                  "COLOCATE_LANDING": str(tmp / "landing"),
                   "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"})}
     runner_log = open(output_dir / "maintenance-run.log", "wb")
     # cwd is AIRFLOW_HOME, not the repo: there the editable install's *.egg-info would list the
@@ -187,6 +185,11 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
         yield Server(base, cat, env, home, runner)
     finally:
         stop_group(proc)
+        runner.stdin.close()  # the helper's loop ends at the end of its input
+        try:
+            runner.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
         stop_group(runner)
         log.close()
         runner_log.close()
@@ -355,9 +358,8 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
     succeeds. The api-server has no scheduler here; the run the form created is executed by
     ``dag.test()`` with its logical date, run_after and conf (RUNNER), which re-creates it under
     the same run id and runs every task for real (against a catalog of its own)."""
-    ready = api_server.runner.stdout.readline()  # the DAGs are in Airflow's database
+    ready = api_server.runner.stdout.readline()  # the DAG is in Airflow's database
     assert ready.strip() == "ready", f"serializing the DAG failed: see {output_dir / 'maintenance-run.log'}"
-    api_server.ready = True
     browser.goto(f"{api_server.base}/dags/colocate_maintenance")
     browser.wait_for("[...document.querySelectorAll('button')].some(b => b.getAttribute('aria-label') === 'Trigger Dag')",
                      "the DAG page's Trigger button", timeout=90)
@@ -397,32 +399,3 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
                      "the run and its tasks shown as a success", timeout=90)
     time.sleep(1)  # let the grid draw
     shoot(browser, output_dir, "maintenance-run.png")
-
-
-@pytest.mark.spark
-@pytest.mark.skipif(os.environ.get("COLOCATE_UPDATE_SCREENSHOTS") != "1",
-                    reason="documentation screenshot of a join's explain: runs the daily DAG (three Spark jobs); "
-                           "set COLOCATE_UPDATE_SCREENSHOTS=1 to take it")
-def test_screenshot_a_join_tasks_explain(api_server, browser, output_dir):
-    """The daily DAG's join task in Airflow's UI: its XCom (the explain) and its log, whatever the
-    explain looks like at the time. Only when refreshing the README's screenshots."""
-    ready = api_server.runner.stdout.readline() if not getattr(api_server, "ready", False) else "ready"
-    assert ready.strip() == "ready"
-    api_server.ready = True
-    day = "2026-11-01T00:00:00+00:00"
-    result = run_in_helper(api_server, {"dag_id": "colocate_tpch_daily", "logical_date": day, "run_after": day,
-                                        "conf": {}})
-    assert result["state"] == "success", result
-    task = f"/dags/colocate_tpch_daily/runs/{result['run_id']}/tasks/revenue_by_priority"
-    loaded = ("document.querySelectorAll('[class*=skeleton]').length === 0"
-              " && !/tabs\\.|nav\\./.test(document.body.innerText)")  # data and translations are in
-    browser.goto(f"{api_server.base}{task}/xcom")
-    browser.wait_for(f"location.pathname.endsWith('/xcom') && {loaded} && [...document.querySelectorAll('td')]"
-                     ".some(td => td.innerText.trim() === 'return_value')", "the join task's XCom", timeout=90)
-    time.sleep(2)
-    shoot(browser, output_dir, "join-explain-xcom.png")
-    browser.goto(f"{api_server.base}{task}")
-    browser.wait_for(f"location.pathname.endsWith('/revenue_by_priority') && {loaded}"
-                     " && /colocate: /.test(document.body.innerText)", "the join task's log", timeout=90)
-    time.sleep(2)
-    shoot(browser, output_dir, "join-explain-log.png")
