@@ -157,7 +157,7 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
                     raise RuntimeError(f"a Spark daemon exited with {p.returncode} while starting\n{cluster.logs()}")
             try:
                 alive = [w for w in cluster.state().get("workers", []) if w.get("state") == "ALIVE"]
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or (while starting) an HTML page, not JSON
                 alive = []
             if len(alive) == workers:
                 return cluster

@@ -102,7 +102,7 @@ def test_entry_refuses_unreadable_and_unknown_plans(tmp_path, capsys):
     (tmp_path / "odd.json").write_text(json.dumps({"kind": "vacuum", "report_uri": report.as_uri()}))
     assert entry.main(["--plan", str(tmp_path / "odd.json")]) == 2
     assert (tmp_path / "r.json.error").read_text() == (
-        f"{tmp_path / 'odd.json'} is not a job plan (kind 'vacuum'; expected one of write, clone, join, verify)")
+        f"{tmp_path / 'odd.json'} is not a job plan (kind 'vacuum'; expected one of write, clone, join, verify, import)")
     (tmp_path / "short.json").write_text(json.dumps({"kind": "clone", "report_uri": report.as_uri()}))
     assert entry.main(["--plan", str(tmp_path / "short.json")]) == 2
     assert (tmp_path / "r.json.error").read_text().startswith(f"{tmp_path / 'short.json'} is not a valid clone plan: ")
