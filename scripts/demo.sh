@@ -50,7 +50,10 @@ step "8. Three daily runs of dags/colocate_tpch_daily.py (land -> load orders an
 for d in "${DATES[@]}"; do
   printf '$ airflow dags test colocate_tpch_daily %s   (log: %s)\n' "$d" "$COLOCATE_HOME/dag-$d.log"
   .venv/bin/airflow dags test colocate_tpch_daily "$d" >"$COLOCATE_HOME/dag-$d.log" 2>&1 || { tail -40 "$COLOCATE_HOME/dag-$d.log"; exit 1; }
-  grep -aoE "colocate: committed [^ ]+ v[0-9]+: [0-9]+ rows|colocate explain: join 1: .*-> colocate: [a-z]+" "$COLOCATE_HOME/dag-$d.log" | sed 's/^/  /'
+  # the operators' own summary lines: what each load committed, and the join's explain
+  grep -a "\[airflow.task.operators.airflow_colocate" "$COLOCATE_HOME/dag-$d.log" \
+    | grep -aE "colocate: (committed|join 1:|  colocate:|bucket join:)" \
+    | sed -E 's/^.*\] (colocate: .*[^ ]) +\[airflow\.task\.operators.*$/  \1/'
 done
 run table show orders
 run show group g_tpch

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.core.sizes import human_bytes
 from airflow_colocate.planner.contract import BucketJoin, ReadTable
 
 if TYPE_CHECKING:
@@ -159,6 +160,9 @@ def bucket_sizes(table: ReadTable) -> list[tuple[int, int]] | None:
 
 
 def _mib(n: int) -> str:
+    """MiB, the unit budgets are set in; below one MiB the size itself (not "0.0 MiB")."""
+    if n < MIB:
+        return human_bytes(n)
     return f"{n / MIB:.0f} MiB" if n >= 10 * MIB else f"{n / MIB:.1f} MiB"
 
 

@@ -65,7 +65,7 @@ def test_hash_or_sort_merge_by_budget_same_rows(spark, lake, kind):
             assert choice["method"] == "sort-merge" and choice["build_tables"] == []
             assert j["method"] == "sort-merge" and "SortMergeJoin" in physical
             assert "bucket join: sort-merge (smallest table's largest bucket (ha) " in result["explain"]
-            assert "exceeds the 0.0 MiB budget)" in result["explain"]
+            assert "exceeds the 1 B budget)" in result["explain"]
         else:
             assert choice["method"] == "hash" and choice["build_tables"] == ["ha", "hb"]
             assert all(0 < size <= parse_size("1g", "") for size in choice["largest_bucket"].values())
