@@ -256,17 +256,14 @@ def import_summary(job: ImportJob) -> dict:
     }
 
 
-def import_in_session(spark, catalog: Catalog, table: str, source: str, *, fmt: str = "parquet",
-                      partitions: list[str] | None = None, work_dir: str | Path | None = None, echo=print) -> dict:
-    """Import in a Spark session you have (the CLI, notebooks, tests): each partition is committed
-    as soon as the job has placed it, so a killed import keeps what it finished."""
-    from airflow_colocate.spark.import_job import run_import
-
-    job = prepare_import(catalog, table, source, fmt=fmt, partitions=partitions, work_dir=work_dir, echo=echo)
+def run_import(catalog: Catalog, job, runner, *, echo=print) -> dict:
+    """Run ``job``'s plan with ``runner`` (plan -> report) and finish it: when the runner fails, the
+    partitions it finished are still committed (from their own reports) before the error goes on;
+    an import that committed nothing and failed some partitions is an error."""
     if job.plan is None:
         return finish_import(catalog, job, None, echo=echo)
     try:
-        report = run_import(spark, job.plan, on_partition=lambda r: commit_partition(catalog, job, r, echo))
+        report = runner(job.plan)
     except BaseException as exc:
         finish_import(catalog, job, None, error=f"{type(exc).__name__}: {exc}", echo=echo)
         raise
@@ -276,4 +273,15 @@ def import_in_session(spark, catalog: Catalog, table: str, source: str, *, fmt: 
     return summary
 
 
-__all__ = ["find_partitions", "prepare_import", "commit_partition", "finish_import", "import_in_session"]
+def import_in_session(spark, catalog: Catalog, table: str, source: str, *, fmt: str = "parquet",
+                      partitions: list[str] | None = None, work_dir: str | Path | None = None, echo=print) -> dict:
+    """Import in a Spark session you have (the CLI, notebooks, tests): each partition is committed
+    as soon as the job has placed it, so a killed import keeps what it finished."""
+    from airflow_colocate.spark.import_job import run_import as run_import_job
+
+    job = prepare_import(catalog, table, source, fmt=fmt, partitions=partitions, work_dir=work_dir, echo=echo)
+    return run_import(catalog, job, lambda plan: run_import_job(
+        spark, plan, on_partition=lambda r: commit_partition(catalog, job, r, echo)), echo=echo)
+
+
+__all__ = ["find_partitions", "prepare_import", "commit_partition", "finish_import", "run_import", "import_in_session"]

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
-from airflow_colocate.jobs.bulk_import import finish_import, prepare_import
+from airflow_colocate.jobs.bulk_import import prepare_import, run_import
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
 from airflow_colocate.operators.spark_env import job_path
@@ -52,20 +51,13 @@ class ColocateImportOperator(ColocateSparkOperator):
         job = prepare_import(catalog, self.table, self.source, fmt=self.source_format,
                              partitions=list(self.partitions) if self.partitions else None,
                              work_dir=hook.work_dir(), echo=echo)
-        if job.plan is None:
-            return finish_import(catalog, job, None, echo=echo)
-        try:
-            plan_path = job.plan.save(hook.work_dir() / job.plan.job_id / "plan.json")
-            self.run_plan(context, plan_path, job.plan.report_uri)
-            report = ImportReport.load(job.plan.report_uri.removeprefix("file://"))
-        except BaseException as exc:
-            # the partitions the job finished before it failed are committed from their own reports
-            finish_import(catalog, job, None, error=f"{type(exc).__name__}: {exc}", echo=echo)
-            raise
-        summary = finish_import(catalog, job, report, echo=echo)
-        if job.failed and not job.committed:
-            raise ColocateError(f"import into {job.table}: no partition committed: {next(iter(job.failed.values()))}")
-        return summary
+
+        def run(plan) -> ImportReport:
+            path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
+            self.run_plan(context, path, plan.report_uri)
+            return ImportReport.load(plan.report_uri.removeprefix("file://"))
+
+        return run_import(catalog, job, run, echo=echo)
 
 
 __all__ = ["ColocateImportOperator"]
