@@ -13,9 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.sqltypes import parse_columns
-from colocate_testing import add_local_backends
 
 pytestmark = pytest.mark.spark
 
@@ -43,17 +41,10 @@ BUCKET_ROW = re.compile(r"\s*(?P<bucket>\d+)\s+(?P<rows>[\d,]+)\s+(?P<size>[\d.]
 
 
 @pytest.fixture
-def lake(airflow_db, tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    monkeypatch.setenv("COLOCATE_CATALOG_URL", url)
-    monkeypatch.setenv("COLOCATE_HOME", str(tmp_path / "home"))
+def lake(airflow_db, colocate_env, monkeypatch):
+    """The operators' catalog and backends (conftest), with spark-submit on one core."""
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-    cat = Catalog(url, actor="pytest")
-    cat.init()
-    add_local_backends(cat, tmp_path / "backends")
-    yield cat
-    cat.dispose()
+    return colocate_env
 
 
 def test_write_task_log_is_short_and_ends_with_the_summary(lake, tmp_path, monkeypatch, capfd):
