@@ -186,6 +186,15 @@ with DAG("colocate_sensor_deferral", schedule=None, start_date=pendulum.datetime
 """
 
 
+def handed_over(states: list[str]) -> bool:
+    """The task deferred if Airflow stored it as deferred, or if it ran and went back to queued
+    (dag.test() re-queues it while it runs the trigger in line). The running phase can be shorter
+    than the 0.1 s poll, so "deferred" alone is proof enough."""
+    if "deferred" in states:
+        return True
+    return "running" in states and "queued" in states[states.index("running"):]
+
+
 def test_deferrable_sensor_in_a_dag_run_defers_to_its_trigger_and_resumes(env, airflow_db, tmp_path, monkeypatch):
     """Through Airflow's own deferral path: dag.test() stores the trigger, imports it from its
     classpath, runs it until it fires, and resumes the task with execute_complete. be3 comes back
@@ -215,7 +224,7 @@ def test_deferrable_sensor_in_a_dag_run_defers_to_its_trigger_and_resumes(env, a
                         TaskInstance.dag_id == "colocate_sensor_deferral", TaskInstance.task_id == "wait_stable"))
                 if state and (not seen or seen[-1] != state):
                     seen.append(state)
-                if "running" in seen and state in ("deferred", "queued"):
+                if handed_over(seen):
                     time.sleep(1)  # let the trigger poll the unstable group a few times
                     return
                 time.sleep(0.1)
@@ -227,6 +236,6 @@ def test_deferrable_sensor_in_a_dag_run_defers_to_its_trigger_and_resumes(env, a
     run = dag.test(logical_date=pendulum.datetime(2026, 11, 21, tz="UTC"))
     mender.join()
     ti = run.get_task_instance("wait_stable")
-    assert "running" in seen and seen[-1] in ("deferred", "queued"), f"the sensor never deferred: {seen}"
+    assert handed_over(seen), f"the sensor never deferred: {seen}"
     assert run.state == "success" and ti.state == "success"
     assert ti.next_method is None and ti.try_number == 1  # resumed in the same try, not retried
