@@ -48,6 +48,24 @@ def get_provider_info() -> dict:
         "hooks": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.hooks.catalog"]}],
         "triggers": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.triggers.stable"]}],
         "asset-uris": [{"schemes": ["colocate"]}],
+        "config": {
+            "colocate": {
+                "description": "The colocate plugin's admin API and Colocation page.",
+                "options": {
+                    "authorization": {
+                        "description": "What the auth manager is asked before a read or a change of colocation "
+                                       "groups. 'airflow': read = the Plugins view, change = edit on Pools (works "
+                                       "with every auth manager; FAB: Viewer reads, Op and Admin change). "
+                                       "'colocation': the custom resource 'Colocation' (GET read, PUT change), for "
+                                       "managers that define it.",
+                        "version_added": "0.2.0",
+                        "type": "string",
+                        "example": "colocation",
+                        "default": "airflow",
+                    },
+                },
+            },
+        },
         "extra-links": ["airflow_colocate.links.ColocationLink", "airflow_colocate.operators.spark_ui.SparkHistoryLink"],
         "connection-types": [
             {

@@ -24,6 +24,21 @@ def test_airflow_finds_the_provider_through_its_entry_point(providers):
             "airflow_colocate.operators.balance"} <= modules
 
 
+def test_provider_info_is_valid_and_declares_the_authorization_setting(providers):
+    """Airflow validates provider info against its schema; the one setting shows in `airflow config`."""
+    import json
+    from pathlib import Path
+
+    import airflow
+    import jsonschema
+
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    info = providers.providers["airflow-colocate"].data
+    jsonschema.validate(info, schema)
+    option = dict(providers.provider_configs)["airflow-colocate"]["colocate"]
+    assert option["options"]["authorization"]["default"] == "airflow"
+
+
 def test_connection_type_and_its_form(providers):
     hook = providers.hooks["colocate"]
     assert hook is not None and hook.hook_class_name == "airflow_colocate.hooks.catalog.ColocateCatalogHook"

@@ -195,9 +195,10 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
             user = await get_user(request, None, await bearer_scheme(request))
         except HTTPException as denied:
             return JSONResponse({"detail": denied.detail}, status_code=denied.status_code, headers=denied.headers)
-        method = auth.READ if request.method in ("GET", "HEAD") else auth.CHANGE
-        if not auth.is_authorized(user, method):
-            return JSONResponse({"detail": auth.forbidden(user, method)}, status_code=status.HTTP_403_FORBIDDEN)
+        try:
+            auth.check(user, auth.READ if request.method in ("GET", "HEAD") else auth.CHANGE)
+        except HTTPException as denied:
+            return JSONResponse({"detail": denied.detail}, status_code=denied.status_code)
         return None
 
     # FastAPI reads and parses a JSON body before it runs the auth dependencies. So that a refusal
@@ -299,8 +300,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
                 raise
             return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)),
                                     status_code=status.HTTP_303_SEE_OTHER)
-        if not auth.is_authorized(user, auth.READ):
-            raise HTTPException(status.HTTP_403_FORBIDDEN, auth.forbidden(user, auth.READ))
+        auth.check(user, auth.READ)
         source, actor = request.app.state.catalogs, auth.actor(user)
         html = await run_in_threadpool(lambda: render_page(source.catalog(actor), group,
                                                            base=str(request.scope.get("root_path", "")),

@@ -326,8 +326,11 @@ def test_anonymous_gets_401_everywhere_and_changes_nothing(client, demo):
     assert snapshot(demo) == before
 
 
-@pytest.mark.parametrize("user", ["viewer", "op"])
-def test_non_admins_read_but_get_403_on_every_change(client, as_user, demo, user):
+@pytest.mark.parametrize("mode, user", [("airflow", "viewer"), ("colocation", "viewer"), ("colocation", "op")])
+def test_readers_read_but_get_403_on_every_change(client, as_user, demo, monkeypatch, mode, user):
+    """airflow (the default): reading is the Plugins view, changing is edit on Pools (Op and Admin);
+    colocation: the custom resource, where the SimpleAuthManager lets only admins change."""
+    monkeypatch.setenv("AIRFLOW__COLOCATE__AUTHORIZATION", mode)
     demo.set_flag("disable_colocate_balance", True)
     demo.set_flag("disable_colocate_relocate", True)
     before = snapshot(demo)
@@ -339,6 +342,24 @@ def test_non_admins_read_but_get_403_on_every_change(client, as_user, demo, user
         assert f"user {user!r} may not change colocation groups" in r.json()["detail"]
         for junk in ("[[", b"\xff\xfe", '[["x"]]'):
             assert client.post(url, content=junk, headers={**as_user(user), "Content-Type": "application/json"}).status_code == 403
+    assert snapshot(demo) == before
+
+
+def test_ops_change_by_default_and_a_bad_setting_refuses_everyone(client, as_user, demo, monkeypatch):
+    """By default a change needs edit on Pools, which Airflow's Op role has (FAB: can_edit on
+    Pools); a typo in the setting fails closed, naming the setting and its two values."""
+    r = client.post(WRITES[1][0], headers=as_user("op"))
+    assert r.status_code == 200, r.text
+    assert demo.events(limit=1)[0].actor == "airflow:op"
+    before = snapshot(demo)
+    monkeypatch.setenv("AIRFLOW__COLOCATE__AUTHORIZATION", "pools")
+    for user in ("admin", "viewer"):
+        r = client.get(READS[2], headers=as_user(user))
+        assert r.status_code == 500 and "AIRFLOW__COLOCATE__AUTHORIZATION" in r.json()["detail"], r.text
+        assert "'airflow'" in r.json()["detail"] and "'colocation'" in r.json()["detail"]
+        r = client.post(WRITES[0][0], headers=as_user(user))
+        assert r.status_code == 500, r.text
+    assert client.get("/api/colocate/ui", headers=as_user("admin")).status_code == 500
     assert snapshot(demo) == before
 
 

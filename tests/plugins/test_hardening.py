@@ -127,25 +127,48 @@ def test_a_cookie_change_needs_the_csrf_header(client, demo):
 
 
 def test_authorization_asks_the_auth_managers_public_api(client, as_user, demo, monkeypatch):
-    """The decision is the auth manager's is_authorized_custom_view on 'Colocation' (what FAB or
-    Keycloak answer with their own rules): when it says no, an admin is refused too."""
+    """The decision is the auth manager's, through its public API: by default the Plugins view to
+    read and edit on Pools to change (what FAB answers from its roles with nothing registered);
+    with AIRFLOW__COLOCATE__AUTHORIZATION=colocation, is_authorized_custom_view on 'Colocation'.
+    When the manager says no, an admin is refused too."""
     from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
 
     manager = type(get_auth_manager())
     asked = []
-    original = manager.is_authorized_custom_view
+    view, pool, custom = manager.is_authorized_view, manager.is_authorized_pool, manager.is_authorized_custom_view
 
-    def deny_changes(self, *, method, resource_name, user):
+    def viewed(self, *, access_view, user):
+        asked.append(("view", access_view, user.get_name()))
+        return view(self, access_view=access_view, user=user)
+
+    def no_pool_changes(self, *, method, user, details=None):
+        asked.append(("pool", method, user.get_name()))
+        return method == "GET" and pool(self, method=method, user=user, details=details)
+
+    def no_custom_changes(self, *, method, resource_name, user):
         asked.append((method, resource_name, user.get_name()))
-        return method == "GET" and original(self, method=method, resource_name=resource_name, user=user)
+        return method == "GET" and custom(self, method=method, resource_name=resource_name, user=user)
 
-    monkeypatch.setattr(manager, "is_authorized_custom_view", deny_changes)
+    monkeypatch.setattr(manager, "is_authorized_view", viewed)
+    monkeypatch.setattr(manager, "is_authorized_pool", no_pool_changes)
+    monkeypatch.setattr(manager, "is_authorized_custom_view", no_custom_changes)
     before = state(demo)
+    r = client.post(CHANGES[0], headers=as_user("admin"))
+    assert r.status_code == 403 and "may not change colocation groups" in r.json()["detail"]
+    assert "can_edit on Pools" in r.json()["detail"]
+    assert ("pool", "PUT", "admin") in asked
+    assert client.get("/api/colocate/groups", headers=as_user("viewer")).status_code == 200
+    assert ("view", AccessView.PLUGINS, "viewer") in asked
+
+    asked.clear()
+    monkeypatch.setenv("AIRFLOW__COLOCATE__AUTHORIZATION", "colocation")
     r = client.post(CHANGES[0], headers=as_user("admin"))
     assert r.status_code == 403 and "may not change colocation groups" in r.json()["detail"]
     assert ("PUT", "Colocation", "admin") in asked
     assert client.get("/api/colocate/groups", headers=as_user("viewer")).status_code == 200
     assert ("GET", "Colocation", "viewer") in asked
+    assert not [a for a in asked if a[0] in ("view", "pool")]
     assert state(demo) == before
 
 
