@@ -2,9 +2,10 @@
 with the plugin and the maintenance DAG (serialized into its database as the DAG processor would), Debian's
 headless Chromium logging in through Airflow's login form, the page opened from the UI's
 navigation and from a task's "Colocation" link, checked against the catalog in light and dark
-mode and at 512 buckets × 16 backends, and the DAG triggered from its form with only ``action``
-chosen. Screenshots go to the test's output folder (``$COLOCATE_TEST_OUTPUT``, default
-``.ci-out/test-output``), and to ``docs/screenshots/`` with ``COLOCATE_UPDATE_SCREENSHOTS=1``.
+mode and at 512 buckets × 16 backends, the DAG triggered from its form with only ``action``
+chosen, and a join task's explain in its Log tab. Screenshots go to the test's output folder
+(``$COLOCATE_TEST_OUTPUT``, default ``.ci-out/test-output``), and to ``docs/screenshots/`` with
+``COLOCATE_UPDATE_SCREENSHOTS=1``.
 
 Skipped with a message when Chromium is not installed, except in CI (``CI=true``), where that
 fails the test: ``apt-get install chromium``.
@@ -92,6 +93,25 @@ sys.stdout = sys.stderr
 import pendulum
 from airflow.dag_processing.bundles.manager import DagBundlesManager
 from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+from airflow.sdk.execution_time import supervisor
+from airflow.sdk.log import configure_logging, init_log_file
+from airflow.utils.helpers import log_filename_template_renderer
+
+# dag.test() runs each task in this process with its log on stdout; a worker's supervisor writes it
+# to the task's log file instead, which is where the api-server reads it for the UI's Log tab (without
+# it, the Log tab of a dag.test() run has nothing to show). Do what the supervisor does: JSON lines
+# under the base log folder, named by the log template; then copy them to this helper's own log.
+in_process = supervisor.run_task_in_process
+def run_task_logged(ti, task, client=None):
+    path = init_log_file(log_filename_template_renderer()(ti=ti))
+    with open(path, "ab") as out:
+        configure_logging(json_output=True, output=out, cache_logger_on_first_use=False)
+        try:
+            return in_process(ti, task, client)
+        finally:
+            configure_logging(output=sys.stderr)
+            sys.stderr.write(path.read_text())
+supervisor.run_task_in_process = run_task_logged
 
 manager = DagBundlesManager()
 manager.sync_bundles_to_db()
@@ -110,6 +130,23 @@ for line in sys.stdin:
                       "tasks": {ti.task_id: str(ti.state) for ti in done.get_task_instances()}}), file=answer, flush=True)
 """
 
+# A join a person would read the explain of in the UI: two tables of one group (written by the
+# join_tables fixture into the helper's catalog), joined on their bucket key by spark-submit on local[1].
+JOIN_DAG = '''
+import pendulum
+from airflow.sdk import DAG
+from airflow_colocate.operators.join import ColocateJoinOperator
+
+with DAG("colocate_join_explain", schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC")):
+    ColocateJoinOperator(
+        task_id="revenue_by_priority", tables={{"orders": ["{{{{ ds }}}}"], "lineitem": ["{{{{ ds }}}}"]}},
+        query="SELECT o.o_priority, sum(l.l_price) AS revenue FROM orders o JOIN lineitem l "
+              "ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey GROUP BY o.o_priority",
+        output_path={output!r}, require_colocate=True,
+        conf={{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}})
+'''
+JOIN_DAY = "2026-11-01"
+
 
 def run_in_helper(server, run: dict) -> dict:
     """Execute a DAG run with dag.test() in the helper process (RUNNER); its outcome."""
@@ -121,8 +158,18 @@ def run_in_helper(server, run: dict) -> dict:
 
 
 class Server:
-    def __init__(self, base: str, cat: Catalog, env: dict[str, str], home: Path, runner: subprocess.Popen):
+    def __init__(self, base: str, cat: Catalog, env: dict[str, str], home: Path, runner: subprocess.Popen,
+                 run_url: str, tmp: Path):
         self.base, self.cat, self.env, self.home, self.runner = base, cat, env, home, runner
+        self.run_url, self.tmp = run_url, tmp  # the catalog the helper's runs use, the fixture's folder
+        self.ready = False
+
+    def wait_runner(self) -> None:
+        """Wait until the helper has serialized the DAGs into Airflow's database (once)."""
+        if not self.ready:
+            line = self.runner.stdout.readline()
+            assert line.strip() == "ready", "serializing the DAGs failed: see the test output's maintenance-run.log"
+            self.ready = True
 
     def api(self, path: str, user: str = "op", password: str = "op-pw") -> dict:
         """Airflow's REST API with a real token, as a script would call it."""
@@ -142,6 +189,7 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
     dags = tmp / "dags"
     dags.mkdir()
     shutil.copy(REPO / "dags" / "colocate_maintenance.py", dags)
+    (dags / "colocate_join_explain.py").write_text(JOIN_DAG.format(output=(tmp / "join-out").as_uri()))
     url = f"sqlite:///{tmp / 'catalog.db'}"
     cat = build_demo_catalog(url, tmp / "backends")
     env = {**os.environ, **env, "COLOCATE_CATALOG_URL": url, "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
@@ -182,7 +230,7 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
             if time.monotonic() > deadline:
                 raise AssertionError(f"airflow api-server not up after 180 s; see {output_dir / 'api-server.log'}")
             time.sleep(0.5)
-        yield Server(base, cat, env, home, runner)
+        yield Server(base, cat, env, home, runner, run_url, tmp)
     finally:
         stop_group(proc)
         runner.stdin.close()  # the helper's loop ends at the end of its input
@@ -358,8 +406,7 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
     succeeds. The api-server has no scheduler here; the run the form created is executed by
     ``dag.test()`` with its logical date, run_after and conf (RUNNER), which re-creates it under
     the same run id and runs every task for real (against a catalog of its own)."""
-    ready = api_server.runner.stdout.readline()  # the DAG is in Airflow's database
-    assert ready.strip() == "ready", f"serializing the DAG failed: see {output_dir / 'maintenance-run.log'}"
+    api_server.wait_runner()  # the DAG is in Airflow's database
     browser.goto(f"{api_server.base}/dags/colocate_maintenance")
     browser.wait_for("[...document.querySelectorAll('button')].some(b => b.getAttribute('aria-label') === 'Trigger Dag')",
                      "the DAG page's Trigger button", timeout=90)
@@ -399,3 +446,60 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
                      "the run and its tasks shown as a success", timeout=90)
     time.sleep(1)  # let the grid draw
     shoot(browser, output_dir, "maintenance-run.png")
+
+
+@pytest.fixture(scope="module")
+def join_tables(api_server, spark):
+    """orders and lineitem, one partition each, written by the write job into one group of the
+    helper's catalog: the join DAG's task is colocated."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_colocate.core.sqltypes import parse_columns
+    from airflow_colocate.jobs.write import write_in_session
+    from airflow_colocate.planner.contract import Source
+
+    cat = Catalog(api_server.run_url, actor="pytest")
+    src = api_server.tmp / "join-source"
+    try:
+        for name, columns, key, data in (
+                ("orders", "o_orderkey bigint, o_priority string, dt date", "o_orderkey",
+                 {"o_orderkey": pa.array(range(60), pa.int64()), "o_priority": [f"{k % 3}-PRIO" for k in range(60)]}),
+                ("lineitem", "l_orderkey bigint, l_price bigint, dt date", "l_orderkey",
+                 {"l_orderkey": pa.array([k // 3 for k in range(180)], pa.int64()),
+                  "l_price": pa.array(range(180), pa.int64())})):
+            cat.create_table(name, parse_columns(columns), [key], bucket_num=2, replication_num=1,
+                             partition_cols=["dt"], colocate_with="g_sales")
+            (src / name).mkdir(parents=True)
+            pq.write_table(pa.table(data), src / name / "part-0.parquet")
+            write_in_session(spark, cat, name, JOIN_DAY, Source(format="parquet", path=str(src / name)),
+                             work_dir=api_server.tmp / "join-runs")
+        yield cat
+    finally:
+        cat.dispose()
+
+
+LOG_TAB_SHOWS_EXPLAIN = ("(() => { const t = document.body.innerText;"
+                         " return t.includes('colocate: true') && t.includes('bucket join') ? t : null; })()")
+
+
+def test_a_join_tasks_explain_in_its_log(api_server, browser, join_tables, output_dir):
+    """Issue 16: a join task's explain, as a person reads it in Airflow's UI. The run is executed
+    by dag.test() in the helper (RUNNER), which writes the task's log where the api-server reads
+    it; the task instance's Log tab shows the explain's lines."""
+    api_server.wait_runner()
+    day = f"{JOIN_DAY}T00:00:00+00:00"
+    result = run_in_helper(api_server, {"dag_id": "colocate_join_explain", "logical_date": day, "run_after": day,
+                                        "conf": {}})
+    assert result["state"] == "success", result
+    run_id, task = result["run_id"], "revenue_by_priority"
+    xcom = api_server.api(f"/api/v2/dags/colocate_join_explain/dagRuns/{run_id}/taskInstances/{task}"
+                          "/xcomEntries/return_value?deserialize=true")
+    explain = xcom["value"]["explain"]
+    assert "colocate: true" in explain and "bucket join" in explain, explain
+    (output_dir / "join-explain-xcom.json").write_text(json.dumps(xcom, indent=1))
+    browser.goto(f"{api_server.base}/dags/colocate_join_explain/runs/{run_id}/tasks/{task}")
+    text = browser.wait_for(LOG_TAB_SHOWS_EXPLAIN, "the join task's explain in its log", timeout=90)
+    for line in explain.splitlines():
+        assert line.strip() in text, line
+    shoot(browser, output_dir, "join-explain.png")
