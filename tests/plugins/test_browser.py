@@ -100,17 +100,33 @@ from airflow.utils.helpers import log_filename_template_renderer
 # dag.test() runs each task in this process with its log on stdout; a worker's supervisor writes it
 # to the task's log file instead, which is where the api-server reads it for the UI's Log tab (without
 # it, the Log tab of a dag.test() run has nothing to show). Do what the supervisor does: JSON lines
-# under the base log folder, named by the log template; then copy them to this helper's own log.
+# under the base log folder, named by the log template. One stream for the whole process (loggers
+# created during a task keep theirs): this helper's log, and the running task's file while there is one.
+class TaskLogs:
+    file = None
+
+    def write(self, data: bytes) -> int:
+        sys.stderr.flush()
+        sys.stderr.buffer.write(data)
+        if self.file is not None:
+            self.file.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+        if self.file is not None:
+            self.file.flush()
+
+
+task_logs = TaskLogs()
+configure_logging(json_output=True, output=task_logs)
 in_process = supervisor.run_task_in_process
 def run_task_logged(ti, task, client=None):
-    path = init_log_file(log_filename_template_renderer()(ti=ti))
-    with open(path, "ab") as out:
-        configure_logging(json_output=True, output=out, cache_logger_on_first_use=False)
+    with open(init_log_file(log_filename_template_renderer()(ti=ti)), "ab") as task_logs.file:
         try:
             return in_process(ti, task, client)
         finally:
-            configure_logging(output=sys.stderr)
-            sys.stderr.write(path.read_text())
+            task_logs.file = None
 supervisor.run_task_in_process = run_task_logged
 
 manager = DagBundlesManager()
@@ -139,9 +155,9 @@ from airflow_colocate.operators.join import ColocateJoinOperator
 
 with DAG("colocate_join_explain", schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC")):
     ColocateJoinOperator(
-        task_id="revenue_by_priority", tables={{"orders": ["{{{{ ds }}}}"], "lineitem": ["{{{{ ds }}}}"]}},
-        query="SELECT o.o_priority, sum(l.l_price) AS revenue FROM orders o JOIN lineitem l "
-              "ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey GROUP BY o.o_priority",
+        task_id="lines_per_order", tables={{"orders": ["{{{{ ds }}}}"], "lineitem": ["{{{{ ds }}}}"]}},
+        query="SELECT o.id, count(*) AS lines FROM orders o JOIN lineitem l ON o.dt = l.dt AND o.id = l.id "
+              "GROUP BY o.id",
         output_path={output!r}, require_colocate=True,
         conf={{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}})
 '''
@@ -449,31 +465,22 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
 
 
 @pytest.fixture(scope="module")
-def join_tables(api_server, spark):
-    """orders and lineitem, one partition each, written by the write job into one group of the
-    helper's catalog: the join DAG's task is colocated."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from airflow_colocate.core.sqltypes import parse_columns
-    from airflow_colocate.jobs.write import write_in_session
-    from airflow_colocate.planner.contract import Source
+def join_tables(api_server):
+    """orders and lineitem (``id bigint, v string, dt date``), one partition each, in one group of
+    the helper's catalog: the join DAG's task is colocated. Written as the write job would (plan,
+    each row in Spark's bucket for its key, verified replicas, commit) by the balance tests' lake
+    writer, with pyarrow: a Spark session here would cost more than the join itself."""
+    if str(REPO / "tests" / "balance") not in sys.path:
+        sys.path.append(str(REPO / "tests" / "balance"))
+    from balance_lake import Clock, Lake
 
     cat = Catalog(api_server.run_url, actor="pytest")
-    src = api_server.tmp / "join-source"
     try:
-        for name, columns, key, data in (
-                ("orders", "o_orderkey bigint, o_priority string, dt date", "o_orderkey",
-                 {"o_orderkey": pa.array(range(60), pa.int64()), "o_priority": [f"{k % 3}-PRIO" for k in range(60)]}),
-                ("lineitem", "l_orderkey bigint, l_price bigint, dt date", "l_orderkey",
-                 {"l_orderkey": pa.array([k // 3 for k in range(180)], pa.int64()),
-                  "l_price": pa.array(range(180), pa.int64())})):
-            cat.create_table(name, parse_columns(columns), [key], bucket_num=2, replication_num=1,
-                             partition_cols=["dt"], colocate_with="g_sales")
-            (src / name).mkdir(parents=True)
-            pq.write_table(pa.table(data), src / name / "part-0.parquet")
-            write_in_session(spark, cat, name, JOIN_DAY, Source(format="parquet", path=str(src / name)),
-                             work_dir=api_server.tmp / "join-runs")
+        (api_server.tmp / "join-lake").mkdir()
+        lake = Lake(cat, Clock(), api_server.tmp / "join-lake")
+        for table, keys in (("orders", range(60)), ("lineitem", [k // 3 for k in range(180)])):
+            lake.create(table, group="g_sales", buckets=2, replicas=1)
+            lake.write(table, JOIN_DAY, keys)
         yield cat
     finally:
         cat.dispose()
@@ -492,10 +499,11 @@ def test_a_join_tasks_explain_in_its_log(api_server, browser, join_tables, outpu
     result = run_in_helper(api_server, {"dag_id": "colocate_join_explain", "logical_date": day, "run_after": day,
                                         "conf": {}})
     assert result["state"] == "success", result
-    run_id, task = result["run_id"], "revenue_by_priority"
+    run_id, task = result["run_id"], "lines_per_order"
     xcom = api_server.api(f"/api/v2/dags/colocate_join_explain/dagRuns/{run_id}/taskInstances/{task}"
                           "/xcomEntries/return_value?deserialize=true")
     explain = xcom["value"]["explain"]
+    assert xcom["value"]["rows"] == 60 and xcom["value"]["colocate"] is True, xcom  # every order has 3 lines
     assert "colocate: true" in explain and "bucket join" in explain, explain
     (output_dir / "join-explain-xcom.json").write_text(json.dumps(xcom, indent=1))
     browser.goto(f"{api_server.base}/dags/colocate_join_explain/runs/{run_id}/tasks/{task}")
