@@ -132,9 +132,18 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench-seeds-"))
     last: dict[str, dict] = {}
 
-    def colocated(sql: str):
+    phases: dict[str, list[float]] = {}
+
+    def colocated(sql: str, timed: bool = True):
+        t0 = time.perf_counter()
         plan, ticket = prepare_join(cat, sql.format(**NAMES["colocated"]), tables, work_dir=work)
-        last[sql] = finish_join(cat, ticket, run_join(spark, plan))
+        t1 = time.perf_counter()
+        report = run_join(spark, plan)
+        t2 = time.perf_counter()
+        last[sql] = finish_join(cat, ticket, report)
+        for k, v in {"prepare": t1 - t0, **report.phases, "finish": time.perf_counter() - t2}.items():
+            if timed:
+                phases.setdefault(f"{'SQL1' if sql == SQL1 else 'SQL2'}/{k}", []).append(v)
 
     def plain(sql: str, way: str):
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1" if way != "default" else str(10 << 20))
@@ -144,7 +153,7 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
         spark.sql(SCAN.format(**NAMES["colocated"])).collect()
 
     # correctness first: every way returns the same count; SQL2 returns 10,000 rows
-    colocated(SQL1)
+    colocated(SQL1, timed=False)
     expected = spark.sql(SQL1.format(**NAMES["colocated"])).collect()[0][0]
     for way in WAYS[1:]:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1" if way != "default" else str(10 << 20))
@@ -168,7 +177,8 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
     cat.dispose()
     shutil.rmtree(work, ignore_errors=True)
     res = {"rows": rows, "wall": {k: median(v) for k, v in wall.items()}, "cpu": {k: median(v) for k, v in cpu.items()},
-           "explain": {q: last.get(sql, {}).get("explain", "") for q, sql in (("SQL1", SQL1), ("SQL2", SQL2))}}
+           "explain": {q: last.get(sql, {}).get("explain", "") for q, sql in (("SQL1", SQL1), ("SQL2", SQL2))},
+           "phases": {k: median(v) for k, v in phases.items()}}
     report(denominator, res)
     return res
 
@@ -186,6 +196,9 @@ def report(denominator: int, res: dict) -> None:
     print(f"SQL1 plain scan of the inputs {w['SQL1/scan']:.2f} ({c['SQL1/scan']:.1f}): colocated SQL1 is "
           f"{w['SQL1/colocated'] / w['SQL1/scan']:.2f}x the scan (cpu {c['SQL1/colocated'] / max(c['SQL1/scan'], 1e-9):.2f}x;"
           " target <= 1.5x)")
+    for q in ("SQL1", "SQL2"):
+        ph = {k.split("/")[1]: v for k, v in res["phases"].items() if k.startswith(q + "/")}
+        print(f"{q} colocated, median seconds per phase: " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))
     for q, text in res["explain"].items():
         line = next((x for x in text.splitlines() if x.startswith("bucket join")), "")
         print(f"{q} explain: {line}")

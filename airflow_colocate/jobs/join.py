@@ -75,6 +75,7 @@ def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport
         "bucket_join": None if report.bucket_join is None else asdict(report.bucket_join),
         "physical_plan": report.physical_plan,  # Spark's own plan, raw; the explain above is for people
         "seconds": round(report.seconds, 2),
+        "phases": report.phases,
         "preview": report.preview,
         "locality": None if report.locality is None else asdict(report.locality),
         "bad_replicas": [{"replica_id": b.replica_id, "table": b.table, "partition": b.partition, "bucket": b.bucket_seq,

@@ -72,6 +72,10 @@ def join_lines(summary: Mapping, names: Mapping[int, str]) -> list[str]:
     verdict = "colocated" if summary.get("colocate") else "not colocated (see the reasons below)"
     lines = [f"join {summary['job_id']}: {summary['rows']:,} result rows, {verdict}"]
     lines += str(summary.get("explain") or "").splitlines()
+    if summary.get("phases"):
+        order = ["register", "plan", "run"]  # the report's JSON sorts its keys
+        ranked = sorted(summary["phases"].items(), key=lambda p: order.index(p[0]) if p[0] in order else len(order))
+        lines.append("inside the Spark job: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in ranked))
     if summary.get("marked_bad"):
         lines.append(f"replicas found bad and marked for repair: {', '.join(map(str, summary['marked_bad']))}")
     if summary.get("output"):

@@ -277,6 +277,9 @@ class JoinReport(JsonMixin):
     bad_replicas: list[BadReplica] = field(default_factory=list)  # found (and not read) while registering
     locality: JoinLocality | None = None  # where the bucket tasks ran (None: not measured)
     bucket_join: BucketJoin | None = None  # the hash-join choice (None: no table read bucketed)
+    # seconds per phase: register (check the replicas, register them), plan (Spark plans the query
+    # and the explain is built), run (execute into the output, read the preview back)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- clones (repair, balance)

@@ -177,6 +177,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     for b in registered.bad:
         log(f"replica {b.path} ({b.table}/{b.partition} bucket {b.bucket_seq}) is not read: {b.reason}")
     log(f"checked {registered.checked} replica directories")
+    registered_at = time.time()
     if any(t.bucketed for t in plan.tables):
         # A colocated join reads each bucket where it lies; a broadcast would ship a whole table to
         # every executor instead, so Doris-style we prefer the colocated sort-merge join.
@@ -189,6 +190,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     text = explain_text(explains, choice)
     for line in text.splitlines():
         log(line)
+    planned_at = time.time()
     if plan.require_colocate:
         bad = [e for e in explains if not e.colocate and should_be_colocated(e, plan)]
         if bad:
@@ -224,10 +226,12 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts), note=local_off or "")
     log(locality.line(where))
     text += f"\n{locality.line(where)}" if where.tasks else ""  # none on a local master
+    done_at = time.time()
+    phases = {"register": registered_at - started, "plan": planned_at - registered_at, "run": done_at - planned_at}
     report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text, physical_plan=plan_text(df),
-                        seconds=time.time() - started, write=write_report, preview=preview, bad_replicas=registered.bad,
-                        bucket_join=choice, locality=where)
-    log(f"{rows} rows in {report.seconds:.1f}s")
+                        seconds=done_at - started, write=write_report, preview=preview, bad_replicas=registered.bad,
+                        bucket_join=choice, locality=where, phases={k: round(v, 3) for k, v in phases.items()})
+    log(f"{rows} rows in {report.seconds:.1f}s (" + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()) + ")")
     return report
 
 

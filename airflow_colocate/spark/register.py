@@ -261,6 +261,24 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
     registered = check_candidates(tables, threads=threads)
     location = locality.read_location(spark, _empty_location(spark))
     for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
-        for statement in create_statements(locality.located(spark, table), location):
-            spark.sql(statement)
+        _run(spark, backing_table_name(table.name), create_statements(locality.located(spark, table), location))
     return registered
+
+
+def _run(spark, backing: str, statements: list[str]) -> None:
+    """Run one table's statements, skipping the backing table's when this session already holds
+    exactly that table (same columns, buckets and replica directories) from an earlier read.
+
+    Re-creating it would cost a few seconds a query at hundreds of replica directories and would
+    drop Spark's cache of their file listings. Skipping is safe because a replica directory never
+    changes once committed (a new version is a new directory) and every directory was just checked
+    against the catalog's file list. The view is always re-created: cheap, and the user may have
+    replaced a temp view of that name in between."""
+    *table_statements, view = statements
+    done: dict[str, list[str]] = spark.__dict__.setdefault("_colocate_registered", {})
+    if done.get(backing) != table_statements or not spark.catalog.tableExists(quote_ident(backing)):
+        done.pop(backing, None)
+        for statement in table_statements:
+            spark.sql(statement)
+        done[backing] = table_statements
+    spark.sql(view)

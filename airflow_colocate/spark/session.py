@@ -37,13 +37,16 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
         "spark.sql.sources.bucketing.enabled": "true",
         "spark.sql.requireAllClusterKeysForCoPartition": "false",
     }
+    # Spark lists a scan's partition directories with a Spark job (one task each) above 32 of
+    # them: ~1-2 s a table per query at a few hundred replica directories. The driver lists every
+    # one anyway (each is checked against the catalog before it is read), so it lists them for
+    # Spark too: all of them on one machine, up to a few thousand on a cluster.
+    settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = (
+        "100000" if master.startswith("local") else "4096")
     if master.startswith("local"):
         # Executors are this machine's Python: the one running now, which has this package.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * (os.cpu_count() or 2)))
-        # One machine: listing a few thousand replica directories on the driver beats a Spark job
-        # with one task per directory (Spark's default above 32 paths).
-        settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read when the JVM starts
         # The in-memory catalog never needs a warehouse; keep Spark from creating one in the cwd.
         settings["spark.sql.warehouse.dir"] = Path(tempfile.gettempdir(), "colocate-spark-warehouse").as_uri()

@@ -110,6 +110,7 @@ def test_write_task_log_is_short_and_ends_with_the_summary(lake, tmp_path, monke
     assert tail[1] in ("join 1: SORT MERGE JOIN (INNER)", "join 1: HASH JOIN (INNER)") and "  tables: events ⋈ events" in tail
     assert any(t.startswith("committed default.event_pairs partition all version 1") for t in tail)
     assert tail[-1].startswith("elapsed: plan ")
+    assert any(re.fullmatch(r"inside the Spark job: register [\d.]+s, plan [\d.]+s, run [\d.]+s", t) for t in tail), "\n".join(tail)
     result = task_xcom(run, "pairs")
     assert "physical_plan" not in result and not re.search(r"#\d+", result["explain"])
     assert re.search(r"#\d+", task_xcom(run, "pairs", key="physical_plan"))

@@ -109,3 +109,33 @@ def test_register_30_partitions_by_64_buckets(spark, tmp_path):
     print(f"registered 30 x 64 partitions in {seconds:.2f}s")
     assert spark.sql("SHOW PARTITIONS `__cl_big`").count() == 30 * 64
     assert spark.table("big").where("dt = DATE'2026-01-07'").count() == 0
+
+
+def _created(spark, backing: str) -> str:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED `{backing}`").collect()
+    return next(r.data_type for r in rows if r.col_name == "Created Time")
+
+
+def test_a_second_read_of_the_same_replicas_reuses_the_registration(spark, joined):
+    """The backing table survives while its replica directories stay the same (no DDL, Spark's
+    listing cache kept); any change, a dropped table or a replaced view registers it again."""
+    po, ro, pl, rl = joined
+    orders = read_table(po, "orders", reports=ro)
+    register_tables(spark, [orders])
+    created = _created(spark, "__cl_orders")
+    time.sleep(1.1)  # Created Time has one-second resolution
+    register_tables(spark, [orders])
+    assert _created(spark, "__cl_orders") == created
+    assert spark.table("orders").count() == 3000
+
+    spark.range(3).createOrReplaceTempView("orders")  # someone else's view of that name
+    register_tables(spark, [orders])
+    assert spark.table("orders").count() == 3000 and _created(spark, "__cl_orders") == created
+
+    register_tables(spark, [read_table(po, "orders", reports=ro, bucketed=False)])  # another layout
+    assert _created(spark, "__cl_orders") != created
+    created = _created(spark, "__cl_orders")
+    spark.sql("DROP TABLE `__cl_orders`")
+    time.sleep(1.1)
+    register_tables(spark, [read_table(po, "orders", reports=ro, bucketed=False)])
+    assert spark.table("orders").count() == 3000 and _created(spark, "__cl_orders") != created
