@@ -149,66 +149,96 @@ class WritesMixin:
     def commit_write(self, job_id: int, report: WriteReport) -> PartitionView:
         """Check the job's report against what :meth:`begin_write` granted, then make the version
         visible, in one transaction. Any mismatch aborts the version and commits nothing."""
-        problems: list[str] = []
-
-        def run(s: Session) -> PartitionView:
-            job, p, pv, t = self._write_job(s, job_id)
-            label = f"{self._table_view(s, t).qualified_name}/{p.value}"
-            if report.version != pv.version or report.partition_value != p.value:
-                problems.append(f"the report is for {report.partition_value} v{report.version}, the job wrote {p.value} v{pv.version}")
-            granted = job.plan.get("targets", {})
-            by_bucket: dict[int, list] = {}
-            for r in report.replicas:
-                by_bucket.setdefault(r.bucket_seq, []).append(r)
-            for seq in range(p.bucket_num):
-                want = sorted(granted.get(str(seq), []))
-                got = by_bucket.get(seq, [])
-                if sorted(r.backend_id for r in got) != want:
-                    problems.append(f"bucket {seq} has replicas on backends {sorted(r.backend_id for r in got)}, expected {want}")
-                    continue
-                if len({r.checksum for r in got}) > 1 or len({r.rows for r in got}) > 1:
-                    problems.append(f"bucket {seq} replicas differ: " + ", ".join(f"backend {r.backend_id}: {r.rows} rows, {r.checksum[:12]}" for r in got))
-            if pv.mode == "append" and p.visible_version != pv.base_version:
-                problems.append(f"partition moved from v{pv.base_version} to v{p.visible_version} while this append ran; re-run it")
-            for r in report.replicas:
-                files = _recorded_files(r)
-                if files is not None and sum(size for _, size in files) != r.bytes:
-                    problems.append(f"bucket {r.bucket_seq} on backend {r.backend_id}: its files add up to "
-                                    f"{sum(size for _, size in files)} bytes, the report says {r.bytes}")
-            if problems:
-                return None  # the caller aborts in its own transaction and raises
-            now = self.now()
-            rows = sum(got[0].rows for got in by_bucket.values())
-            old = p.visible_version
-            with tracking(s, partitions=[p.id]):  # the summaries swap the old version's buckets for the new
-                # One statement for every replica (row by row, the inserts were most of a commit's time).
-                s.execute(insert(m.Replica), [
-                    dict(table_id=t.id, partition_id=p.id, version=pv.version, bucket_seq=r.bucket_seq, backend_id=r.backend_id,
-                         state="verified", path=r.path, rows=r.rows, bytes=r.bytes, checksum=r.checksum, created_at=now,
-                         files=_recorded_files(r))
-                    for r in report.replicas])
-                if old:
-                    prev = s.get(m.PartitionVersion, (p.id, old))
-                    prev.state, prev.finished_at = "superseded", now
-                pv.state, pv.rows, pv.bytes, pv.finished_at = "committed", rows, sum(r.bytes for r in report.replicas), now
-                p.visible_version = pv.version
-            job.state, job.updated_at = "committed", now
-            job.progress = {"rows": rows, "replicas": len(report.replicas)}
-            if t.group_id is not None and job.plan.get("missing"):
-                g = s.get(m.ColocateGroup, t.group_id)
-                g.stable = False
-                g.unstable_reason = f"{label} v{pv.version} is missing replicas: " + "; ".join(job.plan["missing"][:5])
-                g.version += 1
-            self._event(s, "write.commit", label, job_id=job_id, version=pv.version, previous=old, rows=rows,
-                        mode=pv.mode)
-            return _partition_view(p)
-
-        result = self._tx(run)
-        if result is None:
-            reason = "; ".join(problems)
-            self.abort_write(job_id, reason)
-            raise ColocateError(f"write job {job_id} not committed, the previous version stays visible: {reason}")
+        result = self.commit_writes([(job_id, report)])[job_id]
+        if isinstance(result, ColocateError):
+            raise result
         return result
+
+    def commit_writes(self, items: Sequence[tuple[int, WriteReport]]) -> dict[int, PartitionView | ColocateError]:
+        """Commit many writes in ONE transaction (a bulk import's placed partitions: one fsync, not
+        one per partition). Each report is checked as :meth:`commit_write` checks it; one that does
+        not match is aborted on its own (its previous version stays visible) and does not stop the
+        others. Returns, per job, its new partition view or the error that kept it out."""
+        problems: dict[int, list[str]] = {}
+        refused: dict[int, ColocateError] = {}
+
+        def run(s: Session) -> dict[int, PartitionView]:
+            problems.clear()
+            refused.clear()
+            done = {}
+            for job_id, report in items:
+                try:  # an unknown or finished job is refused before anything changes
+                    view = self._commit_in(s, job_id, report, problems.setdefault(job_id, []))
+                except (NotFound, Conflict) as exc:
+                    refused[job_id] = exc
+                    continue
+                if view is not None:
+                    done[job_id] = view
+            return done
+
+        out: dict[int, PartitionView | ColocateError] = dict(self._tx(run)) if items else {}
+        out.update(refused)
+        for job_id, found in problems.items():
+            if found:
+                reason = "; ".join(found)
+                self.abort_write(job_id, reason)
+                out[job_id] = ColocateError(f"write job {job_id} not committed, the previous version stays visible: "
+                                            f"{reason}")
+        return out
+
+    def _commit_in(self, s: Session, job_id: int, report: WriteReport, problems: list[str]) -> PartitionView | None:
+        """Check one report (problems go to ``problems``, nothing changes) and, when it holds, make its
+        version visible in the session's transaction."""
+        job, p, pv, t = self._write_job(s, job_id)
+        label = f"{self._table_view(s, t).qualified_name}/{p.value}"
+        if report.version != pv.version or report.partition_value != p.value:
+            problems.append(f"the report is for {report.partition_value} v{report.version}, the job wrote {p.value} v{pv.version}")
+        granted = job.plan.get("targets", {})
+        by_bucket: dict[int, list] = {}
+        for r in report.replicas:
+            by_bucket.setdefault(r.bucket_seq, []).append(r)
+        for seq in range(p.bucket_num):
+            want = sorted(granted.get(str(seq), []))
+            got = by_bucket.get(seq, [])
+            if sorted(r.backend_id for r in got) != want:
+                problems.append(f"bucket {seq} has replicas on backends {sorted(r.backend_id for r in got)}, expected {want}")
+                continue
+            if len({r.checksum for r in got}) > 1 or len({r.rows for r in got}) > 1:
+                problems.append(f"bucket {seq} replicas differ: " + ", ".join(f"backend {r.backend_id}: {r.rows} rows, {r.checksum[:12]}" for r in got))
+        if pv.mode == "append" and p.visible_version != pv.base_version:
+            problems.append(f"partition moved from v{pv.base_version} to v{p.visible_version} while this append ran; re-run it")
+        for r in report.replicas:
+            files = _recorded_files(r)
+            if files is not None and sum(size for _, size in files) != r.bytes:
+                problems.append(f"bucket {r.bucket_seq} on backend {r.backend_id}: its files add up to "
+                                f"{sum(size for _, size in files)} bytes, the report says {r.bytes}")
+        if problems:
+            return None  # nothing changed: the caller aborts it in a transaction of its own
+        now = self.now()
+        rows = sum(got[0].rows for got in by_bucket.values())
+        old = p.visible_version
+        with tracking(s, partitions=[p.id]):  # the summaries swap the old version's buckets for the new
+            # One statement for every replica (row by row, the inserts were most of a commit's time).
+            s.execute(insert(m.Replica), [
+                dict(table_id=t.id, partition_id=p.id, version=pv.version, bucket_seq=r.bucket_seq, backend_id=r.backend_id,
+                     state="verified", path=r.path, rows=r.rows, bytes=r.bytes, checksum=r.checksum, created_at=now,
+                     files=_recorded_files(r))
+                for r in report.replicas])
+            if old:
+                prev = s.get(m.PartitionVersion, (p.id, old))
+                prev.state, prev.finished_at = "superseded", now
+            pv.state, pv.rows, pv.bytes, pv.finished_at = "committed", rows, sum(r.bytes for r in report.replicas), now
+            p.visible_version = pv.version
+        job.state, job.updated_at = "committed", now
+        job.progress = {"rows": rows, "replicas": len(report.replicas)}
+        if t.group_id is not None and job.plan.get("missing"):
+            g = s.get(m.ColocateGroup, t.group_id)
+            g.stable = False
+            g.unstable_reason = f"{label} v{pv.version} is missing replicas: " + "; ".join(job.plan["missing"][:5])
+            g.version += 1
+        self._event(s, "write.commit", label, job_id=job_id, version=pv.version, previous=old, rows=rows,
+                    mode=pv.mode)
+        return _partition_view(p)
 
     def abort_write(self, job_id: int, reason: str) -> None:
         def run(s: Session) -> None:

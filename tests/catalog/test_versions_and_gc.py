@@ -129,3 +129,32 @@ def test_gc_cli_dry_run_and_run(clocked, capsys):
     assert all(Path(r.path.removeprefix("file://")).exists() for r in r1.replicas)
     assert main(["--catalog", cat.url, "gc", "--grace-minutes", "0"]) == 0
     assert not any(Path(r.path.removeprefix("file://")).exists() for r in r1.replicas)
+
+
+def test_commit_writes_commits_many_in_one_transaction_and_refuses_each_bad_one_alone(clocked):
+    """A bulk import's batch: good reports become visible together, a report that disagrees is
+    aborted on its own (its partition keeps its version), an unknown or finished job is refused."""
+    from airflow_colocate.core.errors import Conflict, NotFound
+
+    cat, _ = clocked
+    tickets = {}
+    for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
+        ticket = cat.begin_write("orders", day)
+        plan, report = fake_job(ticket, day.encode())
+        cat.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+                              ticket.missing, {"staging_uri": plan.staging_uri})
+        tickets[day] = (ticket, report)
+    bad_ticket, bad_report = tickets["2026-11-02"]
+    bad_report.replicas[0].checksum = "0" * 64
+    good = [tickets[d] for d in ("2026-11-01", "2026-11-03")]
+    items = [(t.job_id, r) for t, r in (*good, (bad_ticket, bad_report))] + [(999_999, good[0][1])]
+    out = cat.commit_writes(items)
+    assert [out[t.job_id].visible_version for t, _ in good] == [1, 1]
+    assert isinstance(out[bad_ticket.job_id], ColocateError) and "replicas differ" in str(out[bad_ticket.job_id])
+    assert isinstance(out[999_999], NotFound)
+    visible = {p.value: p.visible_version for p in cat.partitions("orders")}
+    assert visible == {"2026-11-01": 1, "2026-11-02": 0, "2026-11-03": 1}
+    assert [j["state"] for j in cat.list_jobs(kinds=["write"], limit=10) if j["id"] == bad_ticket.job_id] == ["failed"]
+    again = cat.commit_writes([(good[0][0].job_id, good[0][1])])  # committed already: refused, nothing changes
+    assert isinstance(again[good[0][0].job_id], Conflict)
+    assert {p.value: p.visible_version for p in cat.partitions("orders")} == visible
