@@ -2,6 +2,10 @@
 SHELL := /bin/bash
 PYTHON := .venv/bin/python
 PYTEST_ARGS ?=
+# The suite runs on two worker processes (pytest-xdist), whole test files each: half its time is
+# waiting (JVM and spark-submit start-up, Airflow runs), so two share two cores well. Files go out
+# in the order tests/conftest.py gives (longest first), not xdist's most-tests-first.
+TEST_WORKERS ?= 2
 
 .PHONY: setup demo test bench clean
 
@@ -13,7 +17,7 @@ demo: setup
 
 test:
 	bash scripts/setup.sh --with-postgres
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup
 	@set -e; shopt -s nullglob; benches=(bench/bench_*.py); \
