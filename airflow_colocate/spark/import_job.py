@@ -117,9 +117,10 @@ def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
     buckets_uri = fs.join(plan.staging_uri, "buckets")
     watcher.start()
     try:
-        # One file per bucket holding every partition's rows of that bucket, sorted by partition:
-        # Spark's per-file cost paid n times, not n x partitions times.
-        bucketed = out.repartition(first.bucket_num, *dist).sortWithinPartitions(pcol)
+        # One file per bucket holding every partition's rows of that bucket, sorted by partition
+        # (Spark's per-file cost paid n times, not n x partitions times) and then by the bucket key,
+        # as a write sorts it (write_job.stage).
+        bucketed = out.repartition(first.bucket_num, *dist).sortWithinPartitions(pcol, *dist)
         write_job.check_bucket_partitioning(bucketed, dist, first.bucket_num)
         (bucketed.write.mode("overwrite").option("compression", "snappy").option("maxRecordsPerFile", 0)
          .parquet(buckets_uri))

@@ -11,8 +11,9 @@ Launch (through :mod:`airflow_colocate.spark.entry`, which writes the report or 
 2. check its schema against the table's (safe widening only, :func:`~airflow_colocate.core.sqltypes.widening_ok`)
    and the partition column's values — :func:`conform`;
 3. bucket it with Spark's own hash partitioning, ``repartition(n, *dist_cols)`` — i.e.
-   ``pmod(murmur3(cols, 42), n)``, the bucket id of Spark's bucketed writes — and write the
-   non-partition columns as snappy parquet to the staging directory, one file per non-empty bucket,
+   ``pmod(murmur3(cols, 42), n)``, the bucket id of Spark's bucketed writes — sort each bucket by
+   those columns, and write the non-partition columns as snappy parquet to the staging directory,
+   one file per non-empty bucket,
    where the writing task's index is the bucket seq (checked, not trusted) — :func:`stage`;
 4. place the files with a Spark job over the buckets, running :mod:`airflow_colocate.storage.place`
    on the executors (renames, checksum-verified replica copies, an append's base files) — :func:`place`;
@@ -326,7 +327,10 @@ def stage(spark, plan: WritePlan, out) -> dict[int, list[str]]:
     saved = spark.conf.get(_AUTO_BUCKETED_SCAN, None)
     spark.conf.set(_AUTO_BUCKETED_SCAN, "false")
     try:
-        bucketed = out.repartition(plan.bucket_num, *dist)
+        # Sorted by the bucket key inside each file, as Doris keeps a tablet sorted by its key: a
+        # sort-merge join then sorts runs already in order (Spark's TimSort: ~linear), and a hash
+        # join probes in key order. Paid once here instead of in every join.
+        bucketed = out.repartition(plan.bucket_num, *dist).sortWithinPartitions(*dist)
         check_bucket_partitioning(bucketed, dist, plan.bucket_num)
         (
             bucketed.write.mode("overwrite")
