@@ -179,7 +179,11 @@ def test_killed_import_keeps_committed_partitions_and_rerun_finishes(colocate_en
     exactly the rest."""
     catalog = colocate_env
     make_table(catalog)
-    days = [f"2026-07-{d:02d}" for d in range(1, 25)]  # 24 small partitions
+    # 72 small partitions: the import commits them in batches of a tenth (or a second's worth),
+    # so there are enough batches left when the test sees the first one and freezes the job
+    from datetime import date, timedelta
+
+    days = [(date(2026, 7, 1) + timedelta(days=i)).isoformat() for i in range(72)]
     root = dataset(tmp_path / "landing", days, rows=20)
     env = dict(os.environ, SPARK_MASTER="local[1]", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "colocate"), "import", "orders", str(root)],
@@ -187,7 +191,7 @@ def test_killed_import_keeps_committed_partitions_and_rerun_finishes(colocate_en
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            done = [d for d in days[:4] if _visible(catalog, d)]
+            done = [d for d in days[:8] if _visible(catalog, d)]
             if done:
                 break
             time.sleep(0.05)
