@@ -85,8 +85,10 @@ class Browser:
         while time.monotonic() < deadline:
             try:
                 last = self.evaluate(expression)
-            except RuntimeError as exc:  # the page is navigating
-                last = str(exc)
+            except RuntimeError as exc:  # the page is navigating (no document.body yet): not an answer
+                last = f"error: {exc}"
+                time.sleep(0.25)
+                continue
             if last:
                 return last
             time.sleep(0.25)
