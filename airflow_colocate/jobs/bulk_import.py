@@ -304,8 +304,9 @@ def run_import(catalog: Catalog, job, runner, *, echo=print) -> dict:
 
 def import_in_session(spark, catalog: Catalog, table: str, source: str, *, fmt: str = "parquet",
                       partitions: list[str] | None = None, work_dir: str | Path | None = None, echo=print) -> dict:
-    """Import in a Spark session you have (the CLI, notebooks, tests): each partition is committed
-    as soon as the job has placed it, so a killed import keeps what it finished."""
+    """Import in a Spark session you have (the CLI, notebooks, tests): placed partitions are
+    committed in batches while the job runs (:class:`BatchedCommits`), so a killed import keeps
+    what it committed and its re-run imports the rest."""
     from airflow_colocate.spark.import_job import run_import as run_import_job
 
     job = prepare_import(catalog, table, source, fmt=fmt, partitions=partitions, work_dir=work_dir, echo=echo)

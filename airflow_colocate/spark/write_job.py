@@ -328,8 +328,8 @@ def stage(spark, plan: WritePlan, out) -> dict[int, list[str]]:
     spark.conf.set(_AUTO_BUCKETED_SCAN, "false")
     try:
         # Sorted by the bucket key inside each file, as Doris keeps a tablet sorted by its key: a
-        # sort-merge join then sorts runs already in order (Spark's TimSort: ~linear), and a hash
-        # join probes in key order. Paid once here instead of in every join.
+        # sort-merge join then sorts runs already in order (Spark's TimSort: ~linear). Paid once
+        # here instead of in every join.
         bucketed = out.repartition(plan.bucket_num, *dist).sortWithinPartitions(*dist)
         check_bucket_partitioning(bucketed, dist, plan.bucket_num)
         (
