@@ -196,3 +196,33 @@ def choose_bucket_join(tables: Sequence[ReadTable], budget: int, budget_from: st
         reason = f"the plan carries no bucket sizes for {', '.join(unknown)}"
     return BucketJoin(method=HASH if build else SORT_MERGE, budget=budget, budget_from=budget_from,
                       largest_bucket=largest, build_tables=build, reason=reason)
+
+
+# Spark packs equality keys into one long, and then builds its fast long-keyed hash map, when every
+# key is an integral type and their sizes add up to at most 8 bytes (HashJoin.rewriteKeyExpr).
+_INTEGRAL_BYTES = {"tinyint": 1, "byte": 1, "smallint": 2, "short": 2, "int": 4, "integer": 4, "bigint": 8, "long": 8}
+
+
+def packs_into_long(key_types: Sequence[str | None]) -> bool:
+    """The join keys (their SQL types; None for an expression) fit one long for Spark's hash map."""
+    sizes = [_INTEGRAL_BYTES.get((t or "").strip().lower()) for t in key_types]
+    return bool(sizes) and None not in sizes and sum(sizes) <= 8  # type: ignore[operator]
+
+
+def hash_pays_off(join_keys: Sequence[Sequence[str | None]], streams: bool) -> str | None:
+    """Why a hash join that fits the budget would still be slower than the sort-merge join (None:
+    it pays off), from the shape of the query.
+
+    Measured on the seeds' tables (bench/bench_seeds_variants.py; README "Hash or sort-merge"):
+    joined on ``(dt, id)``, a date and a bigint, Spark hashes with its generic map of binary rows,
+    and the sort-merge join took 0.6x the hash join's task CPU for a query that reads every row
+    (an aggregation, a write), on key-sorted bucket files and on unsorted ones alike. The hash join
+    wins when the keys pack into one long (Spark's long-keyed map), and when the query stops early
+    (``LIMIT`` without an ORDER BY or aggregation above the join): it streams the probe side while
+    the sort-merge join first sorts every bucket whole."""
+    if streams or all(packs_into_long(keys) for keys in join_keys):
+        return None
+    wide = next(keys for keys in join_keys if not packs_into_long(keys))
+    shown = ", ".join(t or "an expression" for t in wide)
+    return (f"the join keys ({shown}) do not pack into one long and the query reads every row, where Spark's "
+            "sort-merge join is faster than its hash join")

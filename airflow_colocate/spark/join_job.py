@@ -20,6 +20,7 @@ from airflow_colocate.planner.contract import (
     JoinExplain,
     JoinPlan,
     JoinReport,
+    ReadTable,
 )
 from airflow_colocate.planner.explain import explain_text as render_explain
 from airflow_colocate.planner.explain import key_names
@@ -28,12 +29,13 @@ from airflow_colocate.planner.join import (
     SORT_MERGE,
     choose_bucket_join,
     default_hash_budget,
+    hash_pays_off,
     parse_size,
     predict_join,
 )
 from airflow_colocate.spark import locality
 from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
-from airflow_colocate.spark.register import UnreadableBuckets, register_tables
+from airflow_colocate.spark.register import UnreadableBuckets, hint_views, name_the_replica, register_tables
 from airflow_colocate.storage import fs
 
 # Next to the report: the replicas a failed job found bad, for the control plane to record (a
@@ -156,51 +158,11 @@ def _rows(df) -> list[dict]:
     return [json.loads(json.dumps(r.asDict(), default=str)) for r in df.collect()]
 
 
-def run_join(spark, plan: JoinPlan) -> JoinReport:
-    """Run the join of ``plan`` into its output and return its report (the entry writes it)."""
-    started = time.time()
-    names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
-    log(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
-    fs.delete_file(bad_replicas_uri(plan))
-    choice = None
-    if any(t.bucketed for t in plan.tables):
-        budget, budget_from = hash_budget(spark, plan)
-        choice = choose_bucket_join(plan.tables, budget, budget_from)
-        plan = replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables])
-        log(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
-    local_off = locality.enable(spark, plan.backend_hosts)  # read each replica where it lies, if possible
-    try:
-        registered = register_tables(spark, plan.tables)
-    except UnreadableBuckets as exc:
-        fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
-        raise
-    for b in registered.bad:
-        log(f"replica {b.path} ({b.table}/{b.partition} bucket {b.bucket_seq}) is not read: {b.reason}")
-    log(f"checked {registered.checked} replica directories")
-    registered_at = time.time()
-    if any(t.bucketed for t in plan.tables):
-        # A colocated join reads each bucket where it lies; a broadcast would ship a whole table to
-        # every executor instead, so Doris-style we prefer the colocated sort-merge join.
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    try:
-        df = spark.sql(plan.query)
-        explains = [explain_join(j, plan) for j in joins_of(df)]
-    except Exception as exc:
-        raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
-    text = explain_text(explains, choice)
-    for line in text.splitlines():
-        log(line)
-    planned_at = time.time()
-    if plan.require_colocate:
-        bad = [e for e in explains if not e.colocate and should_be_colocated(e, plan)]
-        if bad:
-            raise ColocateError(
-                "require_colocate is set but the plan shuffles a colocated side, nothing was written: "
-                + "; ".join(f"{'+'.join(e.left_tables)} ⋈ {'+'.join(e.right_tables)}: {e.reason}" for e in bad))
-    # The query runs once: into its output, then the preview is read back from what was written.
+def _execute(spark, plan: JoinPlan, df, registered) -> tuple[int, list[dict], object]:
+    """Run the query once, into its output (a path, a catalog table, or nothing: count only), and
+    read a preview back from what was written."""
     write_report = None
     preview: list[dict] = []
-    group = locality.track(spark, plan.job_id, locality.bucket_hosts(registered.tables, plan.backend_hosts))
     if plan.output is not None:
         from airflow_colocate.spark.write_job import run_write
 
@@ -222,6 +184,101 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
         preview = _rows(result.limit(plan.preview_rows))
     else:
         rows = df.count()  # explain-only run: no output, no preview
+    return rows, preview, write_report
+
+
+def key_types(joins: list[JoinNode], plan: JoinPlan) -> list[list[str | None]]:
+    """The SQL types of each join's equality keys between bucketed tables (None: an expression)."""
+    types = {t.name.lower(): {c.lower(): ty for c, ty in t.columns} for t in plan.tables if t.bucketed}
+    out = []
+    for j in joins:
+        if not (set(j.left.tables) & types.keys() and set(j.right.tables) & types.keys()):
+            continue
+        out.append([types.get(left[0], {}).get(left[1].lower()) if left else None for left, _ in j.keys])
+    return out
+
+
+_PASS_THROUGH = {"Project", "Filter", "LocalLimit", "GlobalLimit", "Limit", "SubqueryAlias", "View"}
+
+
+def streams(df) -> bool:
+    """The query stops early: a LIMIT above its joins with nothing between that reads every row
+    (an ORDER BY, an aggregation, a window, a DISTINCT)."""
+    node = df._jdf.queryExecution().optimizedPlan()
+    limited = False
+    while True:
+        name = node.getClass().getSimpleName()
+        if name.endswith("Join"):
+            return limited
+        if name not in _PASS_THROUGH or node.children().size() != 1:
+            return False
+        limited = limited or "Limit" in name
+        node = node.children().apply(0)
+
+
+def _hash_or_not(spark, plan: JoinPlan, tables: list[ReadTable], choice: BucketJoin, df):
+    """The build side fits: hash join, unless the query's shape makes Spark's sort-merge join the
+    faster one (planner.join.hash_pays_off). Planned once without hints; for a hash join the views
+    are re-created with them and the query planned again."""
+    why_not = hash_pays_off(key_types(joins_of(df), plan), streams(df))
+    if why_not:
+        return replace(choice, method=SORT_MERGE, build_tables=[], reason=f"{choice.reason} fits, but {why_not}"), df
+    tables[:] = [replace(t, hash_build=t.name in choice.build_tables) for t in tables]  # a write re-registers them
+    hint_views(spark, [t for t in tables if t.hash_build])
+    return choice, spark.sql(plan.query)
+
+
+def run_join(spark, plan: JoinPlan) -> JoinReport:
+    """Run the join of ``plan`` into its output and return its report (the entry writes it)."""
+    started = time.time()
+    names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
+    log(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
+    fs.delete_file(bad_replicas_uri(plan))
+    choice = None
+    if any(t.bucketed for t in plan.tables):
+        budget, budget_from = hash_budget(spark, plan)
+        choice = choose_bucket_join(plan.tables, budget, budget_from)
+    local_off = locality.enable(spark, plan.backend_hosts)  # read each replica where it lies, if possible
+    try:
+        registered = register_tables(spark, plan.tables)
+    except UnreadableBuckets as exc:
+        fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
+        raise
+    for b in registered.bad:
+        log(f"replica {b.path} ({b.table}/{b.partition} bucket {b.bucket_seq}) is not read: {b.reason}")
+    log(f"checked {registered.checked} replica directories")
+    registered_at = time.time()
+    if any(t.bucketed for t in plan.tables):
+        # A colocated join reads each bucket where it lies; a broadcast would ship a whole table to
+        # every executor instead, so Doris-style we prefer the colocated sort-merge join.
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        df = spark.sql(plan.query)
+        if choice is not None and choice.method == HASH:
+            choice, df = _hash_or_not(spark, plan, registered.tables, choice, df)
+        if choice is not None:
+            log(f"bucket join: {choice.method} ({choice.reason}; budget from {choice.budget_from})")
+        explains = [explain_join(j, plan) for j in joins_of(df)]
+    except Exception as exc:
+        raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
+    text = explain_text(explains, choice)
+    for line in text.splitlines():
+        log(line)
+    planned_at = time.time()
+    if plan.require_colocate:
+        bad = [e for e in explains if not e.colocate and should_be_colocated(e, plan)]
+        if bad:
+            raise ColocateError(
+                "require_colocate is set but the plan shuffles a colocated side, nothing was written: "
+                + "; ".join(f"{'+'.join(e.left_tables)} ⋈ {'+'.join(e.right_tables)}: {e.reason}" for e in bad))
+    group = locality.track(spark, plan.job_id, locality.bucket_hosts(registered.tables, plan.backend_hosts))
+    try:
+        rows, preview, write_report = _execute(spark, plan, df, registered)
+    except Exception as exc:
+        named = name_the_replica(str(exc), registered.tables)
+        if named is None:
+            raise
+        raise ColocateError(named) from exc
     locality.untrack(spark)
     where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts), note=local_off or "")
     log(locality.line(where))

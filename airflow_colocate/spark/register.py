@@ -26,6 +26,7 @@ with one line naming the table, partition, bucket and what is wrong with each re
 
 from __future__ import annotations
 
+import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -92,24 +93,49 @@ def bucket_guard(table: ReadTable, part_col: str | None) -> str:
 
     Spark's bucketed scan trusts the file names, so a file holding another bucket's rows joins
     silently wrong; this is the row-level proof. It must stay deterministic, or Spark stops pushing
-    filters through the view and scans every partition: the file is named with the ``_metadata``
-    column (an attribute, unlike the nondeterministic ``input_file_name()``), and with the
-    partition and bucket when a table column is itself called ``_metadata``. The fallback
-    (``bucketed=False``) is guarded too: another bucket's file loses and duplicates rows there as well."""
+    filters through the view and scans every partition (so no ``input_file_name()``). The message
+    names the table, partition and bucket, not the file: reading the ``_metadata`` column for it
+    built a struct for every row, 10-20 % of a colocated query's time (bench_seeds_variants.py);
+    the join job adds the replica directory it registered for that bucket
+    (:func:`name_the_replica`). The fallback (``bucketed=False``) is guarded too: another bucket's
+    file loses and duplicates rows there as well."""
     keys = ", ".join(quote_ident(c) for c in table.dist_cols)
     seq = f"pmod(hash({keys}), {table.bucket_num})"
     bucket = quote_ident(BUCKET_COLUMN)
-    shadowed = any(n.lower() == "_metadata" for n, _ in table.columns)
-    where = [quote_str(f"colocate: table {table.table or table.name}")]
+    where = [quote_str(f"{GUARD_PREFIX}{table.table or table.name}")]
     if part_col is not None:
         where += [quote_str(" partition "), f"cast({quote_ident(part_col)} AS STRING)"]
     where += [quote_str(" bucket "), f"cast({bucket} AS STRING)"]
-    if not shadowed:
-        where += [quote_str(": file "), "_metadata.file_path"]
     message = ", ".join([*where, quote_str(" holds a row of bucket "), f"cast({seq} AS STRING)", quote_str(
         " (a corrupt replica): the query stops instead of returning wrong rows; run 'colocate verify' to mark it "
         "bad and 'colocate balance' to repair it")])
     return f"CASE WHEN {seq} = {bucket} THEN true ELSE raise_error(concat({message})) END"
+
+
+GUARD_PREFIX = "colocate: table "
+_GUARD_MESSAGE = re.compile(r"colocate: table (?P<table>\S+)(?: partition (?P<partition>.*?))? bucket (?P<bucket>\d+) "
+                            r"holds a row of bucket \d+")
+
+
+def name_the_replica(message: str, tables: list[ReadTable]) -> str | None:
+    """The guard's message with the replica directory registered for the bucket it names inserted
+    (``… bucket 3 (replica file:///…/b00003) holds a row of bucket 5 …``), from the job's own
+    registration; None when ``message`` holds no guard message."""
+    m = _GUARD_MESSAGE.search(message)
+    if m is None:
+        return None
+    text = message[m.start():].splitlines()[0]
+    text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text).rstrip(". ")
+    bucket = int(m["bucket"])
+    for table in tables:
+        if (table.table or table.name) != m["table"]:
+            continue
+        for part in table.partitions:
+            if (m["partition"] is None or part.value == m["partition"]) and bucket < len(part.bucket_paths):
+                if part.bucket_paths[bucket]:
+                    at = m.end("bucket")
+                    return f"{text[:at - m.start()]} (replica {part.bucket_paths[bucket]}){text[at - m.start():]}"
+    return text
 
 
 def create_statements(table: ReadTable, location: str) -> list[str]:
@@ -154,6 +180,13 @@ def create_statements(table: ReadTable, location: str) -> list[str]:
         view += f" WHERE {bucket_guard(table, part_defs[0][0] if part_defs else None)}"
     out.append(view)
     return out
+
+
+def hint_views(spark, tables: list[ReadTable]) -> None:
+    """Re-create the views of ``tables`` (registered already) with their ``hash_build`` hints: the
+    join job decides on a hash join after planning the query once without them."""
+    for table in tables:
+        spark.sql(create_statements(table, "")[-1])
 
 
 DEFAULT_CHECK_THREADS = 32

@@ -6,13 +6,14 @@ what makes a join colocated: no Exchange under the join, partition pruning on th
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
 from airflow_colocate.jobs.join import prepare_join
 from airflow_colocate.planner.contract import ReadPartition, ReadTable
 from airflow_colocate.spark.join_job import run_join
-from airflow_colocate.spark.register import create_statements
+from airflow_colocate.spark.register import create_statements, name_the_replica
 
 pytestmark = pytest.mark.spark
 
@@ -28,7 +29,7 @@ def test_guard_statements():
     assert view.startswith("CREATE OR REPLACE TEMP VIEW `orders` AS SELECT `o_key`, `dt`, `v` FROM `__cl_orders` WHERE "
                            "CASE WHEN pmod(hash(`o_key`), 3) = `__bucket` THEN true ELSE raise_error(concat(")
     assert "'colocate: table sales.orders', ' partition ', cast(`dt` AS STRING)" in view
-    assert "_metadata.file_path" in view and "input_file_name" not in view  # deterministic: pushdown stays
+    assert "_metadata" not in view and "input_file_name" not in view  # per-row cost; nondeterministic: no pushdown
     table.bucketed = False  # the fallback reads guarded too: a wrong file is wrong rows there as well
     assert create_statements(table, "file:///tmp/e")[-1] == view
     table.bucket_guard = False
@@ -37,7 +38,7 @@ def test_guard_statements():
     odd = ReadTable(name="t", columns=[["k", "int"], ["_metadata", "string"]], dist_cols=["k"], partition_cols=[],
                     bucket_num=2, partitions=[ReadPartition("", ["file:///a/b0", "file:///a/b1"])])
     view = create_statements(odd, "file:///tmp/e")[-1]
-    assert "pmod(hash(`k`), 2) = `__bucket`" in view and "_metadata.file_path" not in view  # the column wins
+    assert "pmod(hash(`k`), 2) = `__bucket`" in view and "_metadata.file_path" not in view
 
 
 def scans(physical_plan: str) -> list[str]:
@@ -68,3 +69,23 @@ def test_guarded_join_keeps_no_exchange_and_pruning(spark, tpch_catalog, plain, 
     ref = spark.sql(q.format(o="ref_orders", l="ref_lineitem", n="ref_notes"))
     assert mine.count() == ref.count() == report.rows
     assert mine.exceptAll(ref).count() == 0 and ref.exceptAll(mine).count() == 0
+
+
+def test_the_guards_message_names_the_replica_the_job_registered():
+    """The view's message names table, partition and bucket (no per-row file column); the join job
+    inserts the directory it registered for that bucket, so the one line says which replica."""
+    table = ReadTable(name="orders", columns=[["o_key", "bigint"], ["dt", "date"]], dist_cols=["o_key"],
+                      partition_cols=["dt"], bucket_num=3, table="sales.orders",
+                      partitions=[ReadPartition("2026-10-31", ["file:///a/b0", "", "file:///a/b2"]),
+                                  ReadPartition(DAY, ["file:///c/b0", "", "file:///c/b2"])])
+    raised = (f"org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] colocate: table sales.orders partition "
+              f"{DAY} bucket 2 holds a row of bucket 1 (a corrupt replica): the query stops instead of returning wrong "
+              "rows; run 'colocate verify' to mark it bad and 'colocate balance' to repair it SQLSTATE: P0001\n\tat x")
+    named = name_the_replica(raised, [table])
+    assert named.startswith(f"colocate: table sales.orders partition {DAY} bucket 2 (replica file:///c/b2) holds a row "
+                            "of bucket 1 (a corrupt replica)"), named
+    assert named.endswith("'colocate balance' to repair it") and "SQLSTATE" not in named
+    unpartitioned = replace(table, partition_cols=[], partitions=[ReadPartition("", ["file:///u/b0", "file:///u/b1", ""])])
+    assert "bucket 1 (replica file:///u/b1) holds" in name_the_replica(
+        "colocate: table sales.orders bucket 1 holds a row of bucket 0 (a corrupt replica)", [unpartitioned])
+    assert name_the_replica("[FAILED_READ_FILE] could not verify page integrity", [table]) is None

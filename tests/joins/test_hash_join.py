@@ -13,7 +13,14 @@ from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.planner.contract import ReadPartition, ReadReplica, ReadTable, Source
-from airflow_colocate.planner.join import build_estimate, choose_bucket_join, default_hash_budget, parse_size
+from airflow_colocate.planner.join import (
+    build_estimate,
+    choose_bucket_join,
+    default_hash_budget,
+    hash_pays_off,
+    packs_into_long,
+    parse_size,
+)
 from colocate_testing import add_local_backends
 
 pytestmark = pytest.mark.spark
@@ -44,9 +51,11 @@ def lake(spark, tmp_path_factory):
     cat.dispose()
 
 
-def query(kind: str, a: str = "ha", b: str = "hb") -> str:
+def query(kind: str, a: str = "ha", b: str = "hb", on: str = "x.k = y.k") -> str:
+    """Joined on the bigint key alone (one day is registered): keys Spark packs into one long, so a
+    build side that fits is hashed. ``on="x.dt = y.dt AND x.k = y.k"``: a date and a bigint."""
     cols = "x.dt, x.k, x.v" + ("" if kind in ("semi", "anti") else ", y.k AS yk, y.w")
-    return f"SELECT {cols} FROM {a} x {KINDS[kind]} {b} y ON x.dt = y.dt AND x.k = y.k AND y.w % 3 <> 1"
+    return f"SELECT {cols} FROM {a} x {KINDS[kind]} {b} y ON {on} AND y.w % 3 <> 1"
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -88,6 +97,38 @@ def test_budget_between_the_tables_hints_only_the_smaller(spark, lake):
         assert j["method"] == method and j["colocate"], j
         assert j["build"] == (["ha"] if method == "hash" else [])
         assert result["rows"] == spark.sql(query(kind, "ref_ha", "ref_hb")).count()
+
+
+def test_keys_that_do_not_pack_hash_only_a_query_that_stops_early(spark, lake):
+    """(dt, k) is a date and a bigint: Spark would hash them with its generic map, slower than the
+    sort-merge join for a query that reads every row, so the build side fitting is not enough; a
+    LIMIT above the join streams, and there the hash join wins (planner.join.hash_pays_off)."""
+    wide = query("inner", on="x.dt = y.dt AND x.k = y.k")
+    expected = spark.sql(query("inner", "ref_ha", "ref_hb", on="x.dt = y.dt AND x.k = y.k")).count()
+    result = join_in_session(spark, lake, wide, TABLES, hash_budget="1g")
+    (j,) = result["joins"]
+    assert result["rows"] == expected and j["colocate"] and j["method"] == "sort-merge", j
+    assert result["bucket_join"]["method"] == "sort-merge" and result["bucket_join"]["build_tables"] == []
+    assert ("bucket join: sort-merge (largest build bucket " in result["explain"]
+            and " of 1024 MiB budget fits, but the join keys (date, bigint) do not pack into one long and the query "
+                "reads every row" in result["explain"]), result["explain"]
+    for limited in (f"{wide} LIMIT 50", f"SELECT * FROM ({wide}) LIMIT 50"):
+        result = join_in_session(spark, lake, limited, TABLES, hash_budget="1g")
+        (j,) = result["joins"]
+        assert result["rows"] == 50 and j["method"] == "hash" and result["bucket_join"]["build_tables"] == ["ha", "hb"]
+    for full in (f"{wide} ORDER BY x.k LIMIT 50", f"SELECT count(*) FROM ({wide}) LIMIT 50"):
+        (j,) = join_in_session(spark, lake, full, TABLES, hash_budget="1g")["joins"]
+        assert j["method"] == "sort-merge", (full, j)
+
+
+def test_which_keys_pack_into_one_long():
+    assert packs_into_long(["bigint"]) and packs_into_long(["int", "int"]) and packs_into_long(["smallint", "int", "tinyint"])
+    assert not packs_into_long(["date", "bigint"]) and not packs_into_long(["bigint", "int"])
+    assert not packs_into_long(["string"]) and not packs_into_long([None]) and not packs_into_long([])
+    assert hash_pays_off([["bigint"], ["int", "int"]], streams=False) is None
+    assert hash_pays_off([["date", "bigint"]], streams=True) is None
+    assert "(date, bigint) do not pack" in hash_pays_off([["bigint"], ["date", "bigint"]], streams=False)
+    assert "(an expression) do not pack" in hash_pays_off([[None]], streams=False)
 
 
 def test_budget_formula_and_sizes():
