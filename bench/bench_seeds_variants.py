@@ -1,12 +1,15 @@
-"""The seeds' SQL1, colocated, with the bucket join and the read checks varied, interleaved round by
-round on the same data (the lake bench_seeds.py generated): where a colocated query's time goes.
+"""The seeds' SQL1 and SQL2, colocated, with the bucket join and the read checks varied, interleaved
+round by round on the same data (the lake bench_seeds.py generated): where a colocated query's time
+goes, and the measurement behind planner.join.hash_pays_off.
 
     .venv/bin/python bench/bench_seeds_variants.py [--volume 10] [--rounds 4]
 
-Variants: ``hash`` (the default choice when the build side fits), ``smj`` (hash budget 0:
-sort-merge), ``smj-noguard`` (sort-merge without the row guard), ``smj-nocrc`` (sort-merge without
-parquet page checksums). Prints the median wall and task CPU seconds of rounds 2..n (round 1 warms
-up). Run bench_seeds.py --volume N first: it generates the data.
+Variants: ``auto`` (the join job's own choice: sort-merge for SQL1, whose (dt, id) keys do not pack
+into one long; hash for SQL2, which stops at its LIMIT), ``hash`` (a hash join forced wherever the
+build side fits), ``smj`` (hash budget 0: sort-merge), ``smj-noguard`` (sort-merge without the row
+guard), ``smj-nocrc`` (sort-merge without parquet page checksums). Prints the median wall and task
+CPU seconds of rounds 2..n (round 1 warms up). Run bench_seeds.py --volume N first: it generates
+the data.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from bench_join import task_cpu  # noqa: E402
 from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.jobs.join import prepare_join  # noqa: E402
 from airflow_colocate.spark import register  # noqa: E402
+from airflow_colocate.planner.join import hash_pays_off  # noqa: E402
+from airflow_colocate.spark import join_job  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
 
-VARIANTS = {"hash": {}, "smj": {"budget": 0}, "smj-noguard": {"budget": 0, "guard": False},
-            "smj-nocrc": {"budget": 0, "checksum": False}}
+VARIANTS = {"auto": {}, "hash": {"force_hash": True}, "smj": {"budget": 0},
+            "smj-noguard": {"budget": 0, "guard": False}, "smj-nocrc": {"budget": 0, "checksum": False}}
 
 
 def main() -> None:
@@ -46,38 +51,43 @@ def main() -> None:
     if not (root / "_done").exists():
         sys.exit(f"no data under {root}: run bench/bench_seeds.py --volume {a.volume} first")
     spark = get_spark("bench-seeds-variants", "local[2]",
-                      {"spark.ui.enabled": "true", "spark.sql.shuffle.partitions": str(a.buckets)})
+                      {"spark.ui.enabled": "true", "spark.ui.showConsoleProgress": "false",
+                       "spark.sql.shuffle.partitions": str(a.buckets)})
     spark.sparkContext.setLogLevel("ERROR")
     cat = Catalog(f"sqlite:///{root / 'catalog.db'}", actor="bench")
     work = Path(tempfile.mkdtemp(prefix="bench-seeds-variants-"))
-    sql = seeds.SQL1.format(A="A", B="B", C="C")
+    queries = {"SQL1": seeds.SQL1.format(A="A", B="B", C="C"), "SQL2": seeds.SQL2.format(A="A", B="B", C="C")}
 
-    def run(budget=None, guard=True, checksum=True):
+    def run(sql, budget=None, guard=True, checksum=True, force_hash=False):
         saved = dict(register.GUARD_OPTIONS)
         if not checksum:
             register.GUARD_OPTIONS["parquet.page.verify-checksum.enabled"] = "false"
+        if force_hash:
+            join_job.hash_pays_off = lambda keys, streams: None
         try:
             plan, _ = prepare_join(cat, sql, {t: seeds.QUERY_DAYS for t in "ABC"}, work_dir=work, hash_budget=budget)
             if not guard:
                 plan = replace(plan, tables=[replace(t, bucket_guard=False) for t in plan.tables])
             return run_join(spark, plan)
         finally:
+            join_job.hash_pays_off = hash_pays_off
             register.GUARD_OPTIONS.clear()
             register.GUARD_OPTIONS.update(saved)
 
-    results: dict[str, list[tuple[float, float]]] = {k: [] for k in VARIANTS}
+    results: dict[str, list[tuple[float, float]]] = {f"{q} {k}": [] for q in queries for k in VARIANTS}
     try:
         for r in range(a.rounds):
-            for name, kw in VARIANTS.items():
-                with contextlib.redirect_stdout(io.StringIO()):  # the join job's own log lines
-                    wall, cpu = task_cpu(spark, lambda kw=kw: run(**kw))
-                if r:
-                    results[name].append((wall, cpu))
+            for q, sql in queries.items():
+                for name, kw in VARIANTS.items():
+                    with contextlib.redirect_stdout(io.StringIO()):  # the join job's own log lines
+                        wall, cpu = task_cpu(spark, lambda sql=sql, kw=kw: run(sql, **kw))
+                    if r:
+                        results[f"{q} {name}"].append((wall, cpu))
             print(f"round {r + 1} done", flush=True)
     finally:
         spark.stop()
         cat.dispose()
-    print(f"SQL1 at 1/{a.volume}, colocated, median of rounds 2..{a.rounds}: wall s / task CPU s")
+    print(f"SQL1 and SQL2 at 1/{a.volume}, colocated, median of rounds 2..{a.rounds}: wall s / task CPU s")
     for name, xs in results.items():
         print(f"{name}: wall {statistics.median(w for w, _ in xs):.2f} cpu {statistics.median(c for _, c in xs):.2f}")
 

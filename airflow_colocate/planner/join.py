@@ -204,7 +204,7 @@ _INTEGRAL_BYTES = {"tinyint": 1, "byte": 1, "smallint": 2, "short": 2, "int": 4,
 
 
 def packs_into_long(key_types: Sequence[str | None]) -> bool:
-    """The join keys (their SQL types; None for an expression) fit one long for Spark's hash map."""
+    """The join keys (their SQL types; None: unknown) fit one long for Spark's hash map."""
     sizes = [_INTEGRAL_BYTES.get((t or "").strip().lower()) for t in key_types]
     return bool(sizes) and None not in sizes and sum(sizes) <= 8  # type: ignore[operator]
 
@@ -223,6 +223,6 @@ def hash_pays_off(join_keys: Sequence[Sequence[str | None]], streams: bool) -> s
     if streams or all(packs_into_long(keys) for keys in join_keys):
         return None
     wide = next(keys for keys in join_keys if not packs_into_long(keys))
-    shown = ", ".join(t or "an expression" for t in wide)
+    shown = ", ".join(t or "unknown" for t in wide)
     return (f"the join keys ({shown}) do not pack into one long and the query reads every row, where Spark's "
             "sort-merge join is faster than its hash join")

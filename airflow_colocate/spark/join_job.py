@@ -20,7 +20,6 @@ from airflow_colocate.planner.contract import (
     JoinExplain,
     JoinPlan,
     JoinReport,
-    ReadTable,
 )
 from airflow_colocate.planner.explain import explain_text as render_explain
 from airflow_colocate.planner.explain import key_names
@@ -34,8 +33,8 @@ from airflow_colocate.planner.join import (
     predict_join,
 )
 from airflow_colocate.spark import locality
-from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text
-from airflow_colocate.spark.register import UnreadableBuckets, hint_views, name_the_replica, register_tables
+from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text, query_shape
+from airflow_colocate.spark.register import UnreadableBuckets, name_the_replica, register_tables
 from airflow_colocate.storage import fs
 
 # Next to the report: the replicas a failed job found bad, for the control plane to record (a
@@ -187,45 +186,19 @@ def _execute(spark, plan: JoinPlan, df, registered) -> tuple[int, list[dict], ob
     return rows, preview, write_report
 
 
-def key_types(joins: list[JoinNode], plan: JoinPlan) -> list[list[str | None]]:
-    """The SQL types of each join's equality keys between bucketed tables (None: an expression)."""
-    types = {t.name.lower(): {c.lower(): ty for c, ty in t.columns} for t in plan.tables if t.bucketed}
-    out = []
-    for j in joins:
-        if not (set(j.left.tables) & types.keys() and set(j.right.tables) & types.keys()):
-            continue
-        out.append([types.get(left[0], {}).get(left[1].lower()) if left else None for left, _ in j.keys])
-    return out
-
-
-_PASS_THROUGH = {"Project", "Filter", "LocalLimit", "GlobalLimit", "Limit", "SubqueryAlias", "View"}
-
-
-def streams(df) -> bool:
-    """The query stops early: a LIMIT above its joins with nothing between that reads every row
-    (an ORDER BY, an aggregation, a window, a DISTINCT)."""
-    node = df._jdf.queryExecution().optimizedPlan()
-    limited = False
-    while True:
-        name = node.getClass().getSimpleName()
-        if name.endswith("Join"):
-            return limited
-        if name not in _PASS_THROUGH or node.children().size() != 1:
-            return False
-        limited = limited or "Limit" in name
-        node = node.children().apply(0)
-
-
-def _hash_or_not(spark, plan: JoinPlan, tables: list[ReadTable], choice: BucketJoin, df):
+def hash_or_not(spark, plan: JoinPlan, choice: BucketJoin) -> BucketJoin:
     """The build side fits: hash join, unless the query's shape makes Spark's sort-merge join the
-    faster one (planner.join.hash_pays_off). Planned once without hints; for a hash join the views
-    are re-created with them and the query planned again."""
-    why_not = hash_pays_off(key_types(joins_of(df), plan), streams(df))
+    faster one (planner.join.hash_pays_off), read from the parsed query. A query Spark cannot
+    parse keeps the choice (it fails to plan with its own message right after)."""
+    columns = {t.name.lower(): {c.lower(): ty.lower() for c, ty in t.columns} for t in plan.tables if t.bucketed}
+    try:
+        streams, keys = query_shape(spark, plan.query, columns)
+    except Exception:
+        return choice
+    why_not = hash_pays_off(keys, streams)
     if why_not:
-        return replace(choice, method=SORT_MERGE, build_tables=[], reason=f"{choice.reason} fits, but {why_not}"), df
-    tables[:] = [replace(t, hash_build=t.name in choice.build_tables) for t in tables]  # a write re-registers them
-    hint_views(spark, [t for t in tables if t.hash_build])
-    return choice, spark.sql(plan.query)
+        return replace(choice, method=SORT_MERGE, build_tables=[], reason=f"{choice.reason} fits, but {why_not}")
+    return choice
 
 
 def run_join(spark, plan: JoinPlan) -> JoinReport:
@@ -238,6 +211,10 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     if any(t.bucketed for t in plan.tables):
         budget, budget_from = hash_budget(spark, plan)
         choice = choose_bucket_join(plan.tables, budget, budget_from)
+        if choice.method == HASH:
+            choice = hash_or_not(spark, plan, choice)
+        plan = replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables])
+        log(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
     local_off = locality.enable(spark, plan.backend_hosts)  # read each replica where it lies, if possible
     try:
         registered = register_tables(spark, plan.tables)
@@ -254,10 +231,6 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
         df = spark.sql(plan.query)
-        if choice is not None and choice.method == HASH:
-            choice, df = _hash_or_not(spark, plan, registered.tables, choice, df)
-        if choice is not None:
-            log(f"bucket join: {choice.method} ({choice.reason}; budget from {choice.budget_from})")
         explains = [explain_join(j, plan) for j in joins_of(df)]
     except Exception as exc:
         raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc

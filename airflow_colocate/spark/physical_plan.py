@@ -1,4 +1,4 @@
-"""Read Spark's physical plan: which joins have Exchange nodes feeding them, from which tables, and
+"""Read Spark's plans: which joins have Exchange nodes feeding them, from which tables, and
 on which columns of which tables they join.
 
 This is the proof of a colocated join: the planner decides how tables are registered and predicts,
@@ -165,3 +165,95 @@ def joins_of(df) -> list[JoinNode]:
 
 def plan_text(df) -> str:
     return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+# Nodes of a parsed query a LIMIT looks through to the join: they pass rows on as they come.
+_STREAMING = {"Project", "Filter", "LocalLimit", "GlobalLimit", "SubqueryAlias", "UnresolvedHint"}
+
+
+def _relations(node) -> set[str]:
+    """The tables a parsed plan node reads (the last part of each name, lower case)."""
+    out, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n.getClass().getSimpleName() == "UnresolvedRelation":
+            parts = _seq(n.multipartIdentifier())
+            out.add(str(parts[-1]).lower())
+        stack.extend(_seq(n.children()))
+    return out
+
+
+def _equalities(cond) -> list:
+    """The ``a = b`` conjuncts of a join condition, as (left, right) expressions."""
+    out, stack = [], [cond]
+    while stack:
+        e = stack.pop()
+        name = e.getClass().getSimpleName()
+        if name == "And":
+            stack.extend([e.right(), e.left()])
+        elif name in ("EqualTo", "EqualNullSafe"):
+            out.append((e.left(), e.right()))
+    return out
+
+
+def _column_type(expr, tables: set[str], columns: dict[str, dict[str, str]]) -> str | None:
+    """A key that names a column of the join's tables: its type, when the name has one type there."""
+    if expr.getClass().getSimpleName() != "UnresolvedAttribute":
+        return None
+    name = str(_seq(expr.nameParts())[-1]).lower()
+    types = {columns[t][name] for t in tables if name in columns.get(t, {})}
+    return types.pop() if len(types) == 1 else None
+
+
+def _aggregates(spark, project) -> bool:
+    """A parsed ``SELECT count(*) FROM …`` is a Project until the analyzer makes it an Aggregate:
+    whether its list calls an aggregate (or an unknown, or a window) function."""
+    catalog = spark._jsparkSession.sessionState().catalog()
+    stack = _seq(project.projectList())
+    while stack:
+        e = stack.pop()
+        name = e.getClass().getSimpleName()
+        if name.startswith("UnresolvedWindow") or name == "WindowExpression":
+            return True
+        if name == "UnresolvedFunction":
+            fid = spark._jvm.org.apache.spark.sql.catalyst.FunctionIdentifier(str(_seq(e.nameParts())[-1]))
+            try:
+                if str(catalog.lookupFunctionInfo(fid).getGroup()) in ("agg_funcs", "window_funcs"):
+                    return True
+            except Exception:  # not a built-in function: it may aggregate
+                return True
+        stack.extend(_seq(e.children()))
+    return False
+
+
+def query_shape(spark, query: str, columns: dict[str, dict[str, str]]) -> tuple[bool, list[list[str | None]]]:
+    """From the parsed query, before anything is registered (so the views are created once, hinted
+    or not): whether it stops early (a LIMIT above its first join with only projections and filters
+    between) and, for each join whose both sides read tables of ``columns`` (table -> column ->
+    type, lower case), the types of its equality keys: a column's type, None for an expression.
+    Raises whatever Spark's parser raises (the caller keeps its choice)."""
+    root = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
+    node, limited, streams = root, False, False
+    while True:
+        name = node.getClass().getSimpleName()
+        if name == "Join":
+            streams = limited
+            break
+        if name not in _STREAMING or node.children().size() != 1 or (name == "Project" and _aggregates(spark, node)):
+            break
+        limited = limited or "Limit" in name
+        node = node.children().apply(0)
+    keys, stack = [], [root]
+    while stack:
+        n = stack.pop()
+        kids = _seq(n.children())
+        stack.extend(kids)
+        if n.getClass().getSimpleName() != "Join" or not n.condition().isDefined():
+            continue
+        sides = _relations(kids[0]) & columns.keys(), _relations(kids[1]) & columns.keys()
+        if not (sides[0] and sides[1]):
+            continue
+        pairs = [(a, b) for a, b in _equalities(n.condition().get())
+                 if "Literal" not in (a.getClass().getSimpleName(), b.getClass().getSimpleName())]  # a filter
+        keys.append([_column_type(left, sides[0] | sides[1], columns) for left, _ in pairs])
+    return streams, [k for k in keys if k]

@@ -182,13 +182,6 @@ def create_statements(table: ReadTable, location: str) -> list[str]:
     return out
 
 
-def hint_views(spark, tables: list[ReadTable]) -> None:
-    """Re-create the views of ``tables`` (registered already) with their ``hash_build`` hints: the
-    join job decides on a hash join after planning the query once without them."""
-    for table in tables:
-        spark.sql(create_statements(table, "")[-1])
-
-
 DEFAULT_CHECK_THREADS = 32
 
 
