@@ -6,7 +6,8 @@ goes, and the measurement behind planner.join.hash_pays_off.
 
 Variants: ``auto`` (the join job's own choice: sort-merge for SQL1, whose (dt, id) keys do not pack
 into one long; hash for SQL2, which stops at its LIMIT), ``hash`` (a hash join forced wherever the
-build side fits), ``smj`` (hash budget 0: sort-merge), ``smj-noguard`` (sort-merge without the row
+build side fits), ``smj`` (hash budget 0: sort-merge), ``smj-resort`` (sort-merge with Spark
+sorting each bucket again, as without the jar's ordered bucket read), ``smj-noguard`` (sort-merge without the row
 guard), ``smj-nocrc`` (sort-merge without parquet page checksums). Prints the median wall and task
 CPU seconds of rounds 2..n (round 1 warms up). Run bench_seeds.py --volume N first: it generates
 the data.
@@ -38,6 +39,7 @@ from airflow_colocate.spark.join_job import run_join  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
 
 VARIANTS = {"auto": {}, "hash": {"force_hash": True}, "smj": {"budget": 0},
+            "smj-resort": {"budget": 0, "sorted_scan": False},
             "smj-noguard": {"budget": 0, "guard": False}, "smj-nocrc": {"budget": 0, "checksum": False}}
 
 
@@ -58,8 +60,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-seeds-variants-"))
     queries = {"SQL1": seeds.SQL1.format(A="A", B="B", C="C"), "SQL2": seeds.SQL2.format(A="A", B="B", C="C")}
 
-    def run(sql, budget=None, guard=True, checksum=True, force_hash=False):
+    def run(sql, budget=None, guard=True, checksum=True, force_hash=False, sorted_scan=True):
         saved = dict(register.GUARD_OPTIONS)
+        spark.conf.set("spark.colocate.sortedScan", str(sorted_scan).lower())
         if not checksum:
             register.GUARD_OPTIONS["parquet.page.verify-checksum.enabled"] = "false"
         if force_hash:

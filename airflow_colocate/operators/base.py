@@ -41,9 +41,11 @@ class ColocateSparkOperator(SparkSubmitOperator):
         self.application_args = ["--plan", str(plan_path)]
         self.env_vars = submit_env(self.env_vars if isinstance(self.env_vars, dict) else None)
         # the locality jar (when built) on the job's classpath, and its file system's settings
-        ship = locality_conf(self.jars)
+        ship = locality_conf(self.jars, (self.conf or {}).get("spark.sql.extensions"))
         self.jars = ship.pop("spark.jars", None) or self.jars
         self.conf = {**ship, **(self.conf or {})}
+        if "spark.sql.extensions" in ship:  # the job's own extensions joined with the jar's
+            self.conf["spark.sql.extensions"] = ship["spark.sql.extensions"]
         conf = dict(self.conf or {})
         if self.spark_log_level and LOG_LEVEL_CONF not in conf:
             conf[LOG_LEVEL_CONF] = self.spark_log_level

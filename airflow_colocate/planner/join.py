@@ -198,6 +198,55 @@ def choose_bucket_join(tables: Sequence[ReadTable], budget: int, budget_from: st
                       largest_bucket=largest, build_tables=build, reason=reason)
 
 
+def one_file_per_bucket(tables: Sequence[ReadTable]) -> bool:
+    """Every bucket of every bucketed table holds one file per partition in the replica chosen to
+    read (the catalog's file lists): what lets a bucket's files be read in key order, partition by
+    partition, with no sort (``java/.../colocate/ordered/SkipSortedSort.java``). A replica whose
+    files the catalog did not record counts as not known, so not one."""
+    for t in tables:
+        if not t.bucketed:
+            continue
+        for part in t.partitions:
+            for seq, path in enumerate(part.bucket_paths):
+                if not path:
+                    continue
+                if seq >= len(part.candidates) or not part.candidates[seq]:
+                    return False
+                files = part.candidates[seq][0].files
+                if files is None or len(files) > 1:
+                    return False
+    return True
+
+
+def keys_in_read_order(key_names: Sequence[tuple[Sequence[str | None], Sequence[str | None]]],
+                       tables: Sequence[ReadTable]) -> bool:
+    """Whether every join's keys, on each side in the order written, are an order the colocated
+    buckets are read in: a prefix of (partition column, bucket key...) of a bucketed table, or of
+    the bucket key alone when the table reads one partition. Then Spark's merge join finds its
+    inputs in order (the ordered read) and sorts nothing; ``ON a.id = b.id AND a.dt = b.dt`` asks
+    for (id, dt) and is sorted. A prediction for the choice: the rule in the jar decides at run
+    time, and the explain reports what it did."""
+    orders = []
+    for t in tables:
+        if not t.bucketed:
+            continue
+        dist = [c.lower() for c in t.dist_cols]
+        orders.append([c.lower() for c in t.partition_cols] + dist)
+        if len(t.partitions) <= 1:
+            orders.append(dist)
+    if not key_names:
+        return False
+    for sides in key_names:
+        for names in sides:
+            if not names or not any(list(names) == order[:len(names)] for order in orders):
+                return False
+    return True
+
+
+ORDERED_READ_WINS = ("each bucket's files are sorted by the key and read in order, so the sort-merge join sorts "
+                     "nothing, and then it is faster than the hash join")
+
+
 # Spark packs equality keys into one long, and then builds its fast long-keyed hash map, when every
 # key is an integral type and their sizes add up to at most 8 bytes (HashJoin.rewriteKeyExpr).
 _INTEGRAL_BYTES = {"tinyint": 1, "byte": 1, "smallint": 2, "short": 2, "int": 4, "integer": 4, "bigint": 8, "long": 8}

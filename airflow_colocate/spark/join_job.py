@@ -9,6 +9,7 @@ the report or the one-line error); never touches the catalog.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from dataclasses import asdict, replace
@@ -25,15 +26,18 @@ from airflow_colocate.planner.explain import explain_text as render_explain
 from airflow_colocate.planner.explain import key_names
 from airflow_colocate.planner.join import (
     HASH,
+    ORDERED_READ_WINS,
     SORT_MERGE,
     choose_bucket_join,
     default_hash_budget,
     hash_pays_off,
+    keys_in_read_order,
+    one_file_per_bucket,
     parse_size,
     predict_join,
 )
 from airflow_colocate.spark import locality
-from airflow_colocate.spark.physical_plan import JoinNode, joins_of, plan_text, query_shape
+from airflow_colocate.spark.physical_plan import JoinNode, joins_of, ordered_reads, plan_text, query_shape
 from airflow_colocate.spark.register import UnreadableBuckets, name_the_replica, register_tables
 from airflow_colocate.storage import fs
 
@@ -186,15 +190,29 @@ def _execute(spark, plan: JoinPlan, df, registered) -> tuple[int, list[dict], ob
     return rows, preview, write_report
 
 
+_ORDER_MESSAGE = re.compile(r"colocate: table \S+ bucket \d+ is not in \(.*?\) order at its row .*")
+
+
+def out_of_order(message: str) -> str | None:
+    """The ordered read's one line (java/.../colocate/ordered/AssertOrderedExec.java) from a
+    failed query's Java trace; None when there is none."""
+    m = _ORDER_MESSAGE.search(message)
+    return m.group(0).rstrip(". ") if m else None
+
+
 def hash_or_not(spark, plan: JoinPlan, choice: BucketJoin) -> BucketJoin:
-    """The build side fits: hash join, unless the query's shape makes Spark's sort-merge join the
-    faster one (planner.join.hash_pays_off), read from the parsed query. A query Spark cannot
-    parse keeps the choice (it fails to plan with its own message right after)."""
+    """The build side fits: hash join, unless the sort-merge join is the faster one, read from the
+    parsed query: when its keys are the order the buckets' files are read in (the ordered read:
+    no sort at all), or when the query's shape makes it so (planner.join.hash_pays_off). A query
+    Spark cannot parse keeps the choice (it fails to plan with its own message right after)."""
     columns = {t.name.lower(): {c.lower(): ty.lower() for c, ty in t.columns} for t in plan.tables if t.bucketed}
     try:
-        streams, keys = query_shape(spark, plan.query, columns)
+        streams, keys, names = query_shape(spark, plan.query, columns)
     except Exception:
         return choice
+    if locality.ordered_read(spark) and one_file_per_bucket(plan.tables) and keys_in_read_order(names, plan.tables):
+        # measured: bench_seeds_variants.py (smj against hash) and bench_join.py (ours_smj)
+        return replace(choice, method=SORT_MERGE, build_tables=[], reason=f"{choice.reason} fits, but {ORDERED_READ_WINS}")
     why_not = hash_pays_off(keys, streams)
     if why_not:
         return replace(choice, method=SORT_MERGE, build_tables=[], reason=f"{choice.reason} fits, but {why_not}")
@@ -248,11 +266,15 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     try:
         rows, preview, write_report = _execute(spark, plan, df, registered)
     except Exception as exc:
-        named = name_the_replica(str(exc), registered.tables)
+        named = name_the_replica(str(exc), registered.tables) or out_of_order(str(exc))
         if named is None:
             raise
         raise ColocateError(named) from exc
     locality.untrack(spark)
+    if choice is not None:
+        line = ordered_reads(spark, df)
+        log(line)
+        text += f"\n{line}"
     where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts), note=local_off or "")
     log(locality.line(where))
     text += f"\n{locality.line(where)}" if where.tasks else ""  # none on a local master

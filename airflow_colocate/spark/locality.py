@@ -37,6 +37,9 @@ from airflow_colocate.storage import fs
 JAR_ENV = "COLOCATE_LOCALITY_JAR"
 JAR_NAME = "colocate-locality.jar"
 FS_CLASS = "colocate.locality.LocalityFileSystem"
+# In the same jar: the rule that reads a colocated bucket's key-sorted files in order instead of
+# sorting them again for a sort-merge join (java/.../colocate/ordered/SkipSortedSort.java).
+EXTENSIONS_CLASS = "colocate.ordered.ColocateExtensions"
 SCHEME = "colocatefile"
 ROOTS_KEY = "colocate.locality.roots"
 # The task locality of a file scan task Spark ran where its files are. Not PROCESS_LOCAL: Spark
@@ -74,14 +77,18 @@ def with_jar(jars: str | None) -> str | None:
     return ",".join(have) or None
 
 
-def locality_conf(jars: str | None = None) -> dict[str, str]:
+def locality_conf(jars: str | None = None, extensions: str | None = None) -> dict[str, str]:
     """The settings a job starts with to read through ``colocatefile://``: the jar on the driver's
-    and executors' classpath, and the scheme's class. Spark's catalog copies the Hadoop settings
-    when the session starts, so the scheme cannot be added later; empty without the jar."""
+    and executors' classpath, the scheme's class, and the session extension of the same jar
+    (joined to ``extensions``, the job's own). Spark's catalog copies the Hadoop settings, and the
+    session its extensions, when the session starts, so none can be added later; empty without
+    the jar."""
     if jar_path() is None:
         return {}
+    have = [e.strip() for e in (extensions or "").split(",") if e.strip()]
     return {"spark.jars": with_jar(jars) or "", f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS,
-            f"spark.hadoop.fs.{SCHEME}.impl.disable.cache": "true"}
+            f"spark.hadoop.fs.{SCHEME}.impl.disable.cache": "true",
+            "spark.sql.extensions": ",".join([*have, *([] if EXTENSIONS_CLASS in have else [EXTENSIONS_CLASS])])}
 
 
 def roots_spec(backend_hosts: Mapping[str, str]) -> str:
@@ -99,6 +106,25 @@ def _class_loadable(spark) -> bool:
     try:
         return bool(spark._jvm.org.apache.spark.util.Utils.classIsLoadable(FS_CLASS))
     except Py4JError:  # no JVM to ask (a Spark Connect session): no locality
+        return False
+
+
+ORDERED_READ_KEY = "spark.colocate.sortedScan"
+
+
+def ordered_read(spark) -> bool:
+    """Whether this session reads a colocated bucket's key-sorted files in order instead of sorting
+    them for a sort-merge join: the jar's extension is loaded and ``spark.colocate.sortedScan`` is
+    not ``false`` (a job may turn it off)."""
+    from py4j.protocol import Py4JError
+
+    try:
+        if EXTENSIONS_CLASS not in (spark.conf.get("spark.sql.extensions", "") or ""):
+            return False
+        if (spark.conf.get(ORDERED_READ_KEY, "true") or "true").strip().lower() != "true":
+            return False
+        return bool(spark._jvm.org.apache.spark.util.Utils.classIsLoadable(EXTENSIONS_CLASS))
+    except Py4JError:  # no JVM to ask (a Spark Connect session)
         return False
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from airflow_colocate.spark import locality
 from airflow_colocate.spark.register import BACKING_PREFIX
 
 EXCHANGES = {"ShuffleExchangeExec", "BroadcastExchangeExec", "ReusedExchangeExec"}
@@ -167,6 +168,35 @@ def plan_text(df) -> str:
     return str(df._jdf.queryExecution().executedPlan().toString())
 
 
+ORDERED_NODE = "ColocateOrderedBucket"  # AssertOrderedExec's node name (java/.../colocate/ordered)
+
+
+def final_plan(text: str) -> str:
+    """An adaptive plan's text without its initial plan (which still shows the sorts the ordered
+    read replaces when the stages are created); any other plan's text as it is."""
+    if "== Final Plan ==" in text:
+        return text.split("== Final Plan ==", 1)[1].split("== Initial Plan ==", 1)[0]
+    return text
+
+
+def ordered_reads(spark, df) -> str:
+    """One line on how the plan orders the colocated buckets for its merge joins: read in key order
+    (no sort, each row checked) or sorted by Spark. The job runs ``df`` through a write, so its own
+    adaptive plan is never final: the jar's rule is applied to its initial plan here, as the
+    adaptive planner does when it creates the stages."""
+    plan = df._jdf.queryExecution().executedPlan()
+    text = str(plan.toString())
+    if "isFinalPlan=false" in text and locality.ordered_read(spark):
+        try:
+            text = str(spark._jvm.colocate.ordered.SkipSortedSort().apply(plan.initialPlan()).toString())
+        except Exception:  # noqa: BLE001 - a line for the log; the query itself is unaffected
+            pass
+    text = final_plan(text)
+    ordered = text.count(f"{ORDERED_NODE} [")
+    sorts = sum(1 for line in text.splitlines() if line.lstrip(" :+-*()0123456789").startswith("Sort ["))
+    return f"bucket reads: {ordered} in key order (no sort, order checked per row), {sorts} sorted by Spark"
+
+
 # Nodes of a parsed query a LIMIT looks through to the join: they pass rows on as they come.
 _STREAMING = {"Project", "Filter", "LocalLimit", "GlobalLimit", "SubqueryAlias", "UnresolvedHint"}
 
@@ -205,6 +235,13 @@ def _column_type(expr, tables: set[str], columns: dict[str, dict[str, str]]) -> 
     return types.pop() if len(types) == 1 else None
 
 
+def _column_name(expr) -> str | None:
+    """A key that names a column: the column's name (lower case); None for an expression."""
+    if expr.getClass().getSimpleName() != "UnresolvedAttribute":
+        return None
+    return str(_seq(expr.nameParts())[-1]).lower()
+
+
 def _aggregates(spark, project) -> bool:
     """A parsed ``SELECT count(*) FROM …`` is a Project until the analyzer makes it an Aggregate:
     whether its list calls an aggregate (or an unknown, or a window) function."""
@@ -226,11 +263,13 @@ def _aggregates(spark, project) -> bool:
     return False
 
 
-def query_shape(spark, query: str, columns: dict[str, dict[str, str]]) -> tuple[bool, list[list[str | None]]]:
+def query_shape(spark, query: str, columns: dict[str, dict[str, str]]
+                ) -> tuple[bool, list[list[str | None]], list[tuple[list[str | None], list[str | None]]]]:
     """From the parsed query, before anything is registered (so the views are created once, hinted
     or not): whether it stops early (a LIMIT above its first join with only projections and filters
     between) and, for each join whose both sides read tables of ``columns`` (table -> column ->
-    type, lower case), the types of its equality keys: a column's type, None for an expression.
+    type, lower case), the types of its equality keys (a column's type, None for an expression)
+    and their names on each side, in the order written (None for an expression).
     Raises whatever Spark's parser raises (the caller keeps its choice)."""
     root = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
     node, limited, streams = root, False, False
@@ -243,7 +282,7 @@ def query_shape(spark, query: str, columns: dict[str, dict[str, str]]) -> tuple[
             break
         limited = limited or "Limit" in name
         node = node.children().apply(0)
-    keys, stack = [], [root]
+    keys, names, stack = [], [], [root]
     while stack:
         n = stack.pop()
         kids = _seq(n.children())
@@ -255,5 +294,7 @@ def query_shape(spark, query: str, columns: dict[str, dict[str, str]]) -> tuple[
             continue
         pairs = [(a, b) for a, b in _equalities(n.condition().get())
                  if "Literal" not in (a.getClass().getSimpleName(), b.getClass().getSimpleName())]  # a filter
-        keys.append([_column_type(left, sides[0] | sides[1], columns) for left, _ in pairs])
-    return streams, [k for k in keys if k]
+        if pairs:
+            keys.append([_column_type(left, sides[0] | sides[1], columns) for left, _ in pairs])
+            names.append(([_column_name(a) for a, _ in pairs], [_column_name(b) for _, b in pairs]))
+    return streams, keys, names

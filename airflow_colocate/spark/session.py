@@ -52,7 +52,7 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
         settings["spark.sql.warehouse.dir"] = Path(tempfile.gettempdir(), "colocate-spark-warehouse").as_uri()
         settings["spark.driver.host"] = os.environ["SPARK_LOCAL_IP"]
     settings.update({k: str(v) for k, v in (conf or {}).items()})
-    settings.update(locality_conf(settings.get("spark.jars")))
+    settings.update(locality_conf(settings.get("spark.jars"), settings.get("spark.sql.extensions")))
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -1,7 +1,10 @@
 """The bucket-level hash join (issue 15): the join job hints SHUFFLE_HASH on the tables whose every
 bucket fits the budget, from the catalog's sizes. A large budget gives a shuffled hash join with no
 Exchange and no Sort, a tiny one the sort-merge join; both return plain Spark's rows for every join
-type, and the explain says which and why."""
+type, and the explain says which and why. Where each bucket's files are read in key order (the
+jar's ordered read, tests/joins/test_ordered_read.py), the sort-merge join sorts nothing and is
+chosen over the hash join even when the build side fits; these tests turn the ordered read off
+(``spark.colocate.sortedScan=false``) to see the budget's choice alone, and check both."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from airflow_colocate.planner.join import (
     packs_into_long,
     parse_size,
 )
+from airflow_colocate.spark.physical_plan import final_plan
 from colocate_testing import add_local_backends
 
 pytestmark = pytest.mark.spark
@@ -32,6 +36,14 @@ KINDS = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "F
 # ha: one row per key 0..599 of the day; hb: three rows per even key 0..799 (keys on one side only both ways)
 SOURCES = {"ha": "SELECT id AS k, concat('a', id + {d}) AS v FROM range(600)",
            "hb": "SELECT k, w FROM (SELECT 2 * (id % 400) AS k, id + {d} AS w FROM range(1200))"}
+
+
+@pytest.fixture
+def resort(spark):
+    """Spark sorts each bucket again, as without the jar: the budget alone decides."""
+    spark.conf.set("spark.colocate.sortedScan", "false")
+    yield
+    spark.conf.unset("spark.colocate.sortedScan")
 
 
 @pytest.fixture(scope="module")
@@ -62,19 +74,34 @@ def query(kind: str, a: str = "ha", b: str = "hb", on: str = "x.k = y.k") -> str
 def test_hash_or_sort_merge_by_budget_same_rows(spark, lake, kind):
     expected = sorted(map(tuple, spark.sql(query(kind, "ref_ha", "ref_hb")).collect()), key=repr)
     assert expected
-    for budget in ("1g", 1):
-        result = join_in_session(spark, lake, query(kind), TABLES, hash_budget=budget)
-        mine = spark.sql(query(kind))
-        physical = mine._jdf.queryExecution().executedPlan().toString()
-        assert sorted(map(tuple, mine.collect()), key=repr) == expected and result["rows"] == len(expected)
+    for budget, ordered in (("1g", False), (1, False), ("1g", True), (1, True)):
+        spark.conf.set("spark.colocate.sortedScan", str(ordered).lower())
+        try:
+            result = join_in_session(spark, lake, query(kind), TABLES, hash_budget=budget)
+            mine = spark.sql(query(kind))
+            rows = sorted(map(tuple, mine.collect()), key=repr)
+            physical = final_plan(mine._jdf.queryExecution().executedPlan().toString())  # after the run
+        finally:
+            spark.conf.unset("spark.colocate.sortedScan")
+        assert rows == expected and result["rows"] == len(expected)
         (j,) = result["joins"]
         assert j["colocate"] and j["exchanges_left"] == j["exchanges_right"] == 0 and "Exchange" not in physical, j
         choice = result["bucket_join"]
-        if budget == 1:
+        if ordered:
+            # the build side fits or not: the sort-merge join over buckets read in order, no sort
             assert choice["method"] == "sort-merge" and choice["build_tables"] == []
-            assert j["method"] == "sort-merge" and "SortMergeJoin" in physical
+            assert "SortMergeJoin" in physical and physical.count("ColocateOrderedBucket [") == 2, physical
+            assert "Sort [" not in physical
+            assert "bucket reads: 2 in key order (no sort, order checked per row), 0 sorted by Spark" in result["explain"]
+            if budget == "1g":
+                assert (" of 1024 MiB budget fits, but each bucket's files are sorted by the key and read in order, "
+                        "so the sort-merge join sorts nothing") in result["explain"]
+        elif budget == 1:
+            assert choice["method"] == "sort-merge" and choice["build_tables"] == []
+            assert j["method"] == "sort-merge" and "SortMergeJoin" in physical and "Sort [" in physical
             assert "bucket join: sort-merge (smallest table's largest bucket (ha) " in result["explain"]
             assert "exceeds the 1 B budget)" in result["explain"]
+            assert "bucket reads: 0 in key order (no sort, order checked per row), 2 sorted by Spark" in result["explain"]
         else:
             assert choice["method"] == "hash" and choice["build_tables"] == ["ha", "hb"]
             assert all(0 < size <= parse_size("1g", "") for size in choice["largest_bucket"].values())
@@ -84,7 +111,7 @@ def test_hash_or_sort_merge_by_budget_same_rows(spark, lake, kind):
             assert " of 1024 MiB budget)" in result["explain"]
 
 
-def test_budget_between_the_tables_hints_only_the_smaller(spark, lake):
+def test_budget_between_the_tables_hints_only_the_smaller(spark, lake, resort):
     """ha's buckets fit, hb's do not: an inner join builds ha; a semi join may only build its
     right side (hb), which does not fit, so it stays sort-merge."""
     sizes = join_in_session(spark, lake, query("inner"), TABLES, hash_budget="1g")["bucket_join"]["largest_bucket"]
@@ -99,7 +126,7 @@ def test_budget_between_the_tables_hints_only_the_smaller(spark, lake):
         assert result["rows"] == spark.sql(query(kind, "ref_ha", "ref_hb")).count()
 
 
-def test_keys_that_do_not_pack_hash_only_a_query_that_stops_early(spark, lake):
+def test_keys_that_do_not_pack_hash_only_a_query_that_stops_early(spark, lake, resort):
     """(dt, k) is a date and a bigint: Spark would hash them with its generic map, slower than the
     sort-merge join for a query that reads every row, so the build side fitting is not enough; a
     LIMIT above the join streams, and there the hash join wins (planner.join.hash_pays_off)."""

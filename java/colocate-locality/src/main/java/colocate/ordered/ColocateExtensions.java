@@ -1,0 +1,38 @@
+package colocate.ordered;
+
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.execution.ColumnarRule;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import scala.runtime.AbstractFunction1;
+import scala.runtime.BoxedUnit;
+
+/**
+ * The session extension ({@code spark.sql.extensions=colocate.ordered.ColocateExtensions}) that
+ * lets a colocated sort-merge join read each bucket's key-sorted files in order instead of
+ * sorting them again ({@link SkipSortedSort}).
+ *
+ * <p>It is injected as a columnar rule because that is the one hook Spark runs after
+ * EnsureRequirements has placed its sorts, in both the adaptive and the non-adaptive planner,
+ * and before whole-stage code generation.
+ */
+public class ColocateExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
+    @Override
+    public BoxedUnit apply(SparkSessionExtensions extensions) {
+        extensions.injectColumnar(new AbstractFunction1<SparkSession, ColumnarRule>() {
+            @Override
+            public ColumnarRule apply(SparkSession session) {
+                return new ColumnarRule() {
+                    private final Rule<SparkPlan> rule = new SkipSortedSort();
+
+                    @Override
+                    public Rule<SparkPlan> preColumnarTransitions() {
+                        return rule;
+                    }
+                };
+            }
+        });
+        return BoxedUnit.UNIT;
+    }
+}
