@@ -4,13 +4,12 @@ goes, and the measurement behind planner.join.hash_pays_off.
 
     .venv/bin/python bench/bench_seeds_variants.py [--volume 10] [--rounds 4]
 
-Variants: ``auto`` (the join job's own choice: sort-merge for SQL1, whose (dt, id) keys do not pack
-into one long; hash for SQL2, which stops at its LIMIT), ``hash`` (a hash join forced wherever the
-build side fits), ``smj`` (hash budget 0: sort-merge), ``smj-resort`` (sort-merge with Spark
-sorting each bucket again, as without the jar's ordered bucket read), ``smj-noguard`` (sort-merge without the row
-guard), ``smj-nocrc`` (sort-merge without parquet page checksums). Prints the median wall and task
-CPU seconds of rounds 2..n (round 1 warms up). Run bench_seeds.py --volume N first: it generates
-the data.
+Variants: ``auto`` (the join job's own choice: the sort-merge join over buckets read in key order,
+for both), ``hash`` (a hash join forced wherever the build side fits), ``smj`` (hash budget 0:
+sort-merge), ``smj-resort`` (sort-merge with Spark sorting each bucket again, as without the jar's
+ordered bucket read), ``smj-noguard`` (sort-merge without the row guard), ``smj-nocrc``
+(sort-merge without parquet page checksums). Prints the median wall and task CPU seconds of rounds
+2..n (round 1 warms up). Run bench_seeds.py --volume N first: it generates the data.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from bench_join import task_cpu  # noqa: E402
 from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.jobs.join import prepare_join  # noqa: E402
 from airflow_colocate.spark import register  # noqa: E402
-from airflow_colocate.planner.join import hash_pays_off  # noqa: E402
+from airflow_colocate.planner.join import hash_pays_off, one_file_per_bucket  # noqa: E402
 from airflow_colocate.spark import join_job  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
@@ -65,8 +64,9 @@ def main() -> None:
         spark.conf.set("spark.colocate.sortedScan", str(sorted_scan).lower())
         if not checksum:
             register.GUARD_OPTIONS["parquet.page.verify-checksum.enabled"] = "false"
-        if force_hash:
+        if force_hash:  # neither the query's shape nor the ordered read turns the hash join down
             join_job.hash_pays_off = lambda keys, streams: None
+            join_job.one_file_per_bucket = lambda tables: False
         try:
             plan, _ = prepare_join(cat, sql, {t: seeds.QUERY_DAYS for t in "ABC"}, work_dir=work, hash_budget=budget)
             if not guard:
@@ -74,6 +74,7 @@ def main() -> None:
             return run_join(spark, plan)
         finally:
             join_job.hash_pays_off = hash_pays_off
+            join_job.one_file_per_bucket = one_file_per_bucket
             register.GUARD_OPTIONS.clear()
             register.GUARD_OPTIONS.update(saved)
 

@@ -114,32 +114,62 @@ def test_any_other_order_keeps_the_sort(spark, lake):
     assert physical.count("Sort [") == 2 and "ColocateOrderedBucket" not in physical
 
 
-def test_rows_out_of_order_stop_the_query(spark, lake, tmp_path):
-    """A replica whose file holds its bucket's rows in the wrong order (every row still of its
-    bucket, so the row guard passes) would make the merge join miss matches: the query stops with
-    a line naming the table, the bucket and the order, and returns nothing."""
-    cat, _ = lake
-    sql = query("inner")
-    plan, _ = prepare_join(cat, sql, TABLES, work_dir=tmp_path / "runs", hash_budget=0)
-    ob = next(t for t in plan.tables if t.name == "ob")
-    part = next(p for p in ob.partitions if p.value == DAYS[1])
+def reversed_replica(plan, name: str, day: str, tmp_path: Path):
+    """``plan`` with one replica of ``name`` on ``day`` replaced by a copy whose file holds the
+    same rows sorted by the key descending (every row still of its bucket, so the row guard
+    passes); and that bucket's number."""
+    table = next(t for t in plan.tables if t.name == name)
+    part = next(p for p in table.partitions if p.value == day)
     seq = next(s for s, c in enumerate(part.candidates) if c and c[0].rows > 1)
     src = Path(part.bucket_paths[seq].removeprefix("file://"))
-    dst = tmp_path / "reversed" / src.name
+    dst = tmp_path / f"reversed-{name}" / src.name
     shutil.copytree(src, dst)
     (data,) = [f for f in dst.iterdir() if f.suffix == ".parquet"]
-    table = pq.read_table(data)
-    pq.write_table(table.sort_by([("k", "descending")]), data)
+    pq.write_table(pq.read_table(data).sort_by([("k", "descending")]), data)
     paths = list(part.bucket_paths)
     paths[seq] = dst.as_uri()
     tampered = replace(part, bucket_paths=paths, candidates=[])  # registered unchecked: sizes changed
-    ob_tampered = replace(ob, partitions=[tampered if p is part else p for p in ob.partitions])
-    plan = replace(plan, tables=[ob_tampered if t is ob else t for t in plan.tables])
+    table_tampered = replace(table, partitions=[tampered if p is part else p for p in table.partitions])
+    return replace(plan, tables=[table_tampered if t is table else t for t in plan.tables]), seq
+
+
+def out_of_order_line(name: str, seq: int) -> str:
+    return (rf"^colocate: table {name} bucket {seq} is not in \(dt, k\) order at its row \d+: its replica's files "
+            r"were not written sorted by the bucket key, .* so the query stops instead of returning wrong rows")
+
+
+def test_rows_out_of_order_stop_the_query(spark, lake, tmp_path):
+    """A replica whose file holds its bucket's rows in the wrong order would make the merge join
+    miss matches: the query stops with a line naming the table, the bucket and the order, and
+    returns nothing. (bigint key and date partition: the check compares them as longs.)"""
+    cat, _ = lake
+    plan, _ = prepare_join(cat, query("inner"), TABLES, work_dir=tmp_path / "runs", hash_budget=0)
+    plan, seq = reversed_replica(plan, "ob", DAYS[1], tmp_path)
     with pytest.raises(ColocateError) as err:
         run_join(spark, plan)
-    assert re.search(rf"^colocate: table ob bucket {seq} is not in \(dt, k\) order at its row \d+: its replica's files "
-                     r"were not written sorted by the bucket key, .* so the query stops instead of returning wrong rows",
-                     str(err.value)), str(err.value)
+    assert re.search(out_of_order_line("ob", seq), str(err.value)), str(err.value)
+
+
+def test_string_keys_are_checked_too(spark, lake, tmp_path):
+    """A string bucket key takes the check's other path (keys kept by projections): in order, the
+    self-join returns plain Spark's rows with no sort; a reversed replica stops the query."""
+    cat, root = lake
+    if "os" not in {t.name for t in cat.tables()}:
+        cat.create_table("os", parse_columns("k string, v bigint, dt date"), ["k"], bucket_num=4, replication_num=1,
+                         partition_cols=["dt"], colocate_with="g_ordered_s")
+        write_in_session(spark, cat, "os", DAYS[0], Source(query="SELECT concat('s', id % 50) AS k, id AS v FROM range(200)"),
+                         work_dir=root / "runs")
+    sql = "SELECT x.k, x.v, y.v AS yv FROM os x JOIN os y ON x.dt = y.dt AND x.k = y.k"
+    ref = ("SELECT x.k, x.v, y.v AS yv FROM (SELECT concat('s', id % 50) AS k, id AS v FROM range(200)) x "
+           "JOIN (SELECT concat('s', id % 50) AS k, id AS v FROM range(200)) y ON x.k = y.k")
+    result, rows, physical = run(spark, cat, sql, {"os": DAYS[:1]}, hash_budget=0)
+    assert rows == reference(spark, ref) and len(rows) == 800
+    assert physical.count("ColocateOrderedBucket [") == 2 and "Sort [" not in physical, physical
+    plan, _ = prepare_join(cat, sql, {"os": DAYS[:1]}, work_dir=tmp_path / "runs", hash_budget=0)
+    plan, seq = reversed_replica(plan, "os", DAYS[0], tmp_path)
+    with pytest.raises(ColocateError) as err:
+        run_join(spark, plan)
+    assert re.search(out_of_order_line("os", seq), str(err.value)), str(err.value)
 
 
 def test_which_plans_read_in_order():
