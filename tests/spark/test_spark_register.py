@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -116,17 +117,25 @@ def _created(spark, backing: str) -> str:
     return next(r.data_type for r in rows if r.col_name == "Created Time")
 
 
+def _view_created(spark, name: str) -> int:
+    return spark._jsparkSession.sessionState().catalog().getTempView(name).get().desc().createTime()
+
+
 def test_a_second_read_of_the_same_replicas_reuses_the_registration(spark, joined):
     """The backing table survives while its replica directories stay the same (no DDL, Spark's
-    listing cache kept); any change, a dropped table or a replaced view registers it again."""
+    listing cache kept), and so does the view while its text stays the same; any change, a
+    dropped table or a replaced view registers it again."""
     po, ro, pl, rl = joined
     orders = read_table(po, "orders", reports=ro)
     register_tables(spark, [orders])
-    created = _created(spark, "__cl_orders")
+    created, view_created = _created(spark, "__cl_orders"), _view_created(spark, "orders")
     time.sleep(1.1)  # Created Time has one-second resolution
     register_tables(spark, [orders])
-    assert _created(spark, "__cl_orders") == created
+    assert _created(spark, "__cl_orders") == created and _view_created(spark, "orders") == view_created
     assert spark.table("orders").count() == 3000
+    register_tables(spark, [replace(orders, hash_build=True)])  # a hint: only the view's text changes
+    assert _view_created(spark, "orders") != view_created and _created(spark, "__cl_orders") == created
+    register_tables(spark, [orders])
 
     spark.range(3).createOrReplaceTempView("orders")  # someone else's view of that name
     register_tables(spark, [orders])
