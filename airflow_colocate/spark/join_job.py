@@ -275,8 +275,9 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
             raise
         raise ColocateError(named) from exc
     locality.untrack(spark)
+    executed = plan_text(df)
     if choice is not None:
-        line = ordered_reads(spark, df)
+        line = ordered_reads(spark, df, executed)
         log(line)
         text += f"\n{line}"
     where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts), note=local_off or "")
@@ -285,7 +286,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     done_at = time.time()
     phases = {"register": registered_at - started, "plan": planned_at - registered_at, "run": done_at - planned_at}
     report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text,
-                        physical_plan=final_plan(plan_text(df)),  # after an explain-only run: the plan that ran
+                        physical_plan=final_plan(executed),  # after an explain-only run: the plan that ran
                         seconds=done_at - started, write=write_report, preview=preview, bad_replicas=registered.bad,
                         bucket_join=choice, locality=where, phases={k: round(v, 3) for k, v in phases.items()})
     log(f"{rows} rows in {report.seconds:.1f}s (" + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()) + ")")

@@ -179,13 +179,14 @@ def final_plan(text: str) -> str:
     return text
 
 
-def ordered_reads(spark, df) -> str:
+def ordered_reads(spark, df, text: str | None = None) -> str:
     """One line on how the plan orders the colocated buckets for its merge joins: read in key order
-    (no sort, each row checked) or sorted by Spark. The job runs ``df`` through a write, so its own
-    adaptive plan is never final: the jar's rule is applied to its initial plan here, as the
-    adaptive planner does when it creates the stages."""
+    (no sort, each row checked) or sorted by Spark. ``text``: ``df``'s plan text when the caller
+    has it (a plan's text costs tens of ms to build at a few long guard expressions). When the job
+    ran ``df`` through a write, its own adaptive plan is never final: the jar's rule is then
+    applied to its initial plan here, as the adaptive planner does when it creates the stages."""
     plan = df._jdf.queryExecution().executedPlan()
-    text = str(plan.toString())
+    text = str(plan.toString()) if text is None else text
     if "isFinalPlan=false" in text and locality.ordered_read(spark):
         try:
             text = str(spark._jvm.colocate.ordered.SkipSortedSort().apply(plan.initialPlan()).toString())
