@@ -17,14 +17,6 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.expressions.codegen.GenerateOrdering;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.execution.SparkPlan;
-import org.apache.spark.sql.types.ByteType$;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DateType$;
-import org.apache.spark.sql.types.IntegerType$;
-import org.apache.spark.sql.types.LongType$;
-import org.apache.spark.sql.types.ShortType$;
-import org.apache.spark.sql.types.TimestampNTZType$;
-import org.apache.spark.sql.types.TimestampType$;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
 import scala.collection.immutable.IndexedSeq;
@@ -41,11 +33,8 @@ import scala.runtime.AbstractFunction1;
  * <p>A sort-merge join trusts its inputs' order; a row out of order would make it miss matches
  * and return wrong rows without a word. The files are written sorted, and this check is what
  * makes that an invariant instead of an assumption: disorder fails the query, naming the table
- * and bucket. Keys of integral types (the usual bucket keys and date partitions) are compared as
- * longs read straight from the row, with nothing allocated or projected: the check is on every
- * row of the join's input, and the projections it used before cost a tenth of the join's time
- * (JFR profile of the seeds' SQL1). Other key types are kept by two projections used in turn, so
- * no row is copied.
+ * and bucket. It compares the keys only, kept by two projections used in turn, so no row is
+ * copied.
  */
 public final class AssertOrderedExec extends SparkPlan {
     private final Seq<SortOrder> sortOrder;
@@ -172,30 +161,9 @@ public final class AssertOrderedExec extends SparkPlan {
 
         @Override
         public Iterator<InternalRow> apply(Iterator<InternalRow> rows) {
-            int bucket = TaskContext.getPartitionId();
-            Primitive primitive = Primitive.of(keys, input, bound);
-            if (primitive != null) {
-                return new AbstractIterator<InternalRow>() {
-                    private long count;
-
-                    @Override
-                    public boolean hasNext() {
-                        return rows.hasNext();
-                    }
-
-                    @Override
-                    public InternalRow next() {
-                        InternalRow row = rows.next();
-                        if (!primitive.advance(row)) {
-                            throw disorder(bucket, count);
-                        }
-                        count++;
-                        return row;
-                    }
-                };
-            }
             UnsafeProjection[] projections = {UnsafeProjection.create(keys, input), UnsafeProjection.create(keys, input)};
             BaseOrdering ordering = (BaseOrdering) GenerateOrdering.generate(bound);
+            int bucket = TaskContext.getPartitionId();
             return new AbstractIterator<InternalRow>() {
                 private UnsafeRow previous;
                 private int turn;
@@ -211,7 +179,12 @@ public final class AssertOrderedExec extends SparkPlan {
                     InternalRow row = rows.next();
                     UnsafeRow key = projections[turn].apply(row);
                     if (previous != null && ordering.compare(previous, key) > 0) {
-                        throw disorder(bucket, count);
+                        throw new IllegalStateException("colocate: table " + table + " bucket " + bucket
+                                + " is not in (" + keyNames + ") order at its row " + (count + 1)
+                                + ": its replica's files were not written sorted by the bucket key, and a merge "
+                                + "join over them would miss rows, so the query stops instead of returning wrong "
+                                + "rows; set spark.colocate.sortedScan=false to have Spark sort them, and rewrite "
+                                + "the partition");
                     }
                     previous = key;
                     turn = 1 - turn;
@@ -219,114 +192,6 @@ public final class AssertOrderedExec extends SparkPlan {
                     return row;
                 }
             };
-        }
-
-        private IllegalStateException disorder(int bucket, long count) {
-            return new IllegalStateException("colocate: table " + table + " bucket " + bucket
-                    + " is not in (" + keyNames + ") order at its row " + (count + 1)
-                    + ": its replica's files were not written sorted by the bucket key, and a merge "
-                    + "join over them would miss rows, so the query stops instead of returning wrong "
-                    + "rows; set spark.colocate.sortedScan=false to have Spark sort them, and rewrite "
-                    + "the partition");
-        }
-    }
-
-    /**
-     * The previous row's keys as longs, for keys that are input columns of integral types sorted
-     * ascending with nulls first (the only order the rule asks this node to keep; anything else
-     * takes the projection path).
-     */
-    static final class Primitive {
-        private final int[] ordinals;
-        private final int[] kinds;
-        private final long[] previous;
-        private final boolean[] previousNull;
-        private boolean first = true;
-
-        private static final int LONG = 0;
-        private static final int INT = 1;
-        private static final int SHORT = 2;
-        private static final int BYTE = 3;
-
-        private Primitive(int[] ordinals, int[] kinds) {
-            this.ordinals = ordinals;
-            this.kinds = kinds;
-            this.previous = new long[ordinals.length];
-            this.previousNull = new boolean[ordinals.length];
-        }
-
-        static Primitive of(Seq<Expression> keys, Seq<Attribute> input, Seq<SortOrder> bound) {
-            List<Expression> ks = CollectionConverters.asJava(keys);
-            List<Attribute> in = CollectionConverters.asJava(input);
-            List<SortOrder> orders = CollectionConverters.asJava(bound);
-            int[] ordinals = new int[ks.size()];
-            int[] kinds = new int[ks.size()];
-            for (int k = 0; k < ks.size(); k++) {
-                SortOrder order = orders.get(k);
-                if (!order.isAscending() || order.nullOrdering() != org.apache.spark.sql.catalyst.expressions.NullsFirst$.MODULE$) {
-                    return null;
-                }
-                if (!(ks.get(k) instanceof Attribute)) {
-                    return null;
-                }
-                Attribute key = (Attribute) ks.get(k);
-                int ordinal = -1;
-                for (int j = 0; j < in.size(); j++) {
-                    if (in.get(j).exprId().equals(key.exprId())) {
-                        ordinal = j;
-                        break;
-                    }
-                }
-                DataType type = key.dataType();
-                if (ordinal < 0) {
-                    return null;
-                } else if (type == LongType$.MODULE$ || type == TimestampType$.MODULE$ || type == TimestampNTZType$.MODULE$) {
-                    kinds[k] = LONG;
-                } else if (type == IntegerType$.MODULE$ || type == DateType$.MODULE$) {
-                    kinds[k] = INT;
-                } else if (type == ShortType$.MODULE$) {
-                    kinds[k] = SHORT;
-                } else if (type == ByteType$.MODULE$) {
-                    kinds[k] = BYTE;
-                } else {
-                    return null;
-                }
-                ordinals[k] = ordinal;
-            }
-            return new Primitive(ordinals, kinds);
-        }
-
-        private long value(InternalRow row, int k) {
-            int ordinal = ordinals[k];
-            switch (kinds[k]) {
-                case LONG: return row.getLong(ordinal);
-                case INT: return row.getInt(ordinal);
-                case SHORT: return row.getShort(ordinal);
-                default: return row.getByte(ordinal);
-            }
-        }
-
-        /** Take ``row``'s keys as the previous; false when they sort before the previous row's. */
-        boolean advance(InternalRow row) {
-            boolean inOrder = true;
-            boolean decided = first;
-            for (int k = 0; k < ordinals.length; k++) {
-                boolean isNull = row.isNullAt(ordinals[k]);
-                long v = isNull ? 0L : value(row, k);
-                if (!decided) {
-                    if (previousNull[k] != isNull) {
-                        inOrder = !isNull;  // nulls first: a null after a value is disorder
-                        decided = true;
-                    } else if (!isNull && previous[k] != v) {
-                        inOrder = previous[k] < v;
-                        decided = true;
-                    }
-                }
-                previous[k] = v;
-                previousNull[k] = isNull;
-            }
-            first = false;
-            return inOrder;
         }
     }
 }
