@@ -302,7 +302,7 @@ def _run(spark, backing: str, statements: list[str]) -> None:
     checked against the catalog's file list. A view is re-created whenever its text differs (the
     user replaced it, or the hint or guard changed); the same text names the same backing table
     and guard, and Spark re-reads a view's text at every query, so keeping it changes nothing but
-    the ~25 ms a view costs to create (three views: a tenth of a small colocated query)."""
+    the ~25 ms a view costs to create (three views: ~75 ms of a one-second colocated query)."""
     *table_statements, view = statements
     done: dict[str, list[str]] = spark.__dict__.setdefault("_colocate_registered", {})
     if done.get(backing) != table_statements or not spark.catalog.tableExists(quote_ident(backing)):
