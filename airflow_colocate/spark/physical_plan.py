@@ -179,17 +179,16 @@ def final_plan(text: str) -> str:
     return text
 
 
-def ordered_reads(spark, df, text: str | None = None) -> str:
+def ordered_reads(spark, df, text: str) -> str:
     """One line on how the plan orders the colocated buckets for its merge joins: read in key order
-    (no sort, each row checked) or sorted by Spark. ``text``: ``df``'s plan text when the caller
-    has it (a plan's text costs tens of ms to build at a few long guard expressions). When the job
-    ran ``df`` through a write, its own adaptive plan is never final: the jar's rule is then
-    applied to its initial plan here, as the adaptive planner does when it creates the stages."""
-    plan = df._jdf.queryExecution().executedPlan()
-    text = str(plan.toString()) if text is None else text
+    (no sort, each row checked) or sorted by Spark. ``text``: ``df``'s plan text, which the caller
+    builds once (tens of ms at a few long guard expressions). When the job ran ``df`` through a
+    write, its own adaptive plan is never final: the jar's rule is then applied to its initial plan
+    here, as the adaptive planner does when it creates the stages."""
     if "isFinalPlan=false" in text and locality.ordered_read(spark):
         try:
-            text = str(spark._jvm.colocate.ordered.SkipSortedSort().apply(plan.initialPlan()).toString())
+            initial = df._jdf.queryExecution().executedPlan().initialPlan()
+            text = str(spark._jvm.colocate.ordered.SkipSortedSort().apply(initial).toString())
         except Exception:  # noqa: BLE001 - a line for the log; the query itself is unaffected
             pass
     text = final_plan(text)
@@ -229,9 +228,9 @@ def _equalities(cond) -> list:
 
 def _column_type(expr, tables: set[str], columns: dict[str, dict[str, str]]) -> str | None:
     """A key that names a column of the join's tables: its type, when the name has one type there."""
-    if expr.getClass().getSimpleName() != "UnresolvedAttribute":
+    name = _column_name(expr)
+    if name is None:
         return None
-    name = str(_seq(expr.nameParts())[-1]).lower()
     types = {columns[t][name] for t in tables if name in columns.get(t, {})}
     return types.pop() if len(types) == 1 else None
 
