@@ -17,7 +17,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "airflow_colocate.errors": ("airflow_colocate.core.errors",),
     "airflow_colocate.naming": ("airflow_colocate.core.naming",),
     "airflow_colocate.sqltypes": ("airflow_colocate.core.sqltypes",),
-    "airflow_colocate.plans": ("airflow_colocate.planner.contract",),
+    "airflow_colocate.plans": ("airflow_colocate.core.contract",),
     "airflow_colocate.planning": ("airflow_colocate.planner.write", "airflow_colocate.planner.reads"),
     "airflow_colocate.join_planner": ("airflow_colocate.planner.join", "airflow_colocate.planner.reads"),
     "airflow_colocate.balance_planner": ("airflow_colocate.planner.balance",),

@@ -77,7 +77,7 @@ def day_value(day: int) -> str:
 def fake_report(plan, table: int, day: int):
     """What the write job reports for one daily write: equal rows and checksum on every replica of
     a bucket, sizes that differ between buckets and days."""
-    from airflow_colocate.planner.contract import ReplicaReport, WriteReport
+    from airflow_colocate.core.contract import ReplicaReport, WriteReport
     from airflow_colocate.storage import layout
 
     replicas = []
@@ -95,7 +95,7 @@ def fake_report(plan, table: int, day: int):
 
 def daily_write(cat, table: int, day: int, work: str) -> None:
     """One daily write through the real API, catalog side (prepare_write, then commit_write)."""
-    from airflow_colocate.planner.contract import Source
+    from airflow_colocate.core.contract import Source
     from airflow_colocate.planner.write import write_plan
 
     ticket = cat.begin_write(f"t{table}", day_value(day))
@@ -139,7 +139,7 @@ def build_bulk(url: str, shape: Shape, root: Path, *, chunk_days: int = 20) -> N
 
     from airflow_colocate.catalog import models as m
     from airflow_colocate.catalog.views import WriteTicket
-    from airflow_colocate.planner.contract import Source
+    from airflow_colocate.core.contract import Source
     from airflow_colocate.planner.write import write_plan
     from airflow_colocate.storage import layout
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_colocate.planner.contract import ClonePlan, CloneTask
+from airflow_colocate.core.contract import ClonePlan, CloneTask
 from airflow_colocate.spark.clone_job import run_clone
 from airflow_colocate.spark.session import get_spark
 from airflow_colocate.storage.copy import replica_checksum

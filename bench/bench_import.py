@@ -26,9 +26,9 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
+from airflow_colocate.core.contract import Source  # noqa: E402
 from airflow_colocate.jobs.bulk_import import import_in_session  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
-from airflow_colocate.planner.contract import Source  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
 
 COLUMNS = [("id", "bigint"), ("customer", "bigint"), ("amount", "double"), ("note", "string"), ("dt", "date")]

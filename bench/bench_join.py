@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tpch import tpch  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
+from airflow_colocate.core.contract import ReadPartition, ReadTable, Source  # noqa: E402
 from airflow_colocate.jobs.join import finish_join, join_in_session, prepare_join  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
-from airflow_colocate.planner.contract import ReadPartition, ReadTable, Source  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
 from airflow_colocate.spark.register import register_tables  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402

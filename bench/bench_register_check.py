@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_colocate.planner.contract import ReadPartition, ReadReplica, ReadTable
+from airflow_colocate.core.contract import ReadPartition, ReadReplica, ReadTable
 from airflow_colocate.spark.register import check_candidates
 
 

@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from bench_join import task_cpu  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
+from airflow_colocate.core.contract import Source  # noqa: E402
 from airflow_colocate.jobs.join import finish_join, prepare_join  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
-from airflow_colocate.planner.contract import Source  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
 

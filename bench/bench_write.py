@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tpch import tpch  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
+from airflow_colocate.core.contract import Source  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
 from airflow_colocate.planner.write import write_plan  # noqa: E402
-from airflow_colocate.planner.contract import Source  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
 from airflow_colocate.spark.write_job import run_write  # noqa: E402
 

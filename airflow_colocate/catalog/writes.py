@@ -22,6 +22,7 @@ from airflow_colocate.catalog.views import (
     WriteTicket,
 )
 from airflow_colocate.core import naming
+from airflow_colocate.core.contract import WriteReport
 from airflow_colocate.core.errors import (
     ColocateError,
     Conflict,
@@ -32,7 +33,6 @@ from airflow_colocate.core.errors import (
 from airflow_colocate.core.times import utc
 from airflow_colocate.placement.initial import initial_map
 from airflow_colocate.placement.model import BackendSlot
-from airflow_colocate.planner.contract import WriteReport
 from airflow_colocate.storage import layout
 
 

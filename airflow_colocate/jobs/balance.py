@@ -32,12 +32,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, BalanceJobView, CloneNeed
-from airflow_colocate.jobs.health import waiting_to_relocate
+from airflow_colocate.core.contract import ClonePlan, CloneReport, CloneTask, VerifyTask
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
-from airflow_colocate.planner.contract import ClonePlan, CloneReport, CloneTask, VerifyTask
 from airflow_colocate.storage import fs
 
 StepHook = Callable[[str, int | None], None]

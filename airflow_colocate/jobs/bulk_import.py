@@ -26,10 +26,10 @@ from urllib.parse import unquote
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import WriteTicket
 from airflow_colocate.core import naming
+from airflow_colocate.core.contract import ImportPartition, ImportPlan, ImportReport, Source, WriteReport
 from airflow_colocate.core.errors import ColocateError, InvalidArgument, NotFound
 from airflow_colocate.core.paths import default_work_dir
-from airflow_colocate.planner.bulk_import import ImportPartition, ImportPlan, ImportReport, import_plan
-from airflow_colocate.planner.contract import Source, WriteReport
+from airflow_colocate.planner.bulk_import import import_plan
 from airflow_colocate.planner.write import write_plan
 from airflow_colocate.storage import fs
 from airflow_colocate.storage.copy import subdirs

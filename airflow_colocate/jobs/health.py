@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from airflow_colocate.catalog.views import DEFAULT_RELOCATE_DELAY, BackendHealth
+from airflow_colocate.core.contract import BadReplica
 from airflow_colocate.core.times import utc
-from airflow_colocate.planner.contract import BadReplica
 from airflow_colocate.storage import copy
 from airflow_colocate.storage.probe import probe_root
 

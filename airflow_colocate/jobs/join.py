@@ -11,10 +11,10 @@ from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.core.contract import BadReplica, JoinPlan, JoinReport, Source
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs.read import read_plans
 from airflow_colocate.jobs.write import finish_write, prepare_write
-from airflow_colocate.planner.contract import BadReplica, JoinPlan, JoinReport, Source
 from airflow_colocate.planner.join import parse_size
 
 

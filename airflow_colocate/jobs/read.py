@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.planner.contract import ReadTable
+from airflow_colocate.core.contract import ReadTable
 from airflow_colocate.planner.reads import JoinReads, plan_reads
 
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 
-from airflow_colocate.planner.contract import (
+from airflow_colocate.core.contract import (
     ClonePlan,
     CloneReport,
     CloneResult,

@@ -27,9 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_colocate.catalog.views import TableView
-from airflow_colocate.core.errors import InvalidArgument
-from airflow_colocate.core.paths import default_work_dir
-from airflow_colocate.planner.contract import (
+from airflow_colocate.core.contract import (
     RowCheck,
     RowCheckTable,
     VerifyPlan,
@@ -37,6 +35,8 @@ from airflow_colocate.planner.contract import (
     VerifyResult,
     VerifyTask,
 )
+from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.core.paths import default_work_dir
 
 Runner = Callable[[VerifyPlan], VerifyReport]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.core.contract import Source, WritePlan, WriteReport
 from airflow_colocate.core.paths import default_work_dir
-from airflow_colocate.planner.contract import Source, WritePlan, WriteReport
 from airflow_colocate.planner.write import write_plan
 
 

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan, summary_json
+from airflow_colocate.core.contract import ClonePlan, CloneReport
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan, summary_json
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
 from airflow_colocate.operators.spark_env import job_path
-from airflow_colocate.planner.contract import ClonePlan, CloneReport
 
 
 class ColocateBalanceOperator(ColocateSparkOperator):

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_colocate.core.contract import JoinReport
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs.join import fail_join, finish_join, prepare_join
-from airflow_colocate.planner.join import structured_sql
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
 from airflow_colocate.operators.log_summary import Phases, join_lines
+from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.operators.spark_ui import SparkHistoryLink
 from airflow_colocate.operators.write import table_asset
-from airflow_colocate.operators.spark_env import job_path
-from airflow_colocate.planner.contract import JoinReport
+from airflow_colocate.planner.join import structured_sql
 
 
 class ColocateJoinOperator(ColocateSparkOperator):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_colocate.core.contract import VerifyPlan, VerifyReport
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs.verify import plan_verify, verify
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
 from airflow_colocate.operators.spark_env import job_path
-from airflow_colocate.planner.contract import VerifyPlan, VerifyReport
 
 
 class ColocateVerifyOperator(ColocateSparkOperator):

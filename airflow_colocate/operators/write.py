@@ -9,17 +9,17 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
+from airflow_colocate.core.contract import Source, WriteReport
 from airflow_colocate.core.errors import ColocateError, InvalidArgument, SchemaMismatch
+from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
 from airflow_colocate.operators.log_summary import Phases, write_lines
-from airflow_colocate.operators.spark_ui import SparkHistoryLink
 from airflow_colocate.operators.spark_env import job_path
+from airflow_colocate.operators.spark_ui import SparkHistoryLink
 from airflow_colocate.planner.reads import read_table
-from airflow_colocate.planner.contract import Source, WriteReport
-from airflow_colocate.core.sqltypes import parse_columns
 
 
 def table_asset(table: str) -> Asset:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from airflow_colocate.planner.contract import JoinExplain
+from airflow_colocate.core.contract import JoinExplain
 
 # JoinNode.kind (spark.physical_plan) -> the seeds' "join op" words
 JOIN_OPS = {"inner": "INNER", "left": "LEFT OUTER", "right": "RIGHT OUTER", "full": "FULL OUTER",

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from airflow_colocate.core.contract import BucketJoin, ReadTable
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.sizes import human_bytes
-from airflow_colocate.planner.contract import BucketJoin, ReadTable
 
 if TYPE_CHECKING:
     from airflow_colocate.catalog.views import TableView

@@ -17,9 +17,9 @@ from airflow_colocate.catalog.views import (
     ReplicaView,
     TableView,
 )
+from airflow_colocate.core.contract import ReadPartition, ReadReplica, ReadTable
 from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement.replica_choice import choose_replicas
-from airflow_colocate.planner.contract import ReadPartition, ReadReplica, ReadTable
 from airflow_colocate.planner.join import (
     DISABLED,
     NOT_COLOCATED,

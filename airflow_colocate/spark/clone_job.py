@@ -24,13 +24,13 @@ from __future__ import annotations
 import sys
 import time
 
-from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import (
+from airflow_colocate.core.contract import (
     ClonePlan,
     CloneReport,
     CloneResult,
     VerifyResult,
 )
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs, layout
 

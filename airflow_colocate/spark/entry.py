@@ -26,9 +26,8 @@ import sys
 import time
 import traceback
 
+from airflow_colocate.core.contract import ClonePlan, ImportPlan, JoinPlan, VerifyPlan, WritePlan
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.bulk_import import ImportPlan
-from airflow_colocate.planner.contract import ClonePlan, JoinPlan, VerifyPlan, WritePlan
 from airflow_colocate.spark.failures import executor_error, is_spark_error
 from airflow_colocate.storage import fs
 

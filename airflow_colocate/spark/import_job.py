@@ -22,9 +22,8 @@ import time
 from dataclasses import replace
 from urllib.parse import quote
 
+from airflow_colocate.core.contract import ImportPlan, ImportReport, WriteReport
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.bulk_import import ImportPlan, ImportReport
-from airflow_colocate.planner.contract import WriteReport
 from airflow_colocate.spark import write_job
 from airflow_colocate.spark.failures import first_line, is_spark_error
 from airflow_colocate.storage import fs

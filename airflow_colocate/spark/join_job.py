@@ -14,14 +14,14 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import (
+from airflow_colocate.core.contract import (
     BadReplica,
     BucketJoin,
     JoinExplain,
     JoinPlan,
     JoinReport,
 )
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.planner.explain import explain_text as render_explain
 from airflow_colocate.planner.explain import key_names
 from airflow_colocate.planner.join import (

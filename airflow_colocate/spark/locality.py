@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from airflow_colocate.planner.contract import JoinLocality, ReadTable
+from airflow_colocate.core.contract import JoinLocality, ReadTable
 from airflow_colocate.storage import fs
 
 JAR_ENV = "COLOCATE_LOCALITY_JAR"

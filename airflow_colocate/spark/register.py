@@ -31,8 +31,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.spark import locality
 from airflow_colocate.storage import copy as copy_mod
 

@@ -26,7 +26,7 @@ import sys
 import time
 from urllib.parse import unquote, urlparse
 
-from airflow_colocate.planner.contract import (
+from airflow_colocate.core.contract import (
     ClonePlan,
     RowCheck,
     RowCheckResult,

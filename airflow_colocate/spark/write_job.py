@@ -31,9 +31,9 @@ import sys
 import time
 from contextlib import contextmanager
 
+from airflow_colocate.core.contract import ReplicaReport, WritePlan, WriteReport
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
 from airflow_colocate.core.sqltypes import comparable_type, widening_ok
-from airflow_colocate.planner.contract import ReplicaReport, WritePlan, WriteReport
 from airflow_colocate.spark.failures import executor_error, first_line, is_spark_error
 from airflow_colocate.storage import fs
 from airflow_colocate.storage import place as placement
@@ -241,8 +241,8 @@ _PYTHON_CHECKED = ("date", "tinyint", "smallint", "int", "bigint", "boolean", "s
 def check_partition_value(spark, plan: WritePlan, name: str, table_type: str) -> None:
     """Refuse a partition value that is not a literal of the partition column's type (a ``date``
     partition ``2026-13-45`` would be written, then read back as NULL)."""
-    from airflow_colocate.core.naming import check_partition_literal
     from airflow_colocate.core.errors import InvalidArgument
+    from airflow_colocate.core.naming import check_partition_literal
 
     if table_type in _PYTHON_CHECKED or table_type.startswith(("varchar", "char")):
         try:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from airflow_colocate.core.contract import ReplicaReport, WritePlan
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import ReplicaReport, WritePlan
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs, layout
 

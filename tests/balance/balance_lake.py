@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 from colocate_testing import spark_bucket
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.contract import ReplicaReport, Source, WriteReport
 from airflow_colocate.jobs.balance import BalanceOptions, Balancer
 from airflow_colocate.jobs.runners import Runner, local_runner, session_runner
 from airflow_colocate.jobs.write import finish_write, prepare_write
-from airflow_colocate.planner.contract import ReplicaReport, Source, WriteReport
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs, layout
 from airflow_colocate.storage.place import write_id_for

@@ -11,7 +11,7 @@ import time
 from balance_lake import assert_whole, rows
 
 from airflow_colocate.cli import main as colocate
-from airflow_colocate.planner.contract import CloneTask
+from airflow_colocate.core.contract import CloneTask
 from airflow_colocate.spark.clone_job import clone_task, verify_task
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs, layout

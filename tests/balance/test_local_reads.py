@@ -20,9 +20,9 @@ from balance_lake import Clock, Lake
 from sparkcluster import start_cluster
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.contract import JoinPlan, JoinReport
 from airflow_colocate.jobs.join import prepare_join
 from airflow_colocate.operators.spark_env import job_path, submit_env
-from airflow_colocate.planner.contract import JoinPlan, JoinReport
 from airflow_colocate.spark import locality
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]

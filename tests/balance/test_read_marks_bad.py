@@ -9,10 +9,10 @@ import json
 from dataclasses import asdict
 
 from airflow_colocate.catalog.summary import drift
+from airflow_colocate.core.contract import BadReplica, JoinPlan, JoinReport
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.jobs.join import fail_join, finish_join
 from airflow_colocate.jobs.read import read_plans
-from airflow_colocate.planner.contract import BadReplica, JoinPlan, JoinReport
 from airflow_colocate.spark.join_job import bad_replicas_uri, load_bad_replicas
 
 DAY = "2026-11-01"

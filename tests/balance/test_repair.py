@@ -11,9 +11,9 @@ import pytest
 from balance_lake import assert_whole, fingerprint, replica_dirs, rows
 from colocate_testing import spark_bucket
 
+from airflow_colocate.core.contract import Source
 from airflow_colocate.jobs.balance import BalanceOptions, describe_plans, plan
 from airflow_colocate.jobs.write import prepare_write
-from airflow_colocate.planner.contract import Source
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
 

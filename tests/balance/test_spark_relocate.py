@@ -8,10 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 from balance_lake import assert_whole, fingerprint, rows
 
+from airflow_colocate.core.contract import Source
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.write import write_in_session
-from airflow_colocate.planner.contract import Source
 
 pytestmark = pytest.mark.spark
 

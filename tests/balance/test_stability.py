@@ -10,8 +10,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from airflow_colocate.catalog import Catalog, models
+from airflow_colocate.core.contract import VerifyResult
 from airflow_colocate.core.errors import Conflict
-from airflow_colocate.planner.contract import VerifyResult
 from balance_lake import Clock, Lake
 from colocate_testing import add_local_backends
 
@@ -103,9 +103,9 @@ def test_switch_waits_for_every_added_replica_and_drops_wait_for_the_grace(small
     assert not result.switched and result.missing == ("default.orders/2026-11-01 bucket 0 on backend 4",)
     needs, blocked = cat.clone_needs(job.id)
     assert [(n.bucket_seq, n.backend_id, n.sources[0][0]) for n in needs] == [(0, be4, src)] and not blocked
-    from airflow_colocate.spark.clone_job import clone_task
-    from airflow_colocate.planner.contract import CloneResult
+    from airflow_colocate.core.contract import CloneResult
     from airflow_colocate.jobs.balance import clone_plan
+    from airflow_colocate.spark.clone_job import clone_task
     from dataclasses import asdict
 
     (task,) = clone_plan("t", needs, "unused").copies

@@ -21,17 +21,17 @@ from balance_lake import assert_whole
 from colocate_testing import spark_bucket
 
 from airflow_colocate.cli import main
-from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.jobs.join import join_in_session, prepare_join
-from airflow_colocate.jobs.verify import session_runner, verdicts, verify
-from airflow_colocate.jobs.write import write_in_session
-from airflow_colocate.planner.contract import (
+from airflow_colocate.core.contract import (
     RowCheck,
     RowCheckResult,
     Source,
     VerifyReport,
     VerifyResult,
 )
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.jobs.join import join_in_session, prepare_join
+from airflow_colocate.jobs.verify import session_runner, verdicts, verify
+from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.spark.entry import failure_line
 from airflow_colocate.spark.join_job import run_join
 from airflow_colocate.spark.verify_job import dir_key, judge

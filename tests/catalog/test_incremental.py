@@ -16,7 +16,7 @@ from sqlalchemy import event
 
 from airflow_colocate.catalog import Catalog, summary
 from airflow_colocate.catalog import models as m
-from airflow_colocate.planner.contract import (
+from airflow_colocate.core.contract import (
     CloneResult,
     ReplicaReport,
     Source,

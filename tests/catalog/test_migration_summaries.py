@@ -15,7 +15,7 @@ from test_incremental import COLUMNS, Clock, write
 from airflow_colocate.catalog import Catalog, summary
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.migrate import _config, head_revision
-from airflow_colocate.planner.contract import VerifyResult
+from airflow_colocate.core.contract import VerifyResult
 
 
 def state(cat: Catalog):

@@ -21,9 +21,9 @@ from sqlalchemy import event, select
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog import models as m
+from airflow_colocate.core.contract import CloneResult, VerifyResult
 from airflow_colocate.jobs.balance import BalanceOptions, plan
 from airflow_colocate.jobs.read import read_plans
-from airflow_colocate.planner.contract import CloneResult, VerifyResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import bench_catalog  # noqa: E402

@@ -19,8 +19,8 @@ from test_incremental import COLUMNS, Clock, write
 from airflow_colocate.catalog import Catalog, summary
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.views import MAX_REASONS, Reason
+from airflow_colocate.core.contract import CloneResult, VerifyResult
 from airflow_colocate.core.times import utc
-from airflow_colocate.planner.contract import CloneResult, VerifyResult
 
 DAYS = [f"2026-10-{d:02d}" for d in range(1, 9)]
 

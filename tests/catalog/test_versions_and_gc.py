@@ -10,8 +10,8 @@ import pytest
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.cli import main
+from airflow_colocate.core.contract import ReplicaReport, Source, WriteReport
 from airflow_colocate.core.errors import ColocateError, PlacementError
-from airflow_colocate.planner.contract import ReplicaReport, Source, WriteReport
 from airflow_colocate.planner.write import write_plan
 from colocate_testing import add_local_backends
 

@@ -20,7 +20,7 @@ from pgserver import fresh_pg_database
 from daily_pipeline import check_day, load_dag
 from sparkcluster import start_cluster
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.planner.contract import JoinReport
+from airflow_colocate.core.contract import JoinReport
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.cluster]
 

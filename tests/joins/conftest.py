@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.contract import Source
 from airflow_colocate.jobs.write import write_in_session
-from airflow_colocate.planner.contract import Source
 from colocate_testing import add_local_backends
 
 DATES = ["2026-11-01", "2026-11-02"]

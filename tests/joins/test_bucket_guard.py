@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
+from airflow_colocate.core.contract import ReadPartition, ReadTable
 from airflow_colocate.jobs.join import prepare_join
-from airflow_colocate.planner.contract import ReadPartition, ReadTable
 from airflow_colocate.spark.join_job import run_join
 from airflow_colocate.spark.register import create_statements, name_the_replica
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from airflow_colocate.planner.contract import JoinExplain
+from airflow_colocate.core.contract import JoinExplain
 from airflow_colocate.planner.explain import NO_JOIN, explain_text, key_names, operator_name
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.contract import ReadPartition, ReadReplica, ReadTable, Source
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.write import write_in_session
-from airflow_colocate.planner.contract import ReadPartition, ReadReplica, ReadTable, Source
 from airflow_colocate.planner.join import (
     build_estimate,
     choose_bucket_join,

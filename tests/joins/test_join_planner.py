@@ -69,7 +69,7 @@ def test_after_a_full_outer_join_nothing_is_bucketed_any_more():
 def test_tables_named_in_upper_case_match_spark_folded_names():
     """The seeds' ``FROM A A JOIN B B``: Spark scans ``__cl_a``, the plan says ``A`` (issue 13: this
     crashed the join job with KeyError 'a'). Pure: a hand-made join node, no Spark session."""
-    from airflow_colocate.planner.contract import JoinPlan, ReadTable
+    from airflow_colocate.core.contract import JoinPlan, ReadTable
     from airflow_colocate.spark.join_job import explain_join, should_be_colocated
     from airflow_colocate.spark.physical_plan import JoinNode, Side
 

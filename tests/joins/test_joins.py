@@ -134,9 +134,9 @@ def test_output_into_the_group_is_colocated_next_time(spark, tpch_catalog, plain
 def test_tables_of_two_groups_fall_back_with_reason(spark, tpch_catalog, tpch_sources, plain, tmp_path):
     """flags copied into its own group g_flags (same bucket count and key type as g_tpch): still
     not colocated with orders, because their buckets live on unrelated backends."""
-    from airflow_colocate.jobs.write import write_in_session
-    from airflow_colocate.planner.contract import Source
+    from airflow_colocate.core.contract import Source
     from airflow_colocate.core.sqltypes import parse_columns
+    from airflow_colocate.jobs.write import write_in_session
 
     tpch_catalog.create_table("flags_g", parse_columns("f_orderkey bigint, f_flag string, dt date"), ["f_orderkey"],
                               bucket_num=8, replication_num=2, partition_cols=["dt"], colocate_with="g_flags",

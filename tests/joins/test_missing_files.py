@@ -19,13 +19,13 @@ import pytest
 from colocate_testing import add_local_backends
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.contract import Source
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.jobs.balance import BalanceOptions, Balancer
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.read import read_plans, register
 from airflow_colocate.jobs.runners import local_runner
 from airflow_colocate.jobs.write import write_in_session
-from airflow_colocate.planner.contract import Source
 from airflow_colocate.spark.register import UnreadableBuckets
 
 pytestmark = pytest.mark.spark

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.contract import ReadPartition, ReadReplica, ReadTable, Source
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session, prepare_join
 from airflow_colocate.jobs.write import write_in_session
-from airflow_colocate.planner.contract import ReadPartition, ReadReplica, ReadTable, Source
 from airflow_colocate.planner.join import keys_in_read_order, one_file_per_bucket
 from airflow_colocate.spark import locality
 from airflow_colocate.spark.join_job import run_join

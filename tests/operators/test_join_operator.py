@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_colocate.core.contract import Source
+from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.operators.join import ColocateJoinOperator
-from airflow_colocate.planner.contract import Source
-from airflow_colocate.core.sqltypes import parse_columns
 
 pytestmark = pytest.mark.spark
 CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}

@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_colocate.core.contract import Source
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.operators.join import ColocateJoinOperator
 from airflow_colocate.operators.lineage import join_lineage, path_dataset, table_dataset, write_lineage
 from airflow_colocate.operators.write import ColocateWriteOperator
-from airflow_colocate.planner.contract import Source
 
 HAVE_PROVIDER = importlib.util.find_spec("airflow.providers.openlineage") is not None
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from airflow_colocate.cli import main as colocate
+from airflow_colocate.core.contract import Source
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.planner.write import write_plan
-from airflow_colocate.planner.contract import Source
 from test_write_operator import make_source, read_back, write_op
 
 pytestmark = pytest.mark.spark

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_colocate.core.contract import Source
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.operators.write import ColocateWriteOperator
-from airflow_colocate.planner.contract import Source
 
 pytestmark = pytest.mark.spark
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.planner.contract import ReplicaReport, WriteReport
+from airflow_colocate.core.contract import ReplicaReport, WriteReport
 
 
 def commit_fake_write(cat: Catalog, table: str, partition: str, *, bytes_per_replica: int = 1000) -> None:

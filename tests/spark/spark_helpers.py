@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from airflow_colocate.planner.contract import BucketTarget, ReadPartition, ReadTable, ReplicaTarget, Source, WritePlan
+from airflow_colocate.core.contract import BucketTarget, ReadPartition, ReadTable, ReplicaTarget, Source, WritePlan
 from airflow_colocate.storage import layout
 
 _jobs = itertools.count(1)

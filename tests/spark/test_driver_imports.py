@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import make_plan, read_table
 
-from airflow_colocate.planner.contract import JoinPlan, JoinReport, Source
+from airflow_colocate.core.contract import JoinPlan, JoinReport, Source
 from airflow_colocate.spark.write_job import run_write
 
 FORBIDDEN = ("sqlalchemy", "alembic", "airflow")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_colocate.planner.contract import JoinLocality, ReadPartition, ReadTable
+from airflow_colocate.core.contract import JoinLocality, ReadPartition, ReadTable
 from airflow_colocate.spark import locality
 
 pytestmark = pytest.mark.spark

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import make_plan
 
+from airflow_colocate.core.contract import Source
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.planner.contract import Source
 from airflow_colocate.storage import layout
 from airflow_colocate.storage.copy import replica_checksum
 from airflow_colocate.storage.place import (

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from airflow_colocate.planner.contract import ReadPartition, ReadReplica, ReadTable
+from airflow_colocate.core.contract import ReadPartition, ReadReplica, ReadTable
 from airflow_colocate.spark.register import UnreadableBuckets, check_candidates
 
 

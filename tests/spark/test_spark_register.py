@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import make_plan, read_table
 
-from airflow_colocate.planner.contract import ReadPartition, ReadTable, Source
+from airflow_colocate.core.contract import ReadPartition, ReadTable, Source
 from airflow_colocate.spark.register import register_tables
 from airflow_colocate.spark.write_job import run_write
 

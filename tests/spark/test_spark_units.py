@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from spark_helpers import make_plan
 
-from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.operators.spark_env import job_path
-from airflow_colocate.planner.contract import (
+from airflow_colocate.core.contract import (
     ClonePlan,
     ReadPartition,
     ReadTable,
     Source,
 )
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.spark import entry
 from airflow_colocate.spark.register import create_statements
 from airflow_colocate.spark.write_job import check_plan

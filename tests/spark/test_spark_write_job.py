@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from spark_helpers import make_plan, read_table, version_files
 
+from airflow_colocate.core.contract import Source, WritePlan, WriteReport
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
-from airflow_colocate.planner.contract import Source, WritePlan, WriteReport
 from airflow_colocate.spark.entry import main, run_plan
 from airflow_colocate.spark.register import register_tables
 from airflow_colocate.spark.write_job import run_write
