@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 
@@ -35,24 +34,15 @@ def _build(cls, data):
 
 
 class JsonMixin:
+    """JSON text only: files are :mod:`airflow_colocate.storage.plan_files`' business, so a plan
+    written to ``hdfs://`` is never squeezed through a local path here."""
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str):
         return _build(cls, json.loads(text))
-
-    def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)  # a reader never sees half a plan
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path):
-        return cls.from_json(Path(path).read_text())
 
 
 # ---------------------------------------------------------------------- targets

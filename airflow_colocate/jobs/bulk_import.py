@@ -33,6 +33,7 @@ from airflow_colocate.planner.bulk_import import import_plan
 from airflow_colocate.planner.write import write_plan
 from airflow_colocate.storage import fs
 from airflow_colocate.storage.copy import subdirs
+from airflow_colocate.storage.plan_files import load_report
 
 FORMATS = ("parquet", "orc")
 
@@ -245,7 +246,7 @@ def partial_reports(plan: ImportPlan) -> list[WriteReport]:
     for i in range(len(plan.partitions)):
         uri = plan.part_report_uri(i)
         try:
-            out.append(WriteReport.from_json(fs.read_text(uri)))
+            out.append(load_report(WriteReport, uri))
         except (FileNotFoundError, OSError, ValueError):
             continue
     return out

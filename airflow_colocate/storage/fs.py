@@ -231,7 +231,7 @@ def write_text_atomic(uri: str, text: str) -> None:
     try:
         with open_write(tmp) as f:
             f.write(text.encode("utf-8"))
-            if hasattr(f, "fileno"):
+            if is_local(tmp):  # a pyarrow stream has fileno() too, but it raises: HDFS syncs on close
                 f.flush()
                 os.fsync(f.fileno())
         rename(tmp, uri)

@@ -24,6 +24,7 @@ from airflow_colocate.core.contract import JoinPlan, JoinReport
 from airflow_colocate.jobs.join import prepare_join
 from airflow_colocate.operators.spark_env import job_path, submit_env
 from airflow_colocate.spark import locality
+from airflow_colocate.storage.plan_files import load_report, save_plan
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -69,7 +70,7 @@ def run_join(cluster, lake: Lake, tmp: Path, name: str, *, jar: bool) -> tuple[J
     plan, _ = prepare_join(lake.catalog, QUERY, {"orders": None, "lineitem": None}, work_dir=work, job_name=name,
                            output_path=str(work / "out"), require_colocate=True)
     plan_file = work / "plan.json"
-    plan.save(plan_file)
+    save_plan(plan, plan_file)
     conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
             "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": "512m", "spark.driver.memory": "512m",
             "spark.driver.host": "127.0.0.1", "spark.log.level": "WARN"}
@@ -84,7 +85,7 @@ def run_join(cluster, lake: Lake, tmp: Path, name: str, *, jar: bool) -> tuple[J
     env = {**os.environ, **submit_env(), "SPARK_LOCAL_IP": "127.0.0.1"}
     proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S)
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    report = JoinReport.load(plan.report_uri)
+    report = load_report(JoinReport, plan.report_uri)
     (log,) = list(events.iterdir())
     tasks = [e for e in map(json.loads, log.read_text().splitlines())
              if e.get("Event") in ("SparkListenerTaskEnd", "SparkListenerExecutorAdded")]

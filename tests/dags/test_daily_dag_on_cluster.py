@@ -21,6 +21,7 @@ from daily_pipeline import check_day, load_dag
 from sparkcluster import start_cluster
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import JoinReport
+from airflow_colocate.storage.plan_files import load_report
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.cluster]
 
@@ -96,7 +97,7 @@ def test_daily_dag_on_a_standalone_cluster_with_the_catalog_in_postgres(cluster_
     assert all(g.stable for g in catalog.groups())
 
     reports = [p for p in (tmp / "runs").glob("*/report.json") if json.loads(p.read_text()).get("kind") == "join"]
-    joins = [JoinReport.load(str(p)) for p in reports]
+    joins = [load_report(JoinReport, str(p)) for p in reports]
     assert len(joins) == 1
     assert "colocate: true" in joins[0].explain and "colocate: false" not in joins[0].explain
     assert all(j.colocate and j.exchanges_left == j.exchanges_right == 0 for j in joins[0].joins), joins[0].physical_plan

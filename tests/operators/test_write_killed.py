@@ -15,6 +15,8 @@ from airflow_colocate.cli import main as colocate
 from airflow_colocate.core.contract import Source
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.planner.write import write_plan
+from airflow_colocate.storage import fs
+from airflow_colocate.storage.plan_files import save_plan
 from test_write_operator import make_source, read_back, write_op
 
 pytestmark = pytest.mark.spark
@@ -63,7 +65,7 @@ def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tm
     plan = write_plan(ticket, Source(format="parquet", path=str(big)), str(tmp_path / "runs"))
     catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
                               ticket.missing, {"staging_uri": plan.staging_uri})
-    plan_path = plan.save(tmp_path / "runs" / "plan.json")
+    plan_path = save_plan(plan, tmp_path / "runs" / "plan.json")
     staging = Path(plan.staging_uri.removeprefix("file://"))
     proc = subprocess.Popen([sys.executable, "-m", "airflow_colocate.spark.write_job", "--plan", str(plan_path),
                              "--master", "local[2]"], start_new_session=True,
@@ -78,7 +80,7 @@ def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tm
 
     assert catalog.partitions("orders")[0].visible_version == 1
     assert read_back(catalog, "2026-11-01") == before  # old version readable and complete
-    assert not Path(plan.report_uri.removeprefix("file://")).exists()  # killed before it could report
+    assert not fs.exists(plan.report_uri)  # killed before it could report
 
     # gc: the dead write is aborted and its staging and version directories removed
     assert colocate(["gc", "--grace-minutes", "0", "--stale-hours", "0", "--json"]) == 0

@@ -15,6 +15,7 @@ from spark_helpers import make_plan, read_table
 
 from airflow_colocate.core.contract import JoinPlan, JoinReport, Source
 from airflow_colocate.spark.write_job import run_write
+from airflow_colocate.storage.plan_files import load_report, save_plan
 
 FORBIDDEN = ("sqlalchemy", "alembic", "airflow")
 LOADED = f"sorted(m for m in sys.modules if m.split('.')[0] in {FORBIDDEN!r})"
@@ -68,7 +69,7 @@ def test_a_join_into_a_table_runs_without_the_catalog(spark, tmp_path):
     plan = JoinPlan(job_id="j1", query=query, tables=tables, reasons={"orders": "", "lines": ""},
                     groups={"orders": "1.1", "lines": "1.1"}, require_colocate=True,
                     report_uri=(tmp_path / "j1" / "report.json").as_uri(), output=output)
-    plan_path = plan.save(tmp_path / "j1" / "plan.json")
+    plan_path = save_plan(plan, tmp_path / "j1" / "plan.json")
 
     code = ("import sys, json; from airflow_colocate.spark import entry; "
             "rc = entry.main(['--plan', sys.argv[1], '--master', 'local[1]']); "
@@ -76,7 +77,7 @@ def test_a_join_into_a_table_runs_without_the_catalog(spark, tmp_path):
     out = fresh_python(code, str(plan_path), timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
-    report = JoinReport.load(tmp_path / "j1" / "report.json")
+    report = load_report(JoinReport, tmp_path / "j1" / "report.json")
     assert report.rows == 400 and report.write.source_rows == 400
     assert report.joins and all(j.colocate for j in report.joins)
     assert sum(r.rows for r in report.write.replicas) == 2 * 400  # two replicas of every bucket

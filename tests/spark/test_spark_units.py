@@ -22,7 +22,9 @@ from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.spark import entry
 from airflow_colocate.spark.register import create_statements
 from airflow_colocate.spark.write_job import check_plan
+from airflow_colocate.storage import fs
 from airflow_colocate.storage.place import staged_buckets
+from airflow_colocate.storage.plan_files import save_plan
 
 
 def test_staged_buckets_by_task_index(tmp_path):
@@ -84,12 +86,12 @@ def test_job_file_runs_as_a_script(name):
 def test_entry_refuses_a_plan_of_another_kind_before_starting_spark(tmp_path, capsys):
     plan = make_plan(tmp_path, source=Source(format="parquet", path="/x"), columns=[["k", "bigint"]], dist_cols=["k"],
                      partition_cols=[], value="all")
-    plan_path = plan.save(tmp_path / "plan.json")
+    plan_path = save_plan(plan, tmp_path / "plan.json")
     assert entry.main(["--plan", str(plan_path)], kind="clone") == 2
     line = f"{plan_path} is a 'write' plan, not a clone plan"
     assert f"colocate-clone: FAILED: {line}" in capsys.readouterr().out
-    assert Path(plan.report_uri.removeprefix("file://") + ".error").read_text() == line  # what the operator raises
-    assert not Path(plan.report_uri.removeprefix("file://")).exists()
+    assert fs.read_text(plan.report_uri + ".error") == line  # what the operator raises
+    assert not fs.exists(plan.report_uri)
 
 
 def test_entry_refuses_unreadable_and_unknown_plans(tmp_path, capsys):

@@ -21,6 +21,7 @@ from airflow_colocate.spark.entry import main, run_plan
 from airflow_colocate.spark.register import register_tables
 from airflow_colocate.spark.write_job import run_write
 from airflow_colocate.storage import fs, layout
+from airflow_colocate.storage.plan_files import load_report, save_plan
 
 pytestmark = pytest.mark.spark
 
@@ -92,7 +93,7 @@ def test_write_buckets_replicas_and_read_back(spark, orders):
     assert len(report.replicas) == 8 * 2
     assert sum(r.rows for r in report.replicas) == 2 * N
     # the report was written atomically, the staging directory is gone
-    assert WriteReport.from_json(fs.read_text(plan.report_uri)) == report
+    assert load_report(WriteReport, plan.report_uri) == report
     assert not fs.exists(plan.staging_uri)
 
     assert_bucket_files(spark, report, 8, "key")
@@ -218,9 +219,9 @@ def test_json_source_and_compound_key(spark, tmp_path):
 def test_main_runs_a_plan_file(spark, tmp_path, capsys):
     src = write_parquet(tmp_path / "src", source_table(1000))
     plan = make_plan(tmp_path, source=Source(format="parquet", path=src), columns=COLUMNS, dist_cols=["key"])
-    plan_path = plan.save(tmp_path / "plan.json")
+    plan_path = save_plan(plan, tmp_path / "plan.json")
     assert main(["--plan", str(plan_path)]) == 0
-    report = WriteReport.from_json(fs.read_text(plan.report_uri))
+    report = load_report(WriteReport, plan.report_uri)
     assert report.source_rows == 1000
     assert "colocate-write: report written" in capsys.readouterr().out
     assert spark.range(1).count() == 1  # the shared session is still alive
@@ -230,7 +231,7 @@ def test_main_turns_a_failure_into_one_line(spark, tmp_path, capsys):
     """What the operator raises: exit 1, no report, the reason as one line next to where the report would be."""
     plan = make_plan(tmp_path, source=Source(format="parquet", path=(tmp_path / "nope").as_uri()), columns=COLUMNS,
                      dist_cols=["key"])
-    plan_path = plan.save(tmp_path / "plan.json")
+    plan_path = save_plan(plan, tmp_path / "plan.json")
     assert main(["--plan", str(plan_path)], kind="write") == 1
     error = fs.read_text(plan.report_uri + ".error")
     assert "\n" not in error and error.startswith("source path ") and "nope does not exist" in error
@@ -241,7 +242,7 @@ def test_main_turns_a_failure_into_one_line(spark, tmp_path, capsys):
     write_parquet(tmp_path / "nope", source_table(10))
     assert main(["--plan", str(plan_path)]) == 0
     assert not fs.exists(plan.report_uri + ".error")
-    assert WriteReport.from_json(fs.read_text(plan.report_uri)).source_rows == 10
+    assert load_report(WriteReport, plan.report_uri).source_rows == 10
 
 
 def test_empty_buckets_get_directories(spark, tmp_path):
