@@ -6,12 +6,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow_colocate.core.contract import ClonePlan, CloneReport
-from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.core.contract import CloneReport
 from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan, summary_json
-from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
-from airflow_colocate.operators.spark_env import job_path
+from airflow_colocate.operators.links import ColocationLink
 
 
 class ColocateBalanceOperator(ColocateSparkOperator):
@@ -32,6 +30,8 @@ class ColocateBalanceOperator(ColocateSparkOperator):
     :param threshold: skip moves that gain less than this fraction of the average load.
     """
 
+    job_kind = "clone"
+    report_type = CloneReport
     template_fields: Sequence[str] = (
         *ColocateSparkOperator.template_fields,
         "groups", "strategy", "threshold", "dry_run", "relocate_delay_minutes", "grace_minutes", "verify",
@@ -42,9 +42,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
     def __init__(self, *, groups: str | Sequence[str] | None = None, strategy: str = "count", threshold: float = 0.0,
                  dry_run: bool = False, probe: bool = True, verify: bool = False, verify_limit: int | None = None,
                  relocate_delay_minutes: float | None = None, grace_minutes: float = 10.0,
-                 comeback_fraction: float = 0.5, max_rounds: int = 4,
-                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
-        kwargs.setdefault("application", job_path("clone_job.py"))
+                 comeback_fraction: float = 0.5, max_rounds: int = 4, **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-balance-{kwargs.get('task_id', 'balance')}")
         super().__init__(**kwargs)
         self.groups = groups
@@ -58,7 +56,6 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         self.grace_minutes = grace_minutes
         self.comeback_fraction = comeback_fraction
         self.max_rounds = max_rounds
-        self.colocate_conn_id = colocate_conn_id
 
     def _options(self) -> BalanceOptions:
         from airflow_colocate.jobs.health import relocate_delay_from_env
@@ -74,17 +71,8 @@ class ColocateBalanceOperator(ColocateSparkOperator):
                               comeback_fraction=float(self.comeback_fraction), max_rounds=int(self.max_rounds),
                               groups=groups or None, verify=_truthy(self.verify), verify_limit=self.verify_limit)
 
-    def _runner(self, context, hook: ColocateCatalogHook):
-        def run(clone: ClonePlan) -> CloneReport:
-            path = clone.save(hook.work_dir() / clone.job_id / "plan.json")
-            self.run_plan(context, path, clone.report_uri)
-            return CloneReport.load(clone.report_uri.removeprefix("file://"))
-
-        return run
-
     def execute(self, context) -> dict:
-        hook = ColocateCatalogHook(self.colocate_conn_id)
-        catalog = hook.get_conn()
+        catalog = self.catalog
         options = self._options()
         from airflow_colocate.jobs.health import probe_backends, probe_line, waiting_to_relocate
 
@@ -94,16 +82,16 @@ class ColocateBalanceOperator(ColocateSparkOperator):
             results = probe_backends(catalog, relocate_delay=options.relocate_delay, **sample)
             (self.log.info if all(r.ok for r in results) else self.log.warning)("colocate: %s", probe_line(results))
         # a repair that waits says so, or it looks as if it silently did nothing (also in XCom 'waiting')
-        for line in waiting_to_relocate(catalog.backend_health(relocate_delay=options.relocate_delay),
+        for line in waiting_to_relocate(catalog.health.backends(relocate_delay=options.relocate_delay),
                                         options.relocate_delay, catalog.now(), options.relocate_delay_source):
             self.log.warning("colocate: %s", line)
-        names = {b.id: b.name for b in catalog.backends()}
+        names = {b.id: b.name for b in catalog.backends.list()}
         if _truthy(self.dry_run):
             plans = plan(catalog, options)
             for line in describe_plans(plans, names):
                 self.log.info("colocate plan: %s", line)
             return {"dry_run": True, "plans": [p.summary() for p in plans]}
-        balancer = Balancer(catalog, self._runner(context, hook), options, work_dir=hook.work_dir(),
+        balancer = Balancer(catalog, lambda clone: self.run_job(context, clone), options, work_dir=self.work_dir,
                             echo=lambda line: self.log.info("colocate: %s", line))
         summary = balancer.run()
         for line in describe_plans(summary["plans"], names):

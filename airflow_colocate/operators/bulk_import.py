@@ -6,11 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_colocate.core.contract import ImportReport
-from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs.bulk_import import prepare_import, run_import
-from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
-from airflow_colocate.operators.spark_env import job_path
+from airflow_colocate.operators.links import ColocationLink
 
 
 class ColocateImportOperator(ColocateSparkOperator):
@@ -28,36 +26,28 @@ class ColocateImportOperator(ColocateSparkOperator):
     :param partitions: only these partition values (templated); default every folder.
     """
 
+    job_kind = "import"
+    report_type = ImportReport
     template_fields: Sequence[str] = (*ColocateSparkOperator.template_fields, "table", "source", "partitions")
     ui_color = "#d8ecf3"
     operator_extra_links = (ColocationLink(),)
 
     def __init__(self, *, table: str, source: str, source_format: str = "parquet",
-                 partitions: Sequence[str] | None = None,
-                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
-        kwargs.setdefault("application", job_path("import_job.py"))
+                 partitions: Sequence[str] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-import-{table}")
         super().__init__(**kwargs)
         self.table = table
         self.source = source
         self.source_format = source_format
         self.partitions = partitions
-        self.colocate_conn_id = colocate_conn_id
 
     def execute(self, context) -> dict:
-        hook = ColocateCatalogHook(self.colocate_conn_id)
-        catalog = hook.get_conn()
+        catalog = self.catalog
         echo = self.log.info
         job = prepare_import(catalog, self.table, self.source, fmt=self.source_format,
                              partitions=list(self.partitions) if self.partitions else None,
-                             work_dir=hook.work_dir(), echo=echo)
-
-        def run(plan) -> ImportReport:
-            path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
-            self.run_plan(context, path, plan.report_uri)
-            return ImportReport.load(plan.report_uri.removeprefix("file://"))
-
-        return run_import(catalog, job, run, echo=echo)
+                             work_dir=self.work_dir, echo=echo)
+        return run_import(catalog, job, lambda plan: self.run_job(context, plan), echo=echo)
 
 
 __all__ = ["ColocateImportOperator"]

@@ -7,12 +7,10 @@ from typing import Any
 
 from airflow_colocate.core.contract import JoinReport
 from airflow_colocate.core.errors import InvalidArgument
-from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs.join import fail_join, finish_join, prepare_join
-from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
+from airflow_colocate.operators.links import ColocationLink
 from airflow_colocate.operators.log_summary import Phases, join_lines
-from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.operators.spark_ui import SparkHistoryLink
 from airflow_colocate.operators.write import table_asset
 from airflow_colocate.planner.join import structured_sql
@@ -36,6 +34,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
         bucket reads a replica on one of them when it has one, so its task runs where its files are.
     """
 
+    job_kind = "join"
+    report_type = JoinReport
     template_fields: Sequence[str] = (
         *ColocateSparkOperator.template_fields,
         "query", "tables", "partitions", "output_table", "output_partition", "output_path",
@@ -49,9 +49,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
                  how: str = "inner", columns: Sequence[str] = (), partitions: list[str] | None = None,
                  output_table: str | None = None, output_partition: str = "all", output_mode: str = "overwrite",
                  output_path: str | None = None, require_colocate: bool = False, disable_colocate_join: bool = False,
-                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, hash_budget: int | str | None = None,
-                 executor_hosts: Sequence[str] | str | None = None, **kwargs: Any) -> None:
-        kwargs.setdefault("application", job_path("join_job.py"))
+                 hash_budget: int | str | None = None, executor_hosts: Sequence[str] | str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-join-{kwargs.get('task_id', 'join')}")
         if output_table:  # the output table is an Asset, updated like a write's table
             kwargs.setdefault("outlets", [table_asset(output_table)])
@@ -69,7 +68,6 @@ class ColocateJoinOperator(ColocateSparkOperator):
         self.output_path = output_path
         self.require_colocate = require_colocate
         self.disable_colocate_join = disable_colocate_join
-        self.colocate_conn_id = colocate_conn_id
         self.hash_budget = hash_budget
         if isinstance(executor_hosts, str):
             executor_hosts = [h.strip() for h in executor_hosts.split(",") if h.strip()]
@@ -82,31 +80,24 @@ class ColocateJoinOperator(ColocateSparkOperator):
             if not self.tables:
                 raise InvalidArgument("query needs tables: the catalog tables it reads, e.g. {'orders': ['2026-11-01']}")
             return self.query, dict(self.tables)
-        views = [catalog.table(t) for t in self.join_tables]
+        views = [catalog.tables.get(t) for t in self.join_tables]
         return structured_sql(views, self.on, self.how, self.columns), {t: self.partitions for t in self.join_tables}
 
     def execute(self, context) -> dict:
         phases = Phases()
         with phases("plan"):
-            hook = ColocateCatalogHook(self.colocate_conn_id)
-            catalog = hook.get_conn()
+            catalog = self.catalog
             query, tables = self._query(catalog)
             plan, ticket = prepare_join(catalog, query, tables, require_colocate=self.require_colocate,
                                         disable_colocate_join=self.disable_colocate_join, output_table=self.output_table,
                                         output_partition=self.output_partition, output_mode=self.output_mode,
-                                        output_path=self.output_path, work_dir=hook.work_dir(), job_name=self.task_id,
+                                        output_path=self.output_path, work_dir=self.work_dir, job_name=self.task_id,
                                         hash_budget=self.hash_budget, executor_hosts=self.executor_hosts)
         for t in plan.tables:
             why = plan.reasons.get(t.name)
             self.log.info("colocate: %s registered %s", t.name, "bucketed (colocated)" if not why else f"plain: {why}")
-        try:
-            with phases("spark job"):
-                plan_path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
-                self.run_plan(context, plan_path, plan.report_uri)
-                report = JoinReport.load(plan.report_uri.removeprefix("file://"))
-        except BaseException as exc:
-            fail_join(catalog, ticket, plan, exc)  # aborts the write, records replicas found bad
-            raise
+        with phases("spark job"):  # a failure aborts the output's write and records replicas found bad
+            report = self.run_job(context, plan, on_failure=lambda exc: fail_join(catalog, ticket, plan, exc))
         with phases("commit"):
             summary = finish_join(catalog, ticket, report)
         summary["group"] = next((g for g in plan.groups.values() if g), None)  # for the Colocation link

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pyspark
 
-JOBS = Path(__file__).resolve().parent.parent / "spark"
+ENTRY = Path(__file__).resolve().parent.parent / "spark" / "entry.py"
 
 
-def job_path(name: str) -> str:
-    """The job file that ``spark-submit`` runs, e.g. ``write_job.py``: each runs the shared
-    :mod:`airflow_colocate.spark.entry` for its plan kind (``entry.py`` itself runs any plan)."""
-    return str(JOBS / name)
+def job_path() -> str:
+    """The file ``spark-submit`` runs for every job: :mod:`airflow_colocate.spark.entry`, told the
+    plan and its kind (``--plan <uri> --kind write``)."""
+    return str(ENTRY)
 
 
 def submit_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_colocate.core.contract import VerifyPlan, VerifyReport
-from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.core.contract import VerifyReport
 from airflow_colocate.jobs.verify import plan_verify, verify
-from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator
-from airflow_colocate.operators.spark_env import job_path
+from airflow_colocate.operators.links import ColocationLink
 
 
 class ColocateVerifyOperator(ColocateSparkOperator):
@@ -25,38 +23,31 @@ class ColocateVerifyOperator(ColocateSparkOperator):
     :param dry_run: only say what would be verified; change nothing.
     """
 
+    job_kind = "verify"
+    report_type = VerifyReport
     template_fields: Sequence[str] = (*ColocateSparkOperator.template_fields, "group", "table", "limit", "dry_run")
     ui_color = "#e3ecf7"
     operator_extra_links = (ColocationLink(),)
 
     def __init__(self, *, group: str | None = None, table: str | None = None, limit: int | None = None,
-                 dry_run: bool = False, colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
-        kwargs.setdefault("application", job_path("verify_job.py"))
+                 dry_run: bool = False, **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-verify-{kwargs.get('task_id', 'verify')}")
         super().__init__(**kwargs)
         self.group = group
         self.table = table
         self.limit = limit
         self.dry_run = dry_run
-        self.colocate_conn_id = colocate_conn_id
 
     def execute(self, context) -> dict:
-        hook = ColocateCatalogHook(self.colocate_conn_id)
-
-        def run(plan: VerifyPlan) -> VerifyReport:
-            path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
-            self.run_plan(context, path, plan.report_uri)
-            return VerifyReport.load(plan.report_uri.removeprefix("file://"))
-
         limit = None if self.limit in (None, "", "None") else int(self.limit)
         scope = dict(group=_given(self.group), table=_given(self.table), limit=limit)
         if str(self.dry_run).strip().lower() in ("1", "true", "yes", "on"):
-            plan, targets = plan_verify(hook.get_conn(), **scope, work_dir=hook.work_dir())
+            plan, targets = plan_verify(self.catalog, **scope, work_dir=self.work_dir)
             size = sum(t.bytes for t in targets.values())
             self.log.info("colocate: dry run: would verify %d replicas of %d tables (%d bytes)", len(targets),
                           len(plan.tables), size)
             return {"dry_run": True, "replicas": len(targets), "bytes": size, "tables": [t.table for t in plan.tables]}
-        return verify(hook.get_conn(), run, **scope, work_dir=hook.work_dir(),
+        return verify(self.catalog, lambda plan: self.run_job(context, plan), **scope, work_dir=self.work_dir,
                       echo=lambda line: self.log.info("colocate: %s", line))
 
 

@@ -12,12 +12,10 @@ from airflow.sdk import Asset
 from airflow_colocate.core.contract import Source, WriteReport
 from airflow_colocate.core.errors import ColocateError, InvalidArgument, SchemaMismatch
 from airflow_colocate.core.sqltypes import parse_columns
-from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.jobs.write import finish_write, prepare_write
-from airflow_colocate.links import ColocationLink
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
+from airflow_colocate.operators.links import ColocationLink
 from airflow_colocate.operators.log_summary import Phases, write_lines
-from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.operators.spark_ui import SparkHistoryLink
 from airflow_colocate.planner.reads import read_table
 
@@ -42,6 +40,8 @@ class ColocateWriteOperator(ColocateSparkOperator):
     :param mode: ``overwrite`` (a re-run or backfill replaces the partition) or ``append``.
     """
 
+    job_kind = "write"
+    report_type = WriteReport
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         "table",
@@ -62,9 +62,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
                  source_query: str | None = None, source_tables: dict[str, list[str] | None] | None = None,
                  columns: str | Sequence[tuple[str, str]] | None = None, dist_cols: Sequence[str] | None = None,
                  bucket_num: int | None = None, replication_num: int = 1, partition_col: str | None = None,
-                 colocate_with: str | None = None, mode: str = "overwrite",
-                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
-        kwargs.setdefault("application", job_path("write_job.py"))
+                 colocate_with: str | None = None, mode: str = "overwrite", **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-write-{table}")
         kwargs.setdefault("outlets", [table_asset(table)])
         super().__init__(**kwargs)
@@ -82,18 +80,17 @@ class ColocateWriteOperator(ColocateSparkOperator):
         self.partition_col = partition_col
         self.colocate_with = colocate_with
         self.mode = mode
-        self.colocate_conn_id = colocate_conn_id
 
     # -- planning (control plane) ---------------------------------------------------------------
 
     def _ensure_table(self, catalog) -> None:
         if self.columns is None:
-            catalog.table(self.table)  # must exist: a clear NotFound otherwise
+            catalog.tables.get(self.table)  # must exist: a clear NotFound otherwise
             return
         if not self.dist_cols or not self.bucket_num:
             raise InvalidArgument(f"creating {self.table} needs dist_cols and bucket_num as well as columns")
         cols = parse_columns(self.columns) if isinstance(self.columns, str) else list(self.columns)
-        t = catalog.create_table(self.table, cols, list(self.dist_cols), bucket_num=self.bucket_num,
+        t = catalog.tables.create(self.table, cols, list(self.dist_cols), bucket_num=self.bucket_num,
                                  replication_num=self.replication_num,
                                  partition_cols=[self.partition_col] if self.partition_col else [],
                                  colocate_with=self.colocate_with, if_not_exists=True)
@@ -120,34 +117,28 @@ class ColocateWriteOperator(ColocateSparkOperator):
             if "://" not in local and not any(c in local for c in "*?[{") and not os.path.exists(local):
                 raise InvalidArgument(f"source path {self.source!r} does not exist: check the path (and its templated date)")
             return Source(format=self.source_format, path=self.source, options=dict(self.source_options))
-        available = {b.id for b in catalog.backends() if b.state == "alive"}
+        available = {b.id for b in catalog.backends.list() if b.state == "alive"}
         tables = []
         for name, parts in self.source_tables.items():
-            view, replicas = catalog.read_replicas(name, parts)
+            view, replicas = catalog.writes.read_replicas(name, parts)
             tables.append(read_table(view, replicas, available=available, name=name.rpartition(".")[2], bucketed=False))
         return Source(query=self.source_query, tables=tables)
 
     def execute(self, context) -> dict:
         phases = Phases()
         with phases("plan"):
-            hook = ColocateCatalogHook(self.colocate_conn_id)
-            catalog = hook.get_conn()
+            catalog = self.catalog
             self._ensure_table(catalog)
             source = self._source(catalog)
             ticket, plan = prepare_write(catalog, self.table, self.partition, source, mode=self.mode,
-                                         work_dir=hook.work_dir())
+                                         work_dir=self.work_dir)
         self.log.info("colocate: write job %s: %s partition %s -> version %s (%s, %d buckets)", ticket.job_id,
                       ticket.table.qualified_name, ticket.partition_value, ticket.version, ticket.mode, len(ticket.targets))
         if ticket.missing:
             self.log.warning("colocate: backends not alive, these replicas will be repaired later: %s", "; ".join(ticket.missing))
-        try:
-            with phases("spark job"):
-                plan_path = plan.save(hook.work_dir() / plan.job_id / "plan.json")
-                self.run_plan(context, plan_path, plan.report_uri)
-                report = WriteReport.load(plan.report_uri.removeprefix("file://"))
-        except BaseException as exc:
-            catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
-            raise
+        with phases("spark job"):
+            report = self.run_job(context, plan, on_failure=lambda exc: catalog.writes.abort(
+                ticket.job_id, f"{type(exc).__name__}: {exc}"))
         with phases("commit"):
             summary = finish_write(catalog, ticket, report)
         summary["elapsed"] = {name: round(seconds, 2) for name, seconds in phases.seconds.items()}

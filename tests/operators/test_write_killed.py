@@ -61,14 +61,14 @@ def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tm
 
     # version 2: planned like the operator does, then the Spark job is killed while it writes
     big = make_source(tmp_path / "v2", 300_000, start=1_000_000)
-    ticket = catalog.begin_write("orders", "2026-11-01")
+    ticket = catalog.writes.begin("orders", "2026-11-01")
     plan = write_plan(ticket, Source(format="parquet", path=str(big)), str(tmp_path / "runs"))
-    catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+    catalog.writes.set_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
                               ticket.missing, {"staging_uri": plan.staging_uri})
     plan_path = save_plan(plan, tmp_path / "runs" / "plan.json")
     staging = Path(plan.staging_uri.removeprefix("file://"))
-    proc = subprocess.Popen([sys.executable, "-m", "airflow_colocate.spark.write_job", "--plan", str(plan_path),
-                             "--master", "local[2]"], start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "airflow_colocate.spark.entry", "--plan", str(plan_path),
+                             "--kind", "write", "--master", "local[2]"], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     targets = [Path(t.path.removeprefix("file://")) for b in plan.buckets for t in b.replicas]
     deadline = time.time() + 180
@@ -78,7 +78,7 @@ def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tm
     kill_everything(proc)  # like a node lost mid-task: no cleanup runs anywhere
     assert any(t.exists() for t in targets), "the job never reached the backends: nothing for gc to prove"
 
-    assert catalog.partitions("orders")[0].visible_version == 1
+    assert catalog.tables.partitions("orders")[0].visible_version == 1
     assert read_back(catalog, "2026-11-01") == before  # old version readable and complete
     assert not fs.exists(plan.report_uri)  # killed before it could report
 
@@ -88,7 +88,7 @@ def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tm
     assert not staging.exists()
     assert [t for t in targets if t.exists()] == []  # the half-written version directories too
     assert read_back(catalog, "2026-11-01") == before
-    assert catalog.job(ticket.job_id)["state"] == "failed"
+    assert catalog.jobs.get(ticket.job_id).state == "failed"
     # and a new write after all this works
     write_in_session(spark, catalog, "orders", "2026-11-01", Source(format="parquet", path=str(make_source(tmp_path / "v3", 10))),
                      work_dir=tmp_path / "runs")
