@@ -22,7 +22,7 @@ from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.operators.spark_env import job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
-from airflow_colocate.storage import fs
+from airflow_colocate.storage import fs, plan_files
 
 LOG_LEVEL_CONF = "spark.log.level"  # Spark >= 3.5: the root log level from SparkContext start
 SPARK_LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
@@ -101,9 +101,11 @@ class ColocateSparkOperator(SparkSubmitOperator):
         try:
             if plan.kind != self.job_kind:
                 raise ColocateError(f"{type(self).__name__} runs {self.job_kind} plans, not {plan.kind!r}")
-            plan_uri = save_plan(plan)
+            plan_uri = plan_files.save_plan(plan, plan_uri_of(plan))
             self.submit(context, plan_uri, plan.report_uri)
-            return load_report(self.report_type, plan.report_uri)
+            if not fs.exists(plan.report_uri):
+                raise ColocateError(f"the Spark job ended without writing its report {plan.report_uri}")
+            return plan_files.load_report(self.report_type, plan.report_uri)
         except BaseException as exc:
             if on_failure is not None:
                 on_failure(exc)
@@ -191,18 +193,9 @@ class ColocateSparkOperator(SparkSubmitOperator):
             self.log.info("colocate: %s", line)
 
 
-def save_plan(plan) -> str:
-    """Write ``plan`` beside the report it names (``<work dir>/<job>/plan.json``); return its URI."""
-    uri = fs.join(fs.parent(plan.report_uri), "plan.json")
-    fs.write_text_atomic(uri, plan.to_json())
-    return uri
-
-
-def load_report(report_type, report_uri: str):
-    """The report the job wrote, or a :class:`ColocateError` saying it wrote none."""
-    if not fs.exists(report_uri):
-        raise ColocateError(f"the Spark job ended without writing its report {report_uri}")
-    return report_type.from_json(fs.read_text(report_uri))
+def plan_uri_of(plan) -> str:
+    """Where a plan is saved: beside the report it names (``<work dir>/<job>/plan.json``)."""
+    return fs.join(fs.parent(plan.report_uri), "plan.json")
 
 
 def backend_names(catalog) -> dict[int, str]:
