@@ -66,7 +66,7 @@ def get_provider_info() -> dict:
                 },
             },
         },
-        "extra-links": ["airflow_colocate.links.ColocationLink", "airflow_colocate.operators.spark_ui.SparkHistoryLink"],
+        "extra-links": ["airflow_colocate.operators.links.ColocationLink", "airflow_colocate.operators.spark_ui.SparkHistoryLink"],
         "connection-types": [
             {
                 "connection-type": "colocate",

@@ -1,25 +1,30 @@
-"""The package's import graph has no cycles, read from the source (AST) so that a cycle fails here
-whatever order a process happens to import things in.
+"""The package's shape, read from the source (AST) and from ARCHITECTURE.md, so the document and
+the code cannot drift apart.
 
-Across the package only import-time imports count (module level, not under ``TYPE_CHECKING``):
-those are the ones that break with a half-initialised module. Deferred imports inside functions are
-a legitimate way to load a heavy or optional module late (the Spark entry's dispatch, the catalog's
-lazy facade). The plugin is held to more: its modules form layers, deferred imports included, so
-the page can never reach back into the app. Each plugin module must also import on its own in a
-fresh interpreter, which is how Airflow's processes meet them.
+The layer order is data: ARCHITECTURE.md's "Layers" table, bottom row first, says which folders and
+modules each folder may import. Every import statement counts, at module level and inside functions
+(a deferred import still ties the two modules together: the Spark entry's dispatch, the catalog's
+lazy facade); only ``TYPE_CHECKING`` blocks are left out, since they never run. On top of the table:
+no folder cycle, no module cycle, no private name reached across folders, and no module over
+:data:`MAX_LINES` lines unless ARCHITECTURE.md's "Long modules" list says why. Each plugin module
+must also import on its own in a fresh interpreter, which is how Airflow's processes meet them.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "airflow_colocate"
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+MAX_LINES = 500
 
 
 def modules(root: Path) -> dict[str, tuple[Path, bool]]:
@@ -36,35 +41,62 @@ def _type_checking(node: ast.If) -> bool:
     return "TYPE_CHECKING" in ast.unparse(node.test)
 
 
+@dataclass(frozen=True)
+class Import:
+    """One import statement of the package, resolved to the modules it loads."""
+
+    line: int
+    targets: frozenset[str]  # modules of the package the statement needs
+    deferred: bool  # inside a function: runs when called, not when imported
+    private: tuple[tuple[str, str], ...] = ()  # (module, name) of each _name it takes from a module
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _walk(tree: ast.AST, *, deferred: bool = False):
+    """(node, inside a function) for every node that runs, ``TYPE_CHECKING`` blocks left out."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.If) and _type_checking(child):
+            continue
+        yield child, deferred
+        inner = deferred or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        yield from _walk(child, deferred=inner)
+
+
+def import_statements(name: str, path: Path, is_package: bool, known: dict) -> list[Import]:
+    """Every import statement of module ``name`` that reaches a module of ``known``."""
+    package = name if is_package else name.rpartition(".")[0]
+    out = []
+    for node, deferred in _walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = {a.name for a in node.names if a.name in known}
+            private: set[tuple[str, str]] = set()
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parent + ([base] if base else []))
+            submodules = {f"{base}.{a.name}" for a in node.names} & known.keys()
+            targets = set(submodules)
+            # `from pkg import sub` needs only the submodule (Python imports it even while pkg's
+            # __init__ is still running); a name defined in pkg needs pkg itself.
+            if base in known and len(submodules) < len(node.names):
+                targets.add(base)
+            private = {(base, a.name) for a in node.names if _private(a.name) and base in known}
+        else:
+            continue
+        targets.discard(name)
+        if targets:
+            out.append(Import(node.lineno, frozenset(targets), deferred, tuple(sorted(private))))
+    return out
+
+
 def imports(name: str, path: Path, is_package: bool, known: dict, *, deferred: bool) -> set[str]:
     """The modules of ``known`` that ``name`` imports; with ``deferred``, also inside functions."""
-    package = name if is_package else name.rpartition(".")[0]
-    found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not deferred:
-                continue
-            if isinstance(child, ast.If) and _type_checking(child):
-                continue
-            if isinstance(child, ast.Import):
-                found.update(a.name for a in child.names if a.name in known)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    parent = package.split(".")[: len(package.split(".")) - (child.level - 1)]
-                    base = ".".join(parent + ([base] if base else []))
-                submodules = {f"{base}.{a.name}" for a in child.names} & known.keys()
-                found.update(submodules)
-                # `from pkg import sub` needs only the submodule (Python imports it even while pkg's
-                # __init__ is still running); a name defined in pkg needs pkg itself.
-                if base in known and len(submodules) < len(child.names):
-                    found.add(base)
-            visit(child)
-
-    visit(ast.parse(path.read_text(), filename=str(path)))
-    found.discard(name)
-    return found
+    return {t for i in import_statements(name, path, is_package, known) if deferred or not i.deferred
+            for t in i.targets}
 
 
 def import_graph(root: Path, *, deferred: bool = False) -> dict[str, set[str]]:
@@ -128,7 +160,186 @@ def _explain(found: list[list[str]]) -> str:
     return "import cycles: " + "; ".join(" -> ".join(c) for c in found)
 
 
-# ---------------------------------------------------------------------- the check itself
+# ---------------------------------------------------------------------- the layer table
+
+
+@dataclass(frozen=True)
+class Layer:
+    folder: str  # a folder of the package, or the package itself (its __init__.py)
+    may_import: tuple[str, ...]  # folders ("storage") or modules ("storage.layout"), relative to the package
+
+
+def _section(text: str, title: str) -> str:
+    """The body of the ``## <title>...`` section of a markdown text ('' when there is none)."""
+    match = re.search(rf"^## {re.escape(title)}.*?$(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return match.group(1) if match else ""
+
+
+def layer_table(text: str) -> list[Layer]:
+    """The "Layers" table of ARCHITECTURE.md's text, bottom row first."""
+    rows = [line.strip() for line in _section(text, "Layers").splitlines() if line.strip().startswith("|")]
+    assert rows, "ARCHITECTURE.md has no table under '## Layers'"
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert cells[0] == ["folder", "what lives there", "may import"], f"unexpected header {cells[0]}"
+    layers = []
+    for row in cells[2:]:
+        (folder,) = re.findall(r"`([^`]+)`", row[0])[:1] or [row[0]]
+        layers.append(Layer(folder.rstrip("/"), tuple(re.findall(r"`([^`]+)`", row[2]))))
+    return layers
+
+
+def table_problems(layers: list[Layer], known: dict, root: str) -> list[str]:
+    """What makes the table unusable as layers: a row naming a row not below it (the only way
+    folders could import each other both ways), a folder without a row, a row without a folder."""
+    problems = []
+    below: set[str] = set()
+    for layer in layers:
+        if layer.folder in below:
+            problems.append(f"row `{layer.folder}` appears twice")
+        for entry in layer.may_import:
+            folder = entry.split(".")[0]
+            module = root if entry == root else f"{root}.{entry}"
+            if folder not in below:
+                problems.append(f"row `{layer.folder}` may import `{entry}`, which is not a row above it in the table")
+            elif "." in entry and module not in known:
+                problems.append(f"row `{layer.folder}` may import `{entry}`, which is no module of the package")
+        below.add(layer.folder)
+    for name in known:
+        if folder_of(name, known, root) is None:
+            problems.append(f"{name} is a loose module: give it a folder (only the package's __init__ may stay)")
+    folders = {folder_of(n, known, root) for n in known} - {None}
+    problems += [f"folder `{f}` has no row in the table" for f in sorted(folders - below)]
+    problems += [f"row `{f}` names no folder of the package" for f in sorted(below - folders)]
+    return problems
+
+
+def folder_of(name: str, known: dict, root: str) -> str | None:
+    """The row a module belongs to: its top folder, the package for its __init__, None when loose."""
+    if name == root:
+        return root
+    parts = name.split(".")
+    inside = len(parts) > 2 or known.get(name, (None, False))[1]  # a folder may lack an __init__.py
+    return parts[1] if inside else None
+
+
+def allowed(layer: Layer, target: str, root: str) -> bool:
+    for entry in layer.may_import:
+        if entry == root:  # the package's __init__, not everything in it
+            if target == root:
+                return True
+        elif target == f"{root}.{entry}" or target.startswith(f"{root}.{entry}."):
+            return True
+    return False
+
+
+def layer_violations(root_dir: Path, layers: list[Layer]) -> list[str]:
+    """Each import that leaves its folder for one its row does not name: ``file:line: why``."""
+    known = modules(root_dir)
+    root = root_dir.name
+    by_folder = {layer.folder: layer for layer in layers}
+    out = []
+    for name, (path, is_package) in sorted(known.items()):
+        source = folder_of(name, known, root)
+        layer = by_folder.get(source)
+        if layer is None:
+            continue  # table_problems names it
+        for statement in import_statements(name, path, is_package, known):
+            for target in sorted(statement.targets):
+                if folder_of(target, known, root) == source or allowed(layer, target, root):
+                    continue
+                rule = ", ".join(f"`{e}`" for e in layer.may_import) or "nothing of the package"
+                out.append(f"{path.relative_to(root_dir.parent)}:{statement.line}: {name} imports {target}"
+                           f"{' (deferred)' if statement.deferred else ''}, but row `{source}` may import only {rule}")
+    return out
+
+
+def folder_graph(root_dir: Path) -> dict[str, set[str]]:
+    known = modules(root_dir)
+    root = root_dir.name
+    graph: dict[str, set[str]] = {}
+    for name, targets in import_graph(root_dir, deferred=True).items():
+        source = folder_of(name, known, root) or name
+        graph.setdefault(source, set()).update({folder_of(t, known, root) or t for t in targets} - {source})
+    for targets in list(graph.values()):
+        for t in targets:
+            graph.setdefault(t, set())
+    return graph
+
+
+def private_imports(root_dir: Path) -> list[str]:
+    """Each use of a private name (``_name``) of a module in another folder: taken by ``from m
+    import _name`` or reached as ``m._name`` through an imported module."""
+    known = modules(root_dir)
+    root = root_dir.name
+    out = []
+    for name, (path, is_package) in sorted(known.items()):
+        source = folder_of(name, known, root) or name
+        where = path.relative_to(root_dir.parent)
+        for statement in import_statements(name, path, is_package, known):
+            for module, private in statement.private:
+                if (folder_of(module, known, root) or module) != source:
+                    out.append(f"{where}:{statement.line}: {name} imports {module}.{private}")
+        tree = ast.parse(path.read_text(), filename=str(path))
+        bound = _module_names(tree, name, is_package, known)
+        for node, _ in _walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                module = _dotted(node.value, bound)
+                if module in known and (folder_of(module, known, root) or module) != source:
+                    out.append(f"{where}:{node.lineno}: {name} uses {module}.{node.attr}")
+    return out
+
+
+def _module_names(tree: ast.AST, name: str, is_package: bool, known: dict) -> dict[str, str]:
+    """Local name -> package module, for every name an import binds to a module."""
+    package = name if is_package else name.rpartition(".")[0]
+    bound = {}
+    for node, _ in _walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name in known:
+                    bound[a.asname] = a.name
+                elif not a.asname:
+                    bound[a.name.split(".")[0]] = a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parent + ([base] if base else []))
+            for a in node.names:
+                if f"{base}.{a.name}" in known:
+                    bound[a.asname or a.name] = f"{base}.{a.name}"
+    return bound
+
+
+def _dotted(node: ast.AST, bound: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, bound)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def long_module_reasons(text: str) -> dict[str, str]:
+    """ARCHITECTURE.md's "Long modules" list: path inside the package -> the one-line reason."""
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^- `([^`]+)`[:\s—-]*(.*)$",
+                                                                    _section(text, "Long modules"), re.M)}
+
+
+def long_modules(root_dir: Path, reasons: dict[str, str], limit: int = MAX_LINES) -> list[str]:
+    """A module over ``limit`` lines without a reason, and a reason for a module no longer that long."""
+    out = []
+    sizes = {str(p.relative_to(root_dir)): len(p.read_text().splitlines()) for p, _ in modules(root_dir).values()}
+    for rel, lines in sorted(sizes.items()):
+        if lines > limit and not reasons.get(rel):
+            out.append(f"{rel} has {lines} lines (over {limit}): split it or say why in ARCHITECTURE.md's Long modules")
+    for rel in sorted(reasons):
+        if sizes.get(rel, 0) <= limit:
+            out.append(f"ARCHITECTURE.md's Long modules names {rel}, which is not over {limit} lines: drop the entry")
+    return out
+
+
+# ---------------------------------------------------------------------- the checks themselves
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
@@ -164,23 +375,138 @@ def test_the_check_finds_an_import_time_cycle_through_a_package(tmp_path):
     assert cycles(graph) == [["pkg", "pkg.a", "pkg.b", "pkg"]]
 
 
+TABLE = """# A package
+
+## Layers
+
+| folder | what lives there | may import |
+| --- | --- | --- |
+| `pkg` | the version | — |
+| `low/` | helpers | — |
+| `mid/` | the middle | `low` |
+| `top/` | the surface | `pkg`, `mid.b` |
+
+## Next
+"""
+
+
+def test_the_table_is_read_bottom_first_and_must_name_only_rows_below(tmp_path):
+    layers = layer_table(TABLE)
+    assert layers == [Layer("pkg", ()), Layer("low", ()), Layer("mid", ("low",)), Layer("top", ("pkg", "mid.b"))]
+    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/low/__init__.py": "", "pkg/mid/__init__.py": "",
+                             "pkg/mid/b.py": "", "pkg/top/__init__.py": "", "pkg/loose.py": ""})
+    known = modules(root)
+    assert table_problems(layers, known, "pkg") == [
+        "pkg.loose is a loose module: give it a folder (only the package's __init__ may stay)"]
+    upside_down = [Layer("pkg", ()), Layer("low", ("mid",)), Layer("mid", ("low",)), Layer("top", ("mid.c",))]
+    assert table_problems(upside_down, known, "pkg")[:2] == [
+        "row `low` may import `mid`, which is not a row above it in the table",
+        "row `top` may import `mid.c`, which is no module of the package"]
+
+
+def test_the_check_names_file_line_and_rule_of_an_import_the_table_does_not_allow(tmp_path):
+    root = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/low/a.py": "import os\n\ndef f():\n    from pkg.mid import b\n",  # deferred, still counted
+        "pkg/mid/__init__.py": "",
+        "pkg/mid/b.py": "from pkg.low import a\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.top import c\n",
+        "pkg/mid/d.py": "from pkg.mid import b\n",  # same folder: always fine
+        "pkg/top/__init__.py": "",
+        "pkg/top/c.py": "from pkg.mid import b, d\nimport pkg\n",
+    })
+    assert layer_violations(root, layer_table(TABLE)) == [
+        "pkg/low/a.py:4: pkg.low.a imports pkg.mid.b (deferred), but row `low` may import only nothing of the package",
+        "pkg/top/c.py:1: pkg.top.c imports pkg.mid.d, but row `top` may import only `pkg`, `mid.b`",
+    ]
+    assert cycles(folder_graph(root)) == [["low", "mid", "low"]]
+
+
+def test_the_check_finds_private_names_across_folders_only(tmp_path):
+    root = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/low/a.py": "_x = 1\n__all__ = []\n",
+        "pkg/low/b.py": "from pkg.low.a import _x\n",  # same folder: its own business
+        "pkg/top/__init__.py": "",
+        "pkg/top/c.py": ("from pkg.low.a import __all__\nfrom pkg.low import a\nimport pkg.low.a as alias\n\n"
+                         "def f():\n    from pkg.low.a import _x\n    return a._x + alias._x\n"),
+    })
+    assert private_imports(root) == [
+        "pkg/top/c.py:6: pkg.top.c imports pkg.low.a._x",
+        "pkg/top/c.py:7: pkg.top.c uses pkg.low.a._x",
+        "pkg/top/c.py:7: pkg.top.c uses pkg.low.a._x",
+    ]
+
+
+def test_the_check_wants_a_reason_for_each_long_module_and_no_stale_one(tmp_path):
+    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/low/__init__.py": "", "pkg/low/a.py": "x = 1\n" * 4,
+                             "pkg/low/b.py": "x = 1\n" * 4, "pkg/low/c.py": "x = 1\n"})
+    text = "## Long modules\n\n- `low/a.py`: one loop, read top to bottom\n- `low/c.py`: grew once\n"
+    assert long_module_reasons(text) == {"low/a.py": "one loop, read top to bottom", "low/c.py": "grew once"}
+    assert long_modules(root, long_module_reasons(text), limit=3) == [
+        "low/b.py has 4 lines (over 3): split it or say why in ARCHITECTURE.md's Long modules",
+        "ARCHITECTURE.md's Long modules names low/c.py, which is not over 3 lines: drop the entry",
+    ]
+
+
 # ---------------------------------------------------------------------- the package
 
 
-def test_the_package_has_no_import_time_cycles():
-    found = cycles(import_graph(PACKAGE))
+LAYERS = layer_table(ARCHITECTURE.read_text())
+
+
+def test_architecture_md_layer_table_is_layers_with_a_row_per_folder():
+    problems = table_problems(LAYERS, modules(PACKAGE), PACKAGE.name)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_import_is_allowed_by_the_layer_table():
+    found = layer_violations(PACKAGE, LAYERS)
+    assert not found, "imports ARCHITECTURE.md's Layers table does not allow:\n" + "\n".join(found)
+
+
+def test_the_package_has_no_folder_cycles():
+    found = cycles(folder_graph(PACKAGE))
     assert not found, _explain(found)
+
+
+def test_the_package_has_no_module_cycles_even_through_deferred_imports():
+    found = cycles(import_graph(PACKAGE, deferred=True))
+    assert not found, _explain(found)
+
+
+def test_core_needs_only_the_standard_library():
+    """core is the bottom every layer and the Spark executors import: nothing to install for it."""
+    core = {n: v for n, v in modules(PACKAGE).items() if n.startswith(f"{PACKAGE.name}.core")}
+    outside = set()
+    for name, (path, _) in core.items():
+        for node, _ in _walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                outside |= {(name, a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                outside.add((name, node.module or ""))
+    found = sorted((n, m) for n, m in outside
+                   if m.split(".")[0] not in sys.stdlib_module_names and m.split(".")[0] != PACKAGE.name)
+    assert not found, found
+
+
+def test_no_module_uses_a_private_name_of_another_folder():
+    found = private_imports(PACKAGE)
+    assert not found, "private names used across folders (make them public or move them):\n" + "\n".join(found)
+
+
+def test_no_module_is_long_without_a_reason():
+    found = long_modules(PACKAGE, long_module_reasons(ARCHITECTURE.read_text()))
+    assert not found, "\n".join(found)
 
 
 PLUGINS = sorted(n for n in modules(PACKAGE) if n == "airflow_colocate.plugins" or n.startswith("airflow_colocate.plugins."))
 
 
-def test_the_plugin_has_no_cycles_even_through_deferred_imports():
+def test_only_the_plugin_builds_the_app():
+    """The page and what it shows never reach for the app, so the app can import them."""
     graph = import_graph(PACKAGE, deferred=True)
-    plugin_graph = {n: graph[n] & set(PLUGINS) for n in PLUGINS}
-    found = cycles(plugin_graph)
-    assert not found, _explain(found)
-    # Only the plugin builds the app; the page and what it shows never reach for it.
     assert {n for n in PLUGINS if "airflow_colocate.plugins.app" in graph[n]} == {"airflow_colocate.plugins.plugin"}
 
 
@@ -197,15 +523,17 @@ def test_each_plugin_module_imports_alone_in_a_fresh_interpreter(module, tmp_pat
 
 
 def test_loading_the_plugin_leaves_the_app_unbuilt(tmp_path):
-    """Every Airflow process loads the plugin, only the API server serves the app; and links.py
-    reads PREFIX from the package in every task, so the package itself stays light."""
+    """Every Airflow process loads the plugin, only the API server serves the app; and every task
+    builds its "Colocation" link from core.web, so the plugin package itself stays light."""
     run = _fresh("import sys\n"
-                 "import airflow_colocate.plugins as p\n"
+                 "import airflow_colocate.plugins\n"
+                 "from airflow_colocate.core.web import PREFIX\n"
                  "light = sorted(m for m in sys.modules if m.startswith(('airflow_colocate.plugins.', 'fastapi')))\n"
-                 "assert p.PREFIX == '/api/colocate' and light == [], light\n"
+                 "assert PREFIX == '/api/colocate' and light == [], light\n"
                  "from airflow_colocate.plugins.plugin import ColocatePlugin, app\n"
                  "assert 'airflow_colocate.plugins.app' not in sys.modules\n"
                  "assert ColocatePlugin.fastapi_apps[0]['app'] is app and app._app is None\n"
-                 "from airflow_colocate.links import page_url\n"
+                 "from airflow_colocate.operators.links import page_url\n"
+                 "assert 'airflow_colocate.plugins.app' not in sys.modules\n"
                  "assert page_url('1.1').endswith('/api/colocate/ui?group=1.1'), page_url('1.1')\n", tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]

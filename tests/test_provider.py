@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_colocate.links import ColocationLink, group_of, page_url
+from airflow_colocate.operators.links import ColocationLink, group_of, page_url
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_the_form_fields_are_what_the_hook_reads(monkeypatch, tmp_path):
 
 
 def test_extra_link_is_registered_and_on_every_spark_operator(providers):
-    assert "airflow_colocate.links.ColocationLink" in providers.extra_links_class_names
+    assert "airflow_colocate.operators.links.ColocationLink" in providers.extra_links_class_names
     from airflow_colocate.operators.balance import ColocateBalanceOperator
     from airflow_colocate.operators.join import ColocateJoinOperator
     from airflow_colocate.operators.write import ColocateWriteOperator

@@ -8,7 +8,7 @@ from urllib.parse import quote, urlsplit
 
 from airflow.sdk import BaseOperatorLink
 
-from airflow_colocate.plugins import PREFIX, VIEW_ROUTE
+from airflow_colocate.core.web import PREFIX, VIEW_ROUTE
 
 
 def page_url(group: str | None = None) -> str:

@@ -9,12 +9,10 @@ refuses oversized bodies, anonymous changes and cookie changes without :data:`CS
 any route runs. Imports only go down that list:
 ``plugin`` → (on first request) ``app`` → ``guard``/``page`` → ``presenters``/``schemas``/``index``/``auth``.
 
-This module stays free of Airflow and FastAPI imports: :mod:`airflow_colocate.links` reads
-:data:`PREFIX` from it in every Airflow process.
+This module stays free of Airflow and FastAPI imports: every Airflow process loads the plugin.
+:data:`PREFIX` and :data:`VIEW_ROUTE` live in :mod:`airflow_colocate.core.web`, below the
+operators, whose "Colocation" link points at the page.
 """
-
-PREFIX = "/api/colocate"
-"""Where the plugin mounts the admin API in Airflow's API server (the seeds' URL)."""
 
 CSRF_HEADER = "X-Colocate-CSRF"
 """The header a state-changing request authenticated by Airflow's session cookie must carry (any
@@ -23,6 +21,3 @@ needs a CORS preflight that Airflow does not grant, so a change can only come fr
 pages (or from a client with ``Authorization: Bearer``, which a browser never adds by itself).
 The Colocation page only reads today; any script of it that changes something must send it.
 (Checked in :mod:`.guard`.)"""
-
-VIEW_ROUTE = "colocation"
-"""The page's route in Airflow's UI (``/plugin/colocation``): the external view's ``url_route``."""

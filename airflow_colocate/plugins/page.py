@@ -23,7 +23,7 @@ from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import BALANCE_KINDS, GroupView
 from airflow_colocate.core.actor import parse_task_actor
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.plugins import PREFIX
+from airflow_colocate.core.web import PREFIX
 from airflow_colocate.plugins.presenters import backends_with_load, group_model, group_reasons, job_model, table_names
 from airflow_colocate.plugins.schemas import GROUP_REF
 

@@ -11,7 +11,7 @@ import threading
 
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_colocate.plugins import PREFIX, VIEW_ROUTE
+from airflow_colocate.core.web import PREFIX, VIEW_ROUTE
 
 
 class ColocateApp:

@@ -29,7 +29,7 @@ from cdp import Browser, find_chromium, in_ci, stop_group
 from plugin_testing import build_demo_catalog, commit_fake_write
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.links import page_url
+from airflow_colocate.operators.links import page_url
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "screenshots"
