@@ -14,14 +14,14 @@ One task failing never fails the job: every task returns a result, and the contr
 (:mod:`airflow_colocate.jobs.balance`) records good clones, marks bad sources and retries the rest.
 The job never touches the catalog.
 
-    spark-submit airflow_colocate/spark/clone_job.py --plan /path/clone-plan.json
+    spark-submit airflow_colocate/spark/entry.py --kind clone --plan /path/clone-plan.json
 
 (through :mod:`airflow_colocate.spark.entry`, which writes the report or the one-line error).
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 
 from airflow_colocate.core.contract import (
@@ -34,9 +34,7 @@ from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs, layout
 
-
-def log(message: str) -> None:
-    print(f"colocate-clone: {message}", flush=True)
+log = logging.getLogger("airflow_colocate.spark.clone")  # shown as colocate-clone: … (spark.entry)
 
 
 def _remove(dst: str, names: list[str]) -> None:
@@ -170,7 +168,7 @@ def _run(item: tuple[str, dict]) -> tuple[str, dict]:
     return kind, (clone_task(task) if kind == "copy" else verify_task(task))
 
 
-def _run_partition(items, threads: int):
+def run_partition(items, threads: int):
     """Executor side: the tasks of one Spark partition, ``threads`` at a time. Copies wait on
     fsync and hash with the GIL released, so a few threads per core keep the disk busy."""
     items = list(items)
@@ -205,21 +203,17 @@ def run_clone(spark, plan: ClonePlan, *, threads: int | None = None) -> CloneRep
         slices = min(len(items), 10_000, max(sc.defaultParallelism, -(-len(items) // threads)))
         # deal the size-sorted items round robin, so every partition gets a fair share of bytes
         dealt = [items[i::slices] for i in range(slices)]
-        sc.setJobDescription(f"colocate-clone {plan.job_id}: {len(plan.copies)} copies, {len(plan.verifies)} verifies")
-        results = (sc.parallelize(dealt, slices).flatMap(lambda part: part)
-                   .mapPartitions(lambda it: _run_partition(it, threads)).collect())
+        from airflow_colocate.spark.session import scoped
+
+        with scoped(spark, description=f"colocate-clone {plan.job_id}: {len(plan.copies)} copies, "
+                                       f"{len(plan.verifies)} verifies"):
+            results = (sc.parallelize(dealt, slices).flatMap(lambda part: part)
+                       .mapPartitions(lambda it: run_partition(it, threads)).collect())
     copies = [CloneResult(**r) for kind, r in results if kind == "copy"]
     verifies = [VerifyResult(**r) for kind, r in results if kind == "verify"]
     report = CloneReport(job_id=plan.job_id, copies=copies, verifies=verifies, seconds=round(time.time() - started, 3),
                          bytes=sum(c.bytes for c in copies if c.ok), spark_version=spark.version)
     bad = sum(1 for c in copies if not c.ok) + sum(1 for v in verifies if not v.ok)
-    log(f"{len(copies)} copies ({report.bytes} bytes) and {len(verifies)} verifies in {report.seconds:.1f}s, {bad} not ok")
+    log.info(f"{len(copies)} copies ({report.bytes} bytes) and {len(verifies)} verifies in {report.seconds:.1f}s, {bad} not ok")
     return report
 
-
-if __name__ == "__main__":
-    # spark-submit runs this file; the shared entry runs the plan through the importable modules, so
-    # the functions shipped to executors pickle by reference.
-    from airflow_colocate.spark import entry
-
-    sys.exit(entry.main(kind="clone"))

@@ -2,40 +2,112 @@
 
 Launch::
 
-    spark-submit [--master …] …/airflow_colocate/spark/entry.py --plan file:///…/plan.json
-    python -m airflow_colocate.spark.entry --plan /…/plan.json [--master local[2]]
+    spark-submit [--master …] …/airflow_colocate/spark/entry.py --plan file:///…/plan.json [--kind write]
+    python -m airflow_colocate.spark.entry --plan /…/plan.json [--kind write] [--master local[2]]
 
-The plan's ``kind`` (``write``, ``clone``, ``join``, ``verify``) picks :func:`~airflow_colocate.spark.write_job.run_write`,
-:func:`~airflow_colocate.spark.clone_job.run_clone`, :func:`~airflow_colocate.spark.join_job.run_join` or
-:func:`~airflow_colocate.spark.verify_job.run_verify`.
-The job files themselves (``write_job.py`` …, what the operators submit) run this entry with their
-kind, so a plan of another kind is refused there.
+The plan's ``kind`` picks its job from :data:`JOBS`; ``--kind`` (what the operators pass) refuses a
+plan of another kind. The job modules have no ``__main__`` of their own: this is the only
+application, so the functions shipped to executors are pickled by reference to the installed
+package.
+
+**Adding a job kind** is one entry in :data:`JOBS` (kind -> plan class, ``"module:function"``)
+plus the job module, whose ``run_<kind>(spark, plan) -> report`` the entry loads only when a plan
+of that kind runs (a driver imports the one job it runs).
 
 Every job keeps one contract with the operators (:mod:`airflow_colocate.operators.base`), which is
 why it lives here once: exit 0 with the report written atomically to ``plan.report_uri``, or a
 non-zero exit with one line at ``<report_uri>.error`` saying what went wrong, which the operator
 raises instead of spark-submit's exit status. Exit 2 means the plan itself was refused (unreadable,
 another kind), 1 that the job failed.
+
+The jobs log through :mod:`logging` under ``airflow_colocate`` (``airflow_colocate.spark.<kind>``).
+Run as the application, :func:`main` shows those records on stdout as ``colocate-<kind>: message``
+lines, the task log's and spark-submit's output; called in a user's session, the jobs add no
+handler and print nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import logging
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from airflow_colocate.core.contract import ClonePlan, ImportPlan, JoinPlan, VerifyPlan, WritePlan
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark.failures import executor_error, is_spark_error
 from airflow_colocate.storage import fs
+from airflow_colocate.storage.plan_files import save_report
 
-PLANS = {"write": WritePlan, "clone": ClonePlan, "join": JoinPlan, "verify": VerifyPlan, "import": ImportPlan}
+# kind -> (plan class, "module:function" that runs it); the order is the one error lines list.
+JOBS: dict[str, tuple[type, str]] = {
+    "write": (WritePlan, "airflow_colocate.spark.write_job:run_write"),
+    "clone": (ClonePlan, "airflow_colocate.spark.clone_job:run_clone"),
+    "join": (JoinPlan, "airflow_colocate.spark.join_job:run_join"),
+    "verify": (VerifyPlan, "airflow_colocate.spark.verify_job:run_verify"),
+    "import": (ImportPlan, "airflow_colocate.spark.import_job:run_import"),
+}
 
 
-def log(kind: str, message: str) -> None:
-    print(f"colocate-{kind}: {message}", flush=True)
+def runner(kind: str) -> Callable:
+    """The ``run_<kind>(spark, plan)`` of ``kind``, imported now (not when the entry loads)."""
+    if kind not in JOBS:
+        raise ColocateError(f"unknown plan kind {kind!r}: expected one of {', '.join(JOBS)}")
+    module, _, function = JOBS[kind][1].partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def logger(kind: str) -> logging.Logger:
+    """The logger of a job kind: its records show as ``colocate-<kind>: …`` lines."""
+    return logging.getLogger(f"airflow_colocate.spark.{kind}")
+
+
+class _JobLines(logging.Formatter):
+    """``colocate-<kind>: message``, the kind being the logger name's last part."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"colocate-{record.name.rpartition('.')[2]}: {record.getMessage()}"
+
+
+class _Stdout(logging.StreamHandler):
+    """Writes to ``sys.stdout`` as it is when a line is logged (a test's capture, a redirect)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stdout)
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+@contextmanager
+def job_lines() -> Iterator[None]:
+    """While the application runs: the package's INFO records as ``colocate-<kind>: …`` lines on
+    stdout, through one handler that is removed again afterwards (an in-process caller, a test,
+    gets its logging back as it was)."""
+    root = logging.getLogger("airflow_colocate")
+    if any(isinstance(h, _Stdout) for h in root.handlers):  # main() inside main(): one handler
+        yield
+        return
+    handler = _Stdout()
+    handler.setFormatter(_JobLines())
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def app_name(plan) -> str:
@@ -50,30 +122,9 @@ def run_plan(spark, plan):
 
     A failure raises and writes no report, so a report on disk always means the job finished."""
     started = time.time()
-    if plan.kind == "write":
-        from airflow_colocate.spark.write_job import run_write
-
-        report = run_write(spark, plan)
-    elif plan.kind == "clone":
-        from airflow_colocate.spark.clone_job import run_clone
-
-        report = run_clone(spark, plan)
-    elif plan.kind == "join":
-        from airflow_colocate.spark.join_job import run_join
-
-        report = run_join(spark, plan)
-    elif plan.kind == "verify":
-        from airflow_colocate.spark.verify_job import run_verify
-
-        report = run_verify(spark, plan)
-    elif plan.kind == "import":
-        from airflow_colocate.spark.import_job import run_import
-
-        report = run_import(spark, plan)
-    else:
-        raise ColocateError(f"unknown plan kind {plan.kind!r}: expected one of {', '.join(PLANS)}")
-    fs.write_text_atomic(plan.report_uri, report.to_json())
-    log(plan.kind, f"report written to {plan.report_uri} ({time.time() - started:.1f}s)")
+    report = runner(plan.kind)(spark, plan)
+    save_report(report, plan.report_uri)
+    logger(plan.kind).info("report written to %s (%.1fs)", plan.report_uri, time.time() - started)
     return report
 
 
@@ -106,13 +157,13 @@ def read_plan(path: str, expect: str | None = None):
     report_uri = data.get("report_uri") if isinstance(data, dict) else None
     kind = data.get("kind") if isinstance(data, dict) else None
     problem = None
-    if kind not in PLANS:
-        problem = f"{path} is not a job plan (kind {kind!r}; expected one of {', '.join(PLANS)})"
+    if kind not in JOBS:
+        problem = f"{path} is not a job plan (kind {kind!r}; expected one of {', '.join(JOBS)})"
     elif expect is not None and kind != expect:
         problem = f"{path} is a {kind!r} plan, not a {expect} plan"
     else:
         try:
-            return PLANS[kind].from_json(text)
+            return JOBS[kind][0].from_json(text)
         except (TypeError, ValueError, AttributeError) as exc:
             problem = f"{path} is not a valid {kind} plan: {exc}"
     if isinstance(report_uri, str) and report_uri:
@@ -121,18 +172,25 @@ def read_plan(path: str, expect: str | None = None):
 
 
 def main(argv: list[str] | None = None, *, kind: str | None = None) -> int:
-    """Run one plan file under spark-submit (or plain ``python``); ``kind`` refuses plans of another kind."""
-    who = kind or "job"
+    """Run one plan file under spark-submit (or plain ``python``); ``kind`` (or ``--kind``) refuses
+    plans of another kind."""
     parser = argparse.ArgumentParser(
-        prog=f"airflow_colocate.spark.{kind + '_job' if kind else 'entry'}",
-        description=f"Run one colocate {kind or 'write, clone, join or verify'} plan with Spark and write its report.")
-    parser.add_argument("--plan", required=True, help=f"path or URI of the {kind or 'job'} plan JSON")
+        prog="airflow_colocate.spark.entry",
+        description=f"Run one colocate {' / '.join(JOBS)} plan with Spark and write its report.")
+    parser.add_argument("--plan", required=True, help="path or URI of the job plan JSON")
+    parser.add_argument("--kind", default=kind,
+                        help=f"refuse a plan of another kind (one of {', '.join(JOBS)}); default: any")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, $SPARK_MASTER, local[*])")
     args = parser.parse_args(argv)
+    with job_lines():
+        return _run_file(args.plan, args.kind, args.master)
+
+
+def _run_file(path: str, kind: str | None, master: str | None) -> int:
     try:
-        plan = read_plan(args.plan, expect=kind)
+        plan = read_plan(path, expect=kind)
     except ColocateError as exc:
-        log(who, f"FAILED: {exc}")
+        logger(kind or "job").error("FAILED: %s", exc)
         return 2
 
     from pyspark.sql import SparkSession
@@ -141,14 +199,14 @@ def main(argv: list[str] | None = None, *, kind: str | None = None) -> int:
 
     fs.delete_file(plan.report_uri + ".error")  # a retry must not be blamed on the last attempt's reason
     owned = SparkSession.getActiveSession() is None  # stop only a session this call started
-    spark = get_spark(app_name(plan), master=args.master)
+    spark = get_spark(app_name(plan), master=master)
     try:
         run_plan(spark, plan)
     except Exception as exc:
         if not isinstance(exc, ColocateError):
             traceback.print_exc()
         line = failure_line(plan, exc)
-        log(plan.kind, f"FAILED: {line}")
+        logger(plan.kind).error("FAILED: %s", line)
         _write_error(plan.report_uri, line)
         return 1
     finally:

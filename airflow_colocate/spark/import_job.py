@@ -2,7 +2,7 @@
 
 Launch (through :mod:`airflow_colocate.spark.entry`)::
 
-    spark-submit [--master …] /…/airflow_colocate/spark/import_job.py --plan file:///path/plan.json
+    spark-submit [--master …] /…/airflow_colocate/spark/entry.py --kind import --plan file:///path/plan.json
 
 :func:`run_import` reads every planned ``<col>=<value>`` folder at once, checks the schema against
 the table (as a write does, :func:`~airflow_colocate.spark.write_job.conform`), buckets all rows
@@ -16,7 +16,7 @@ plane commits each placed partition and none of the failed ones. The job never t
 
 from __future__ import annotations
 
-import sys
+import logging
 import threading
 import time
 from dataclasses import replace
@@ -25,13 +25,13 @@ from urllib.parse import quote
 from airflow_colocate.core.contract import ImportPlan, ImportReport, WriteReport
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark import write_job
-from airflow_colocate.spark.failures import first_line, is_spark_error
+from airflow_colocate.spark.failures import executor_error, first_line, is_spark_error
+from airflow_colocate.spark.session import scoped
 from airflow_colocate.storage import fs
 from airflow_colocate.storage import place as placement
+from airflow_colocate.storage.plan_files import save_report
 
-
-def log(message: str) -> None:
-    print(f"colocate-import: {message}", flush=True)
+log = logging.getLogger("airflow_colocate.spark.import")  # shown as colocate-import: … (spark.entry)
 
 
 def _size(n: float) -> str:
@@ -56,7 +56,7 @@ class Progress:
         if force or self.done == self.total or now - self.last >= self.every:
             self.last = now
             left = (now - self.started) / self.done * (self.total - self.done)
-            log(f"placed {self.done} of {self.total} partitions, {_size(self.bytes)}, about {left:.0f} s left")
+            log.info(f"placed {self.done} of {self.total} partitions, {_size(self.bytes)}, about {left:.0f} s left")
 
 
 def _watch_stage(sc, group: str, stop: threading.Event, every: float = 5.0) -> None:
@@ -74,7 +74,7 @@ def _watch_stage(sc, group: str, stop: threading.Event, every: float = 5.0) -> N
         if total:
             spent = time.perf_counter() - started
             left = spent / done * (total - done) if done else float("nan")
-            log(f"bucketing: {done} of {total} tasks done, about {left:.0f} s left")
+            log.info(f"bucketing: {done} of {total} tasks done, about {left:.0f} s left")
 
 
 def read_all(spark, plan: ImportPlan):
@@ -82,14 +82,10 @@ def read_all(spark, plan: ImportPlan):
     fmt = plan.format.lower()
     if fmt not in ("parquet", "orc"):
         raise ColocateError(f"import source format {plan.format!r} is not supported: use parquet or orc")
-    key = "spark.sql.sources.partitionColumnTypeInference.enabled"
-    saved = spark.conf.get(key, None)
-    spark.conf.set(key, "false")  # the folder names, exactly: the catalog's partition values
-    try:
+    # the folder names, exactly: the catalog's partition values
+    with scoped(spark, {"spark.sql.sources.partitionColumnTypeInference.enabled": "false"}):
         df = spark.read.format(fmt).option("basePath", plan.root).load([p.folder for p in plan.partitions])
-    finally:
-        spark.conf.set(key, saved) if saved is not None else spark.conf.unset(key)
-    log(f"source: {fmt} {plan.root}, {len(plan.partitions)} partition folders")
+    log.info(f"source: {fmt} {plan.root}, {len(plan.partitions)} partition folders")
     return df
 
 
@@ -101,69 +97,43 @@ def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
     pcol = cols[plan.partition_col.lower()]
     sc = spark.sparkContext
     group = sc.getLocalProperty("spark.jobGroup.id")  # a caller's group (a benchmark counting jobs) is kept
-    owned = group is None
-    if owned:
+    job_group = None
+    if group is None:
         group = f"colocate-import-{plan.job_id}"
-        sc.setJobGroup(group, f"colocate-import bucket {plan.table} ({len(plan.partitions)} partitions)")
+        job_group = (group, f"colocate-import bucket {plan.table} ({len(plan.partitions)} partitions)")
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_stage, args=(sc, group, stop), daemon=True)
-    saved = spark.conf.get(write_job._AUTO_BUCKETED_SCAN, None)
-    spark.conf.set(write_job._AUTO_BUCKETED_SCAN, "false")
-    log(f"bucketing by pmod(hash({', '.join(dist)}), {first.bucket_num}) into {plan.staging_uri}")
-    ts_key = "spark.sql.parquet.outputTimestampType"
-    saved_ts = spark.conf.get(ts_key, None)
-    spark.conf.set(ts_key, "TIMESTAMP_MICROS")  # what pyarrow writes back unchanged (INT96 it would not)
+    log.info(f"bucketing by pmod(hash({', '.join(dist)}), {first.bucket_num}) into {plan.staging_uri}")
     buckets_uri = fs.join(plan.staging_uri, "buckets")
     watcher.start()
     try:
         # One file per bucket holding every partition's rows of that bucket, sorted by partition
         # (Spark's per-file cost paid n times, not n x partitions times) and then by the bucket key,
-        # as a write sorts it (write_job.stage).
-        bucketed = out.repartition(first.bucket_num, *dist).sortWithinPartitions(pcol, *dist)
-        write_job.check_bucket_partitioning(bucketed, dist, first.bucket_num)
-        (bucketed.write.mode("overwrite").option("compression", "snappy").option("maxRecordsPerFile", 0)
-         .parquet(buckets_uri))
-    except ColocateError:
-        raise
-    except Exception as exc:
-        if is_spark_error(exc):
-            raise ColocateError(f"importing {plan.table} failed while reading or bucketing the source: "
-                                f"{first_line(exc)}") from exc
-        raise
+        # as a write sorts it: the write's own staging, then cut per partition (split_bucket).
+        by_bucket = write_job.write_buckets(
+            spark, out, dist, first.bucket_num, buckets_uri, sort_first=(pcol,),
+            # what pyarrow writes back unchanged (INT96 it would not)
+            conf={"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}, job_group=job_group,
+            failing=f"importing {plan.table} failed while reading or bucketing the source")
     finally:
         stop.set()
-        if owned:
-            sc.setLocalProperty("spark.jobGroup.id", None)
-        spark.conf.set(write_job._AUTO_BUCKETED_SCAN, saved) if saved is not None else spark.conf.unset(
-            write_job._AUTO_BUCKETED_SCAN)
-        spark.conf.set(ts_key, saved_ts) if saved_ts is not None else spark.conf.unset(ts_key)
-    by_bucket = placement.staged_buckets(buckets_uri, first.bucket_num)
     tasks = [{"bucket": b, "files": files, "column": pcol, "out": fs.join(plan.staging_uri, "split")}
              for b, files in sorted(by_bucket.items())]
     staged: dict[str, dict[int, list[str]]] = {}
     for result in _run_tasks(sc, split_bucket, tasks):
         for value, uris in result.items():
             staged.setdefault(value, {}).setdefault(uris[0], []).extend(uris[1])
-    log(f"staged {sum(len(f) for b in staged.values() for f in b.values())} files for {len(staged)} partitions")
+    log.info(f"staged {sum(len(f) for b in staged.values() for f in b.values())} files for {len(staged)} partitions")
     return staged
 
 
 def _run_tasks(sc, fn, tasks: list) -> list:
-    """``fn`` over ``tasks``: threads of the driver on a local master (see write_job._place_on_driver),
-    else one Spark job."""
-    if not tasks:
-        return []
-    if sc.master.startswith("local"):
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max(1, sc.defaultParallelism)) as pool:
-            return list(pool.map(fn, tasks))
+    """``fn`` over ``tasks`` (:func:`~airflow_colocate.spark.write_job.on_executors`), an executor's
+    failure as its own one line."""
     try:
-        return sc.parallelize(tasks, max(1, min(len(tasks), sc.defaultParallelism))).map(fn).collect()
+        return write_job.on_executors(sc, fn, tasks)
     except Exception as exc:
         if is_spark_error(exc):
-            from airflow_colocate.spark.failures import executor_error
-
             raise ColocateError(executor_error(exc)) from exc
         raise
 
@@ -265,7 +235,7 @@ def place_all(spark, plan: ImportPlan, staged: dict[str, dict[int, list[str]]],
         report = WriteReport(job_id=part.plan.job_id, table=part.plan.table, partition_value=part.value,
                              version=part.plan.version, source_rows=rows, replicas=replicas,
                              seconds=round(time.time() - started, 3), spark_version=spark.version)
-        fs.write_text_atomic(plan.part_report_uri(index), report.to_json())
+        save_report(report, plan.part_report_uri(index))
         reports[index] = report
         if on_partition is not None:
             on_partition(report)
@@ -280,21 +250,21 @@ def place_all(spark, plan: ImportPlan, staged: dict[str, dict[int, list[str]]],
         if waiting[index] == 0:
             finished(index)
 
-    sc.setJobDescription(f"colocate-import place {plan.table} ({len(plan.partitions)} partitions)")
-    if sc.master.startswith("local"):
-        # This machine's threads (see write_job._place_on_driver), in partition order, so that each
-        # partition's report is written (and committed in session) as soon as it is complete.
-        from concurrent.futures import ThreadPoolExecutor
+    with scoped(spark, description=f"colocate-import place {plan.table} ({len(plan.partitions)} partitions)"):
+        if sc.master.startswith("local"):
+            # This machine's threads (see write_job.on_executors), in partition order, so that each
+            # partition's report is written (and committed in session) as soon as it is complete.
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(threads) as pool:
-            for index, bucket, result in pool.map(_place_safely, items):
+            with ThreadPoolExecutor(threads) as pool:
+                for index, bucket, result in pool.map(_place_safely, items):
+                    take(index, bucket, result)
+        else:
+            slices = max(1, min(len(items), threads * 4))
+            for index, bucket, result in sc.parallelize(items, slices).map(_place_safely).toLocalIterator():
                 take(index, bucket, result)
-    else:
-        slices = max(1, min(len(items), threads * 4))
-        for index, bucket, result in sc.parallelize(items, slices).map(_place_safely).toLocalIterator():
-            take(index, bucket, result)
     for value, reason in failed.items():
-        log(f"partition {value} NOT placed: {reason}")
+        log.info(f"partition {value} NOT placed: {reason}")
     return [reports[i] for i in sorted(reports)], failed
 
 
@@ -307,7 +277,7 @@ def run_import(spark, plan: ImportPlan, on_partition=None) -> ImportReport:
     first = plan.partitions[0].plan
     for p in plan.partitions:
         write_job.check_plan(p.plan)
-    log(f"job {plan.job_id}: {len(plan.partitions)} partitions of {plan.table} into {first.bucket_num} buckets")
+    log.info(f"job {plan.job_id}: {len(plan.partitions)} partitions of {plan.table} into {first.bucket_num} buckets")
     values = [p.value for p in plan.partitions]
     span = replace(first, partition_value=values[0] if len(values) == 1 else f"{min(values)}…{max(values)}")
     try:
@@ -321,12 +291,7 @@ def run_import(spark, plan: ImportPlan, on_partition=None) -> ImportReport:
     staged = stage_all(spark, plan, out)
     reports, failed = place_all(spark, plan, staged, on_partition)
     fs.delete_tree(plan.staging_uri)
-    log(f"placed {len(reports)} partitions, {len(failed)} failed, in {time.time() - started:.1f}s")
+    log.info(f"placed {len(reports)} partitions, {len(failed)} failed, in {time.time() - started:.1f}s")
     return ImportReport(job_id=plan.job_id, table=plan.table, reports=reports, failed=failed,
                         seconds=round(time.time() - started, 3), spark_version=spark.version)
 
-
-if __name__ == "__main__":
-    from airflow_colocate.spark import entry
-
-    sys.exit(entry.main(kind="import"))

@@ -3,14 +3,14 @@ joins ran without a shuffle, and write the result (to a path or, as a colocated 
 catalog table). Runs under spark-submit, through :mod:`airflow_colocate.spark.entry` (which writes
 the report or the one-line error); never touches the catalog.
 
-    spark-submit …/join_job.py --plan plan.json
+    spark-submit …/entry.py --kind join --plan plan.json
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
-import sys
 import time
 from dataclasses import asdict, replace
 
@@ -39,6 +39,7 @@ from airflow_colocate.planner.join import (
 from airflow_colocate.spark import locality
 from airflow_colocate.spark.physical_plan import JoinNode, final_plan, joins_of, ordered_reads, plan_text, query_shape
 from airflow_colocate.spark.register import UnreadableBuckets, name_the_replica, register_tables
+from airflow_colocate.spark.session import scoped
 from airflow_colocate.storage import fs
 
 # Next to the report: the replicas a failed job found bad, for the control plane to record (a
@@ -61,8 +62,7 @@ def load_bad_replicas(plan: JoinPlan) -> list[BadReplica]:
         return []
 
 
-def log(message: str) -> None:
-    print(f"colocate-join: {message}", flush=True)
+log = logging.getLogger("airflow_colocate.spark.join")  # shown as colocate-join: … (spark.entry)
 
 
 HASH_BUDGET_CONF = "spark.colocate.join.hashBudget"
@@ -223,7 +223,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
     """Run the join of ``plan`` into its output and return its report (the entry writes it)."""
     started = time.time()
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
-    log(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
+    log.info(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
     fs.delete_file(bad_replicas_uri(plan))
     choice = None
     if any(t.bucketed for t in plan.tables):
@@ -232,69 +232,64 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
         if choice.method == HASH:
             choice = hash_or_not(spark, plan, choice)
         plan = replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables])
-        log(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
-    local_off = locality.enable(spark, plan.backend_hosts)  # read each replica where it lies, if possible
-    try:
-        registered = register_tables(spark, plan.tables)
-    except UnreadableBuckets as exc:
-        fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
-        raise
-    for b in registered.bad:
-        log(f"replica {b.path} ({b.table}/{b.partition} bucket {b.bucket_seq}) is not read: {b.reason}")
-    log(f"checked {registered.checked} replica directories")
-    registered_at = time.time()
+        log.info(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
+    # For the job only: the caller's session keeps its settings and job group (session.scoped).
+    conf, local_off = locality.settings(spark, plan.backend_hosts)  # read each replica where it lies, if possible
     if any(t.bucketed for t in plan.tables):
         # A colocated join reads each bucket where it lies; a broadcast would ship a whole table to
         # every executor instead, so Doris-style we prefer the colocated sort-merge join.
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    try:
-        df = spark.sql(plan.query)
-        if plan.output is None and not plan.output_path:
-            # explain-only: what runs is the count of the rows, so plan the count, once, for both
-            # the explain and the run (df.count() would plan it all again: ~0.1 s a query)
-            df = df.groupBy().count()
-        explains = [explain_join(j, plan) for j in joins_of(df)]
-    except Exception as exc:
-        raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
-    text = explain_text(explains, choice)
-    for line in text.splitlines():
-        log(line)
-    planned_at = time.time()
-    if plan.require_colocate:
-        bad = [e for e in explains if not e.colocate and should_be_colocated(e, plan)]
-        if bad:
-            raise ColocateError(
-                "require_colocate is set but the plan shuffles a colocated side, nothing was written: "
-                + "; ".join(f"{'+'.join(e.left_tables)} ⋈ {'+'.join(e.right_tables)}: {e.reason}" for e in bad))
-    group = locality.track(spark, plan.job_id, locality.bucket_hosts(registered.tables, plan.backend_hosts))
-    try:
-        rows, preview, write_report = _execute(spark, plan, df, registered)
-    except Exception as exc:
-        named = name_the_replica(str(exc), registered.tables) or out_of_order(str(exc))
-        if named is None:
+        conf["spark.sql.autoBroadcastJoinThreshold"] = "-1"
+    with scoped(spark, conf):
+        try:
+            registered = register_tables(spark, plan.tables)
+        except UnreadableBuckets as exc:
+            fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
             raise
-        raise ColocateError(named) from exc
-    locality.untrack(spark)
-    executed = plan_text(df)
-    if choice is not None:
-        line = ordered_reads(spark, df, executed)
-        log(line)
-        text += f"\n{line}"
-    where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts), note=local_off or "")
-    log(locality.line(where))
-    text += f"\n{locality.line(where)}" if where.tasks else ""  # none on a local master
-    done_at = time.time()
-    phases = {"register": registered_at - started, "plan": planned_at - registered_at, "run": done_at - planned_at}
-    report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text,
-                        physical_plan=final_plan(executed),  # after an explain-only run: the plan that ran
-                        seconds=done_at - started, write=write_report, preview=preview, bad_replicas=registered.bad,
-                        bucket_join=choice, locality=where, phases={k: round(v, 3) for k, v in phases.items()})
-    log(f"{rows} rows in {report.seconds:.1f}s (" + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()) + ")")
-    return report
-
-
-if __name__ == "__main__":
-    # spark-submit runs this file; the shared entry runs the plan through the importable modules.
-    from airflow_colocate.spark import entry
-
-    sys.exit(entry.main(kind="join"))
+        for b in registered.bad:
+            log.info(f"replica {b.path} ({b.table}/{b.partition} bucket {b.bucket_seq}) is not read: {b.reason}")
+        log.info(f"checked {registered.checked} replica directories")
+        registered_at = time.time()
+        try:
+            df = spark.sql(plan.query)
+            if plan.output is None and not plan.output_path:
+                # explain-only: what runs is the count of the rows, so plan the count, once, for both
+                # the explain and the run (df.count() would plan it all again: ~0.1 s a query)
+                df = df.groupBy().count()
+            explains = [explain_join(j, plan) for j in joins_of(df)]
+        except Exception as exc:
+            raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
+        text = explain_text(explains, choice)
+        for line in text.splitlines():
+            log.info(line)
+        planned_at = time.time()
+        if plan.require_colocate:
+            bad = [e for e in explains if not e.colocate and should_be_colocated(e, plan)]
+            if bad:
+                raise ColocateError(
+                    "require_colocate is set but the plan shuffles a colocated side, nothing was written: "
+                    + "; ".join(f"{'+'.join(e.left_tables)} ⋈ {'+'.join(e.right_tables)}: {e.reason}" for e in bad))
+        group = locality.track(spark, plan.job_id, locality.bucket_hosts(registered.tables, plan.backend_hosts))
+        try:
+            rows, preview, write_report = _execute(spark, plan, df, registered)
+        except Exception as exc:
+            named = name_the_replica(str(exc), registered.tables) or out_of_order(str(exc))
+            if named is None:
+                raise
+            raise ColocateError(named) from exc
+        locality.untrack(spark)
+        executed = plan_text(df)
+        if choice is not None:
+            line = ordered_reads(spark, df, executed)
+            log.info(line)
+            text += f"\n{line}"
+        where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts), note=local_off or "")
+        log.info(locality.line(where))
+        text += f"\n{locality.line(where)}" if where.tasks else ""  # none on a local master
+        done_at = time.time()
+        phases = {"register": registered_at - started, "plan": planned_at - registered_at, "run": done_at - planned_at}
+        report = JoinReport(job_id=plan.job_id, rows=rows, joins=explains, explain=text,
+                            physical_plan=final_plan(executed),  # after an explain-only run: the plan that ran
+                            seconds=done_at - started, write=write_report, preview=preview, bad_replicas=registered.bad,
+                            bucket_join=choice, locality=where, phases={k: round(v, 3) for k, v in phases.items()})
+        log.info(f"{rows} rows in {report.seconds:.1f}s (" + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()) + ")")
+        return report

@@ -22,6 +22,7 @@ the replica's host) from Spark's status REST API, for the join report and the ta
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import urllib.error
@@ -49,14 +50,13 @@ LOCAL_LEVELS = ("NODE_LOCAL",)
 _said: set[str] = set()
 
 
-def log(message: str) -> None:
-    print(f"colocate-locality: {message}", flush=True)
+log = logging.getLogger("airflow_colocate.spark.locality")  # shown as colocate-locality: … (spark.entry)
 
 
 def _say_once(message: str) -> None:
     if message not in _said:
         _said.add(message)
-        log(message)
+        log.info(message)
 
 
 def jar_path() -> Path | None:
@@ -128,30 +128,32 @@ def ordered_read(spark) -> bool:
         return False
 
 
-def enable(spark, backend_hosts: Mapping[str, str]) -> str | None:
-    """Turn local reads on for what is registered next; returns why not, or None when on."""
-    spark.conf.unset(ROOTS_KEY)
+def settings(spark, backend_hosts: Mapping[str, str]) -> tuple[dict[str, str | None], str | None]:
+    """The session settings that turn local reads on for what is registered next, and why local
+    reads are off (None: on). Off, the roots are unset (None), so an earlier read's do not apply.
+    A job holds them for its run only (:func:`airflow_colocate.spark.session.scoped`)."""
+    off: dict[str, str | None] = {ROOTS_KEY: None}
     master = spark.sparkContext.master or ""
     if master.startswith("local"):
-        return "local master: every task runs on this host"
+        return off, "local master: every task runs on this host"
     spec = roots_spec(backend_hosts)
     if not spec:
-        return "no backend on a local file system"
+        return off, "no backend on a local file system"
     if not _class_loadable(spark):
         jar = jar_path()
         where = f"{jar} is not on the job's classpath" if jar else \
             f"{JAR_NAME} is not built (scripts/setup.sh builds it; or set ${JAR_ENV})"
         _say_once(f"locality off: {where}; bucket tasks run on any executor (locality ANY)")
-        return "the locality jar is absent"
+        return off, "the locality jar is absent"
     if spark.sparkContext._jsc.hadoopConfiguration().get(f"fs.{SCHEME}.impl") is None:
         # Spark's catalog copied the Hadoop settings when the session started: too late to add it
         _say_once(f"locality off: the session was started without spark.hadoop.fs.{SCHEME}.impl={FS_CLASS} "
                   f"(get_spark and the operators set it with the jar)")
-        return f"the session does not know the {SCHEME} scheme"
-    spark.conf.set(f"fs.{SCHEME}.impl", FS_CLASS)
-    spark.conf.set(f"fs.{SCHEME}.impl.disable.cache", "true")  # the roots are read per query
-    spark.conf.set(ROOTS_KEY, spec)
-    return None
+        return off, f"the session does not know the {SCHEME} scheme"
+    # session settings, which Spark copies into each query's Hadoop configuration
+    return {f"fs.{SCHEME}.impl": FS_CLASS,
+            f"fs.{SCHEME}.impl.disable.cache": "true",  # the roots are read per query
+            ROOTS_KEY: spec}, None
 
 
 def read_location(spark, path: str) -> str:
@@ -290,7 +292,7 @@ def track(spark, job_id: str, bucket_hosts: Sequence[set[str]] | None = None) ->
         wait = float(spark.conf.get("spark.colocate.locality.executorWaitSeconds", "15"))
         missing = wait_for_executors(spark, set().union(*bucket_hosts), wait)
         if missing:
-            log(f"no executor on {', '.join(sorted(missing))} after {wait:.0f}s: the buckets stored there "
+            log.info(f"no executor on {', '.join(sorted(missing))} after {wait:.0f}s: the buckets stored there "
                 f"run on other hosts (is --host the name the Spark worker there registers with?)")
     group = f"colocate-{job_id}"
     spark.sparkContext.setJobGroup(group, f"colocate join {job_id}")

@@ -1,10 +1,13 @@
-"""A SparkSession with the settings colocated reads and writes rely on."""
+"""A SparkSession with the settings colocated reads and writes rely on, and :func:`scoped`, the one
+way a job changes a session it may share with its caller."""
 
 from __future__ import annotations
 
 import os
 import sys
 import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from airflow_colocate.spark.locality import locality_conf
@@ -57,3 +60,42 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# setJobGroup / setJobDescription: local properties of the calling thread
+_JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
+@contextmanager
+def scoped(spark, conf: Mapping[str, str | None] | None = None, *, job_group: tuple[str, str] | None = None,
+           description: str | None = None) -> Iterator[None]:
+    """Run a block with ``conf`` set (a value of None unsets the key for the block) and, when
+    given, a ``job_group`` ``(id, description)`` or a job ``description``; afterwards, on success
+    and on failure alike, every key of ``conf`` has its previous value again (or is unset again)
+    and this thread's job group and description are what they were, whatever the block set them to.
+
+    Why: the jobs run in the caller's own session too (``write_in_session``, ``join_in_session``,
+    a notebook); a setting a job needs must not change what the caller's next query does."""
+    sc = spark.sparkContext
+    conf = dict(conf or {})
+    saved = {key: spark.conf.get(key, None) for key in conf}  # None: not set in this session
+    properties = {key: sc.getLocalProperty(key) for key in _JOB_PROPERTIES}
+    try:
+        _set(spark, conf)
+        if job_group is not None:
+            sc.setJobGroup(*job_group)
+        elif description is not None:
+            sc.setJobDescription(description)
+        yield
+    finally:
+        _set(spark, saved)
+        for key, value in properties.items():
+            sc.setLocalProperty(key, value)
+
+
+def _set(spark, conf: Mapping[str, str | None]) -> None:
+    for key, value in conf.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)

@@ -17,12 +17,12 @@ A table whose job fails (a file Spark cannot read) is checked again one replica 
 report names the replicas at fault. The job never touches the catalog: the control plane
 (:mod:`airflow_colocate.jobs.verify`) marks the bad replicas.
 
-    spark-submit airflow_colocate/spark/verify_job.py --plan /path/verify-plan.json
+    spark-submit airflow_colocate/spark/entry.py --kind verify --plan /path/verify-plan.json
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from urllib.parse import unquote, urlparse
 
@@ -35,13 +35,13 @@ from airflow_colocate.core.contract import (
     VerifyReport,
 )
 from airflow_colocate.spark.failures import first_line
+from airflow_colocate.spark.session import scoped
 
 # Read as the registered tables read (spark/register.py): a flipped byte in a data page fails.
 READ_OPTIONS = {"parquet.page.verify-checksum.enabled": "true"}
 
 
-def log(message: str) -> None:
-    print(f"colocate-verify: {message}", flush=True)
+log = logging.getLogger("airflow_colocate.spark.verify")  # shown as colocate-verify: … (spark.entry)
 
 
 def dir_key(uri: str) -> str:
@@ -98,11 +98,16 @@ def check_rows(spark, table: RowCheckTable) -> list[RowCheckResult]:
     results = [RowCheckResult(r.replica_id, True) for r in table.replicas if not r.rows]
     if not with_rows:
         return results
-    spark.sparkContext.setJobDescription(f"colocate-verify rows of {table.table}: {len(with_rows)} replicas")
+    with scoped(spark, description=f"colocate-verify rows of {table.table}: {len(with_rows)} replicas"):
+        return _check_rows(spark, table, with_rows, results)
+
+
+def _check_rows(spark, table: RowCheckTable, with_rows: list[RowCheck],
+                results: list[RowCheckResult]) -> list[RowCheckResult]:
     try:
         counts = bucket_counts(spark, table, with_rows)
     except Exception as exc:
-        log(f"{table.table}: reading {len(with_rows)} replicas at once failed ({first_line(exc)}); one at a time")
+        log.info(f"{table.table}: reading {len(with_rows)} replicas at once failed ({first_line(exc)}); one at a time")
         for r in with_rows:
             try:
                 counts = bucket_counts(spark, table, [r])
@@ -123,7 +128,7 @@ def run_verify(spark, plan: VerifyPlan) -> VerifyReport:
     started = time.time()
     hashes = []
     if plan.hashes:
-        log(f"job {plan.job_id}: re-hashing {len(plan.hashes)} replicas ({sum(t.bytes for t in plan.hashes)} bytes)")
+        log.info(f"job {plan.job_id}: re-hashing {len(plan.hashes)} replicas ({sum(t.bytes for t in plan.hashes)} bytes)")
         hashes = run_clone(spark, ClonePlan(job_id=plan.job_id, copies=[], report_uri=plan.report_uri,
                                             verifies=plan.hashes)).verifies
     failed = {h.replica_id for h in hashes if not h.ok}
@@ -135,16 +140,10 @@ def run_verify(spark, plan: VerifyPlan) -> VerifyReport:
         rows += check_rows(spark, RowCheckTable(table.table, table.columns, table.bucket_num, todo))
         done += len(table.replicas)
         bad = sum(1 for r in rows if not r.ok)
-        log(f"rows of {table.table}: {len(todo)} replicas checked ({done}/{total} in all, {bad} bad so far)")
+        log.info(f"rows of {table.table}: {len(todo)} replicas checked ({done}/{total} in all, {bad} bad so far)")
     report = VerifyReport(job_id=plan.job_id, hashes=hashes, rows=rows, seconds=round(time.time() - started, 3),
                           bytes=sum(h.bytes for h in hashes), spark_version=spark.version)
-    log(f"{len(hashes)} re-hashed ({report.bytes} bytes, {len(failed)} bad), {len(rows)} row-checked "
+    log.info(f"{len(hashes)} re-hashed ({report.bytes} bytes, {len(failed)} bad), {len(rows)} row-checked "
         f"({sum(r.rows for r in rows)} rows, {sum(1 for r in rows if not r.ok)} bad) in {report.seconds:.1f}s")
     return report
 
-
-if __name__ == "__main__":
-    # spark-submit runs this file; the shared entry runs the plan through the importable modules.
-    from airflow_colocate.spark import entry
-
-    sys.exit(entry.main(kind="verify"))

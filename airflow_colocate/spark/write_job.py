@@ -2,10 +2,9 @@
 
 Launch (through :mod:`airflow_colocate.spark.entry`, which writes the report or the one-line error)::
 
-    python -m airflow_colocate.spark.write_job --plan /path/plan.json
-    spark-submit [--master …] /…/airflow_colocate/spark/write_job.py --plan file:///path/plan.json
+    spark-submit [--master …] /…/airflow_colocate/spark/entry.py --kind write --plan file:///path/plan.json
 
-:func:`run_write` reads as the steps it takes (each logged as ``colocate-write: …`` on stdout):
+:func:`run_write` reads as the steps it takes (each logged as ``colocate-write: …`` by the entry):
 
 1. read the source (a file source, or a query over registered tables) — :func:`read_source`;
 2. check its schema against the table's (safe widening only, :func:`~airflow_colocate.core.sqltypes.widening_ok`)
@@ -26,8 +25,8 @@ directory; it never touches the catalog.
 
 from __future__ import annotations
 
+import logging
 import re
-import sys
 import time
 from contextlib import contextmanager
 
@@ -41,12 +40,11 @@ from airflow_colocate.storage import place as placement
 FORMATS = ("parquet", "csv", "json", "orc")
 
 
-def log(message: str) -> None:
-    print(f"colocate-write: {message}", flush=True)
+log = logging.getLogger("airflow_colocate.spark.write")  # shown as colocate-write: … (spark.entry)
 
 
 @contextmanager
-def _timed(timings: dict | None, phase: str):
+def timed(timings: dict | None, phase: str):
     """Add the wall time of a phase to ``timings`` (when given): ``bench_write.py --profile`` shows
     where a small write's fixed cost goes."""
     t0 = time.perf_counter()
@@ -116,7 +114,7 @@ def read_source(spark, plan: WritePlan):
             from airflow_colocate.spark.register import register_tables
 
             register_tables(spark, source.tables)
-        log(f"source: query over {[t.name for t in source.tables]}")
+        log.info(f"source: query over {[t.name for t in source.tables]}")
         return spark.sql(source.query)
 
     fmt = (source.format or "parquet").lower()
@@ -142,7 +140,7 @@ def read_source(spark, plan: WritePlan):
     reader = spark.read.format(fmt).options(**options)
     if schema is not None:
         reader = reader.schema(schema)
-    log(f"source: {fmt} {path}" + (f" schema <{schema}>" if schema else ""))
+    log.info(f"source: {fmt} {path}" + (f" schema <{schema}>" if schema else ""))
     return reader.load(path)
 
 
@@ -314,86 +312,96 @@ def check_bucket_partitioning(df, dist: list[str], bucket_num: int) -> None:
     )
 
 
+def write_buckets(spark, out, dist: list[str], bucket_num: int, uri: str, *, sort_first: tuple[str, ...] = (),
+                  conf: dict[str, str] | None = None, job_group: tuple[str, str] | None = None,
+                  description: str | None = None, failing: str) -> dict[int, list[str]]:
+    """Bucket ``out`` with Spark's hash partitioning and write it to ``uri``: one snappy parquet file
+    per non-empty bucket, its rows sorted by ``sort_first`` and then the bucket key; returns bucket
+    seq -> files. The write stages one partition through it, the import all of them at once
+    (``sort_first`` = the partition column). ``conf`` and the job group or description hold for the
+    Spark job only (:func:`~airflow_colocate.spark.session.scoped`); ``failing`` starts the one line
+    of a Spark failure."""
+    from airflow_colocate.spark.session import scoped
+
+    # Spark drops ``repartition(n, key)`` when its input is a bucketed scan with the same hash
+    # partitioning, and may then turn that scan into a plain one because "nothing needs it" (it
+    # writes files of mixed buckets). Keep bucketed scans bucketed, and check the plan.
+    with scoped(spark, {_AUTO_BUCKETED_SCAN: "false", **(conf or {})}, job_group=job_group, description=description):
+        try:
+            # Sorted by the bucket key inside each file, as Doris keeps a tablet sorted by its key: a
+            # sort-merge join then sorts runs already in order (Spark's TimSort: ~linear), or, with
+            # the ordered read, does not sort at all. Paid once here instead of in every join.
+            bucketed = out.repartition(bucket_num, *dist).sortWithinPartitions(*sort_first, *dist)
+            check_bucket_partitioning(bucketed, dist, bucket_num)
+            (
+                bucketed.write.mode("overwrite")
+                .option("compression", "snappy")
+                .option("maxRecordsPerFile", 0)
+                .parquet(uri)
+            )
+        except ColocateError:
+            raise
+        except Exception as exc:
+            if is_spark_error(exc):
+                raise ColocateError(f"{failing}: {first_line(exc)}") from exc
+            raise
+    return placement.staged_buckets(uri, bucket_num)
+
+
 def stage(spark, plan: WritePlan, out) -> dict[int, list[str]]:
     """Bucket ``out`` with Spark's hash partitioning and write it to the staging directory, one file
     per non-empty bucket; returns bucket seq -> staged files."""
     cols = _col_map(plan)
     dist = [cols[c.lower()][0] for c in plan.dist_cols]
-    log(f"bucketing by pmod(hash({', '.join(dist)}), {plan.bucket_num}) into {plan.staging_uri}")
-    spark.sparkContext.setJobDescription(f"colocate-write bucket {plan.table} {plan.partition_value}")
-    # Spark drops ``repartition(n, key)`` when its input is a bucketed scan with the same hash
-    # partitioning, and may then turn that scan into a plain one because "nothing needs it" (it
-    # writes files of mixed buckets). Keep bucketed scans bucketed, and check the plan.
-    saved = spark.conf.get(_AUTO_BUCKETED_SCAN, None)
-    spark.conf.set(_AUTO_BUCKETED_SCAN, "false")
-    try:
-        # Sorted by the bucket key inside each file, as Doris keeps a tablet sorted by its key: a
-        # sort-merge join then sorts runs already in order (Spark's TimSort: ~linear). Paid once
-        # here instead of in every join.
-        bucketed = out.repartition(plan.bucket_num, *dist).sortWithinPartitions(*dist)
-        check_bucket_partitioning(bucketed, dist, plan.bucket_num)
-        (
-            bucketed.write.mode("overwrite")
-            .option("compression", "snappy")
-            .option("maxRecordsPerFile", 0)
-            .parquet(plan.staging_uri)
-        )
-    except ColocateError:
-        raise
-    except Exception as exc:
-        if is_spark_error(exc):
-            raise ColocateError(
-                f"writing {plan.table} partition {plan.partition_value} failed while reading or bucketing the "
-                f"source: {first_line(exc)}"
-            ) from exc
-        raise
-    finally:
-        if saved is None:
-            spark.conf.unset(_AUTO_BUCKETED_SCAN)
-        else:
-            spark.conf.set(_AUTO_BUCKETED_SCAN, saved)
-    staged = placement.staged_buckets(plan.staging_uri, plan.bucket_num)
+    log.info(f"bucketing by pmod(hash({', '.join(dist)}), {plan.bucket_num}) into {plan.staging_uri}")
+    staged = write_buckets(
+        spark, out, dist, plan.bucket_num, plan.staging_uri,
+        description=f"colocate-write bucket {plan.table} {plan.partition_value}",
+        failing=f"writing {plan.table} partition {plan.partition_value} failed while reading or bucketing the source")
     many = {b: len(f) for b, f in staged.items() if len(f) > 1}
     if many:
-        log(f"note: several files for one bucket (bucket: files) {many}; all are placed in that bucket")
-    log(f"staged {sum(len(v) for v in staged.values())} files for {len(staged)} non-empty buckets")
+        log.info(f"note: several files for one bucket (bucket: files) {many}; all are placed in that bucket")
+    log.info(f"staged {sum(len(v) for v in staged.values())} files for {len(staged)} non-empty buckets")
     return staged
 
 
 def place(spark, plan: WritePlan, staged: dict[int, list[str]]) -> tuple[list[ReplicaReport], int]:
     """Place every bucket with :func:`~airflow_colocate.storage.place.place_bucket`, as one Spark job
     over the buckets; returns the replica reports in plan order and the rows the source added."""
+    from airflow_colocate.spark.session import scoped
+
     tasks = placement.bucket_tasks(plan, staged)
-    sc = spark.sparkContext
-    sc.setJobDescription(f"colocate-write place {plan.table} {plan.partition_value}")
-    slices = max(1, min(len(tasks), sc.defaultParallelism))
-    if sc.master.startswith("local"):
-        placed = _place_on_driver(plan, tasks, slices)
-    else:
-        try:
-            placed = sc.parallelize(tasks, slices).flatMap(placement.place_bucket).collect()
-        except Exception as exc:
-            if is_spark_error(exc):
-                raise ColocateError(f"placing the buckets of {plan.table} failed: {executor_error(exc)}") from exc
-            raise
+    failed = f"placing the buckets of {plan.table} failed"
+    try:
+        with scoped(spark, description=f"colocate-write place {plan.table} {plan.partition_value}"):
+            placed = [r for rs in on_executors(spark.sparkContext, placement.place_bucket, tasks) for r in rs]
+    except ColocateError as exc:
+        raise ColocateError(f"{failed}: {exc}") from exc
+    except OSError as exc:
+        raise ColocateError(f"{failed}: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        if is_spark_error(exc):
+            raise ColocateError(f"{failed}: {executor_error(exc)}") from exc
+        raise
     replicas, source_rows = placement.placed_replicas(plan, placed)
-    log(f"placed {len(replicas)} replicas of {plan.bucket_num} buckets, {source_rows} rows")
+    log.info(f"placed {len(replicas)} replicas of {plan.bucket_num} buckets, {source_rows} rows")
     return replicas, source_rows
 
 
-def _place_on_driver(plan: WritePlan, tasks: list[dict], threads: int) -> list[dict]:
-    """On a local master the executors are this machine: place in threads of the driver (the same
-    code, the same checks) instead of a Spark job, whose Python workers cost more than placing a
-    small write's buckets. Copies and hashing release the GIL."""
-    from concurrent.futures import ThreadPoolExecutor
+def on_executors(sc, fn, tasks: list) -> list:
+    """``fn`` of every task, in order: one Spark job over the tasks, or on a local master threads of
+    the driver (the executors are this machine: the same code, the same checks, without the Python
+    workers that cost more than placing a small write's buckets; copies and hashing release the
+    GIL). The write's and the import's placing and splitting run through it."""
+    if not tasks:
+        return []
+    slices = max(1, min(len(tasks), sc.defaultParallelism))
+    if sc.master.startswith("local"):
+        from concurrent.futures import ThreadPoolExecutor
 
-    try:
-        with ThreadPoolExecutor(threads) as pool:
-            return [r for rs in pool.map(placement.place_bucket, tasks) for r in rs]
-    except ColocateError as exc:
-        raise ColocateError(f"placing the buckets of {plan.table} failed: {exc}") from exc
-    except OSError as exc:
-        raise ColocateError(f"placing the buckets of {plan.table} failed: {type(exc).__name__}: {exc}") from exc
+        with ThreadPoolExecutor(slices) as pool:
+            return list(pool.map(fn, tasks))
+    return sc.parallelize(tasks, slices).map(fn).collect()
 
 
 # ---------------------------------------------------------------------- run
@@ -404,10 +412,10 @@ def run_write(spark, plan: WritePlan, timings: dict | None = None) -> WriteRepor
     ``timings``, when given, receives the seconds of each phase."""
     started = time.time()
     check_plan(plan)
-    log(f"job {plan.job_id}: {plan.mode} {plan.table} partition {plan.partition_value} v{plan.version} "
+    log.info(f"job {plan.job_id}: {plan.mode} {plan.table} partition {plan.partition_value} v{plan.version} "
         f"into {plan.bucket_num} buckets")
     try:
-        with _timed(timings, "read+conform"):
+        with timed(timings, "read+conform"):
             source = read_source(spark, plan)
             out = conform(spark, source, plan)
     except ColocateError:
@@ -416,16 +424,16 @@ def run_write(spark, plan: WritePlan, timings: dict | None = None) -> WriteRepor
         if is_spark_error(exc):
             raise ColocateError(f"reading the source of {plan.table} failed: {first_line(exc)}") from exc
         raise
-    with _timed(timings, "stage (bucket+write)"):
+    with timed(timings, "stage (bucket+write)"):
         try:
             staged = stage(spark, plan, out)
         except ColocateError as exc:
             if _PARTITION_GUARD not in str(exc):
                 raise
             raise ColocateError(partition_column_problem(source, plan) or str(exc)) from exc
-    with _timed(timings, "place (move+copy+verify)"):
+    with timed(timings, "place (move+copy+verify)"):
         replicas, source_rows = place(spark, plan, staged)
-    with _timed(timings, "delete staging"):
+    with timed(timings, "delete staging"):
         fs.delete_tree(plan.staging_uri)
     return WriteReport(
         job_id=plan.job_id,
@@ -438,10 +446,3 @@ def run_write(spark, plan: WritePlan, timings: dict | None = None) -> WriteRepor
         spark_version=spark.version,
     )
 
-
-if __name__ == "__main__":
-    # spark-submit runs this file; the shared entry runs the plan through the importable modules, so
-    # the functions shipped to executors are pickled by reference to the installed package.
-    from airflow_colocate.spark import entry
-
-    sys.exit(entry.main(kind="write"))

@@ -81,7 +81,7 @@ def run_join(cluster, lake: Lake, tmp: Path, name: str, *, jar: bool) -> tuple[J
         cmd += ["--jars", conf.pop("spark.jars")]
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
-    cmd += [job_path("join_job.py"), "--plan", str(plan_file)]
+    cmd += [job_path(), "--kind", "join", "--plan", str(plan_file)]
     env = {**os.environ, **submit_env(), "SPARK_LOCAL_IP": "127.0.0.1"}
     proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S)
     assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -90,6 +90,7 @@ def run_join(cluster, lake: Lake, tmp: Path, name: str, *, jar: bool) -> tuple[J
     tasks = [e for e in map(json.loads, log.read_text().splitlines())
              if e.get("Event") in ("SparkListenerTaskEnd", "SparkListenerExecutorAdded")]
     print("\n".join(line for line in proc.stdout.splitlines() if line.startswith("colocate")))
+    assert any(line.startswith(f"colocate-join: job {plan.job_id}: ") for line in proc.stdout.splitlines())  # the task log's lines
     return plan, report, tasks
 
 

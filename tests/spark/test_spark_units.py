@@ -4,6 +4,7 @@ are tested in tests/core/test_sqltypes.py."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -71,27 +72,43 @@ def test_create_statements():
     assert "CLUSTERED" not in create_statements(table, "file:///tmp/e")[1]
 
 
-@pytest.mark.parametrize("name", ["entry.py", "write_job.py", "clone_job.py", "join_job.py"])
-def test_job_file_runs_as_a_script(name):
-    """spark-submit runs the file by path: absolute imports and the __main__ guard must work."""
-    path = Path(job_path(name))
-    out = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)
+def test_entry_is_the_one_application():
+    """spark-submit runs entry.py by path (absolute imports, the __main__ guard); the job modules
+    are not applications (adding a kind is a JOBS entry plus its module)."""
+    out = subprocess.run([sys.executable, job_path(), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "--plan" in out.stdout
+    assert "--plan" in out.stdout and "--kind" in out.stdout
+    for module in ("write_job", "clone_job", "join_job", "verify_job", "import_job"):
+        assert "__main__" not in Path(entry.__file__).with_name(f"{module}.py").read_text(), module
+
+
+def test_every_kind_dispatches_to_its_run_function():
+    assert list(entry.JOBS) == ["write", "clone", "join", "verify", "import"]
+    for kind, (plan_class, _) in entry.JOBS.items():
+        assert plan_class.kind == kind
+        assert entry.runner(kind).__name__ == f"run_{kind}"
+        assert entry.runner(kind).__module__ == f"airflow_colocate.spark.{kind}_job"
+    with pytest.raises(ColocateError, match="unknown plan kind 'vacuum'"):
+        entry.runner("vacuum")
 
 
 # ---------------------------------------------------------------------- the shared entry
 
 
-def test_entry_refuses_a_plan_of_another_kind_before_starting_spark(tmp_path, capsys):
+@pytest.mark.parametrize("how", ["main(kind=...)", "--kind"])
+def test_entry_refuses_a_plan_of_another_kind_before_starting_spark(tmp_path, capsys, how):
     plan = make_plan(tmp_path, source=Source(format="parquet", path="/x"), columns=[["k", "bigint"]], dist_cols=["k"],
                      partition_cols=[], value="all")
     plan_path = save_plan(plan, tmp_path / "plan.json")
-    assert entry.main(["--plan", str(plan_path)], kind="clone") == 2
+    if how == "--kind":
+        assert entry.main(["--plan", str(plan_path), "--kind", "clone"]) == 2
+    else:
+        assert entry.main(["--plan", str(plan_path)], kind="clone") == 2
     line = f"{plan_path} is a 'write' plan, not a clone plan"
     assert f"colocate-clone: FAILED: {line}" in capsys.readouterr().out
-    assert fs.read_text(plan.report_uri + ".error") == line  # what the operator raises
-    assert not fs.exists(plan.report_uri)
+    assert Path(plan.report_uri.removeprefix("file://") + ".error").read_text() == line  # what the operator raises
+    assert not Path(plan.report_uri.removeprefix("file://")).exists()
+    assert logging.getLogger("airflow_colocate").handlers == []  # the application's handler went with it
 
 
 def test_entry_refuses_unreadable_and_unknown_plans(tmp_path, capsys):

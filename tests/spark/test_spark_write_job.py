@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -225,6 +226,19 @@ def test_main_runs_a_plan_file(spark, tmp_path, capsys):
     assert report.source_rows == 1000
     assert "colocate-write: report written" in capsys.readouterr().out
     assert spark.range(1).count() == 1  # the shared session is still alive
+
+
+def test_in_session_the_job_logs_and_prints_nothing(spark, tmp_path, capsys, caplog):
+    """A user's session: the job's lines are log records under airflow_colocate (a caller routes or
+    silences them), not prints; only the application (main) shows them on stdout."""
+    src = write_parquet(tmp_path / "src", source_table(100))
+    plan = make_plan(tmp_path, source=Source(format="parquet", path=src), columns=COLUMNS, dist_cols=["key"])
+    with caplog.at_level(logging.INFO, logger="airflow_colocate"):
+        run_write(spark, plan)
+    assert "colocate-" not in capsys.readouterr().out
+    ours = [r for r in caplog.records if r.name == "airflow_colocate.spark.write"]
+    assert any(r.getMessage().startswith(f"job {plan.job_id}: overwrite") for r in ours)
+    assert any(r.getMessage().startswith("placed ") for r in ours)
 
 
 def test_main_turns_a_failure_into_one_line(spark, tmp_path, capsys):
