@@ -29,7 +29,7 @@ def local_runner(threads: int | None = None) -> Runner:
 
     For a small cluster whose backends this machine can reach, and for a control plane without
     Spark. Every task goes through the function the Spark clone job runs on its executors
-    (:func:`airflow_colocate.spark.clone_job._run_partition`, i.e. ``clone_task``/``verify_task``),
+    (:func:`airflow_colocate.spark.clone_job.run_partition`, i.e. ``clone_task``/``verify_task``),
     so a copy is hashed, verified and cleaned up exactly as on a cluster; only the spreading over
     executors is missing. Importing the clone job does not import pyspark."""
     from airflow_colocate.spark import clone_job
@@ -41,7 +41,7 @@ def local_runner(threads: int | None = None) -> Runner:
         # biggest first, as the Spark job deals them, so the long copies do not start last
         items = [("copy", asdict(t)) for t in sorted(plan.copies, key=lambda t: -t.bytes)]
         items += [("verify", asdict(t)) for t in sorted(plan.verifies, key=lambda t: -t.bytes)]
-        results = clone_job._run_partition(items, n) if items else []
+        results = clone_job.run_partition(items, n) if items else []
         copies = [CloneResult(**r) for kind, r in results if kind == "copy"]
         verifies = [VerifyResult(**r) for kind, r in results if kind == "verify"]
         return CloneReport(job_id=plan.job_id, copies=copies, verifies=verifies, seconds=round(time.time() - started, 3),

@@ -52,16 +52,16 @@ def write_in_session(spark, catalog: Catalog, table: str, partition: str, source
                      timings: dict | None = None) -> dict:
     """Plan, run the write job in ``spark`` and commit; ``timings`` (when given) receives the seconds
     of the catalog steps and of each phase of the job."""
-    from airflow_colocate.spark.write_job import _timed, run_write
+    from airflow_colocate.spark.write_job import timed, run_write
 
-    with _timed(timings, "catalog: plan"):
+    with timed(timings, "catalog: plan"):
         ticket, plan = prepare_write(catalog, table, partition, source, mode=mode, work_dir=work_dir)
     try:
         report = run_write(spark, plan, timings)
     except BaseException as exc:
         catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
         raise
-    with _timed(timings, "catalog: commit"):
+    with timed(timings, "catalog: commit"):
         return finish_write(catalog, ticket, report)
 
 
