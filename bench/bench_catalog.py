@@ -98,11 +98,11 @@ def daily_write(cat, table: int, day: int, work: str) -> None:
     from airflow_colocate.core.contract import Source
     from airflow_colocate.planner.write import write_plan
 
-    ticket = cat.begin_write(f"t{table}", day_value(day))
+    ticket = cat.writes.begin(f"t{table}", day_value(day))
     plan = write_plan(ticket, Source(format="parquet", path="file:///nowhere"), work)
-    cat.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+    cat.writes.set_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
                           ticket.missing, {"staging_uri": plan.staging_uri})
-    cat.commit_write(ticket.job_id, fake_report(plan, table, day))
+    cat.writes.commit(ticket.job_id, fake_report(plan, table, day))
 
 
 def setup(url: str, shape: Shape, root: Path):
@@ -113,9 +113,9 @@ def setup(url: str, shape: Shape, root: Path):
     cat = Catalog(url, actor="bench", clock=clock)
     cat.init()
     for i in range(1, shape.backends + 1):
-        cat.add_backend((root / "backends" / f"be{i}").as_uri(), name=f"be{i}")
+        cat.backends.add((root / "backends" / f"be{i}").as_uri(), name=f"be{i}")
     for t in range(shape.tables):
-        cat.create_table(f"t{t}", COLUMNS, ["id"], bucket_num=shape.buckets, replication_num=shape.replicas,
+        cat.tables.create(f"t{t}", COLUMNS, ["id"], bucket_num=shape.buckets, replication_num=shape.replicas,
                          partition_cols=["dt"], colocate_with=GROUP)
     return cat, clock
 
@@ -129,7 +129,7 @@ def build_api(url: str, shape: Shape, root: Path) -> None:
             clock.t = write_time(day, t)
             daily_write(cat, t, day, work)
     clock.t = write_time(shape.days, 0) + timedelta(hours=2)
-    cat.forget_garbage(cat.garbage())
+    cat.writes.forget_garbage(cat.writes.garbage())
     cat.dispose()
 
 
@@ -145,9 +145,9 @@ def build_bulk(url: str, shape: Shape, root: Path, *, chunk_days: int = 20) -> N
 
     cat, _ = setup(url, shape, root)
     work = (root / "runs").as_uri()
-    group = cat.group(GROUP)
-    views = [cat.table(f"t{t}") for t in range(shape.tables)]
-    roots = {b.id: b.root_uri for b in cat.backends()}
+    group = cat.groups.get(GROUP)
+    views = [cat.tables.get(f"t{t}") for t in range(shape.tables)]
+    roots = {b.id: b.root_uri for b in cat.backends.list()}
     targets = tuple(tuple((be, roots[be]) for be in row) for row in group.bucket_map)
     with cat.engine.connect() as conn:
         ids = {name: (conn.scalar(select(func.max(model.id))) or 0)
@@ -319,25 +319,25 @@ def run_operation(url: str, op: str, shape: Shape, round_: int = 0) -> None:
     cat = Catalog(url, actor="bench")
     cat.check_schema()
     if op in ("check", "check_unchanged", "check_after_commit"):
-        cat.check_groups()
+        cat.health.check_groups()
     elif op == "loads":
-        cat.backend_loads()
+        cat.backends.loads()
     elif op in ("balance_added", "balance_down"):
-        names = {b.id: b.name for b in cat.backends()}
+        names = {b.id: b.name for b in cat.backends.list()}
         delay = timedelta(0) if op == "balance_down" else timedelta(minutes=30)
         describe_plans(plan(cat, BalanceOptions(relocate_delay=delay)), names)
     elif op in ("mark_down", "mark_up"):
-        cat.set_backend_state("be1", "down" if op == "mark_down" else "alive", reason="bench")
-        cat.check_groups()
+        cat.backends.set_state("be1", "down" if op == "mark_down" else "alive", reason="bench")
+        cat.health.check_groups()
     elif op == "probe":
-        for b in cat.backends():
-            cat.record_probe(b.id, True)
-        cat.check_groups()
+        for b in cat.backends.list():
+            cat.health.record_probe(b.id, True)
+        cat.health.check_groups()
     elif op == "gc":
-        items = cat.garbage()
+        items = cat.writes.garbage()
         for item in items:
             fs.delete_tree(item.uri)
-        cat.forget_garbage(items)
+        cat.writes.forget_garbage(items)
     elif op == "commit":
         daily_write(cat, 0, shape.days + round_, "file:///nowhere/runs")
     elif op == "join_plan":
@@ -398,9 +398,9 @@ def run_interleaved(catalogs: dict[str, tuple[str, Shape]], rounds: int) -> dict
                 if op == "balance_added":
                     with tempfile.TemporaryDirectory() as extra:
                         admin = Catalog(url, actor="bench")
-                        added = admin.add_backend(Path(extra).as_uri(), name="be_new")
+                        added = admin.backends.add(Path(extra).as_uri(), name="be_new")
                         runs[key][op].append(measure(url, op, shape, r))
-                        admin.remove_backend(added.id)
+                        admin.backends.remove(added.id)
                         admin.dispose()
                     continue
                 runs[key][op].append(measure(url, op, shape, r))

@@ -60,7 +60,7 @@ def digest(rows: list[dict]) -> tuple[int, str]:
 
 def check(catalog: Catalog, table: str, root: Path, values: list[str]) -> int:
     """Every partition committed, each replica's bytes as recorded, rows equal to the source."""
-    _, parts = catalog.read_replicas(table, values)
+    _, parts = catalog.writes.read_replicas(table, values)
     bad = 0
     for p in parts:
         rows: list[dict] = []
@@ -96,12 +96,12 @@ def main() -> None:
         cat.init()
         for i in range(1, 4):
             (work / f"be{i}").mkdir(parents=True)
-            cat.add_backend((work / f"be{i}").as_uri(), name=f"be{i}")
+            cat.backends.add((work / f"be{i}").as_uri(), name=f"be{i}")
         for name in ("imported", "written"):
-            cat.create_table(name, COLUMNS, ["id"], bucket_num=a.buckets, replication_num=a.replication,
+            cat.tables.create(name, COLUMNS, ["id"], bucket_num=a.buckets, replication_num=a.replication,
                              partition_cols=["dt"], colocate_with=f"g_{name}")
         # warm-up (JIT, Python workers), not counted: one write into a third table
-        cat.create_table("warm", COLUMNS, ["id"], bucket_num=a.buckets, replication_num=a.replication,
+        cat.tables.create("warm", COLUMNS, ["id"], bucket_num=a.buckets, replication_num=a.replication,
                          partition_cols=["dt"], colocate_with="g_warm")
         write_in_session(spark, cat, "warm", values[0], Source(format="parquet", path=f"file://{root}/dt={values[0]}"),
                          work_dir=work / "runs")

@@ -108,9 +108,9 @@ def main() -> None:
         cat.init()
         for i in range(1, 4):
             (work / f"be{i}").mkdir()
-            cat.add_backend((work / f"be{i}").as_uri(), name=f"be{i}")
+            cat.backends.add((work / f"be{i}").as_uri(), name=f"be{i}")
         for name, key, src in (("orders", "o_orderkey", orders_src), ("lineitem", "l_orderkey", lineitem_src)):
-            cat.create_table(name, cols[name], [key], bucket_num=a.buckets, replication_num=1, colocate_with="g_tpch")
+            cat.tables.create(name, cols[name], [key], bucket_num=a.buckets, replication_num=1, colocate_with="g_tpch")
             write_in_session(spark, cat, name, "all", Source(format="parquet", path=src), work_dir=work / "runs")
         # (b): Spark's own bucketed tables of the same data
         for name, key, src in (("orders", "o_orderkey", orders_src), ("lineitem", "l_orderkey", lineitem_src)):

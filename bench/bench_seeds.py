@@ -95,9 +95,9 @@ def generate(spark, root: Path, rows: int, buckets: int) -> None:
     cat.init()
     for i in range(1, 4):
         (root / "lake" / f"be{i}").mkdir(parents=True)
-        cat.add_backend((root / "lake" / f"be{i}").as_uri(), name=f"be{i}")
+        cat.backends.add((root / "lake" / f"be{i}").as_uri(), name=f"be{i}")
     for t in "ABC":
-        cat.create_table(t, SCHEMA[t], ["id"], bucket_num=buckets, replication_num=1, partition_cols=["dt"],
+        cat.tables.create(t, SCHEMA[t], ["id"], bucket_num=buckets, replication_num=1, partition_cols=["dt"],
                          colocate_with="g_seeds")
         for day in DAYS:
             write_in_session(spark, cat, t, day, Source(format="parquet", path=str(root / "plain" / t / f"dt={day}")),

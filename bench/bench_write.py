@@ -46,15 +46,15 @@ def colocated(spark, src: str, work: Path, buckets: int, replicas: int, columns)
     cat.init()
     for i in range(1, 4):
         (work / f"be{i}").mkdir(parents=True)
-        cat.add_backend((work / f"be{i}").as_uri(), name=f"be{i}")
-    cat.create_table("lineitem", columns, ["l_orderkey"], bucket_num=buckets, replication_num=replicas, colocate_with="g")
+        cat.backends.add((work / f"be{i}").as_uri(), name=f"be{i}")
+    cat.tables.create("lineitem", columns, ["l_orderkey"], bucket_num=buckets, replication_num=replicas, colocate_with="g")
     t0 = time.perf_counter()
-    ticket = cat.begin_write("lineitem", "all")
+    ticket = cat.writes.begin("lineitem", "all")
     plan = write_plan(ticket, Source(format="parquet", path=src), str(work / "runs"))
-    cat.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+    cat.writes.set_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
                           ticket.missing, {"staging_uri": plan.staging_uri})
     report = run_write(spark, plan)
-    cat.commit_write(ticket.job_id, report)
+    cat.writes.commit(ticket.job_id, report)
     elapsed = time.perf_counter() - t0
     cat.dispose()
     return elapsed
@@ -76,8 +76,8 @@ def small(spark, a) -> None:
         cat.init()
         for i in range(1, 4):
             (work / f"be{i}").mkdir(parents=True)
-            cat.add_backend((work / f"be{i}").as_uri(), name=f"be{i}")
-        cat.create_table("events", [("id", "bigint"), ("name", "string"), ("amount", "double"), ("dt", "date")],
+            cat.backends.add((work / f"be{i}").as_uri(), name=f"be{i}")
+        cat.tables.create("events", [("id", "bigint"), ("name", "string"), ("amount", "double"), ("dt", "date")],
                          ["id"], bucket_num=a.buckets, replication_num=1, partition_cols=["dt"], colocate_with="g")
         source = Source(format="parquet", path=src.as_uri())
         sc = spark.sparkContext

@@ -64,8 +64,8 @@ with DAG(
             raise ValueError("action 'decommission' needs 'backend': the name or id of the backend to drain")
         catalog = ColocateCatalogHook().get_conn()
         if params["dry_run"]:
-            return {"backend": catalog.backend(params["backend"]).name, "dry_run": True}
-        b = catalog.decommission_backend(params["backend"])
+            return {"backend": catalog.backends.get(params["backend"]).name, "dry_run": True}
+        b = catalog.backends.decommission(params["backend"])
         return {"backend": b.name, "state": b.state}
 
     balance = ColocateBalanceOperator(

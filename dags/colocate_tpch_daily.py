@@ -89,7 +89,7 @@ with DAG(
     @task
     def create_result_table() -> str:
         catalog = ColocateCatalogHook().get_conn()
-        t = catalog.create_table("revenue_by_priority", parse_columns(RESULT), ["o_orderpriority"], bucket_num=2,
+        t = catalog.tables.create("revenue_by_priority", parse_columns(RESULT), ["o_orderpriority"], bucket_num=2,
                                  replication_num=1, partition_cols=["dt"], if_not_exists=True)
         return t.qualified_name
 

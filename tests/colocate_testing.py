@@ -13,7 +13,7 @@ def add_local_backends(catalog: Catalog, root: Path, n: int = 3, **kwargs) -> li
     for i in range(1, n + 1):
         path = root / f"be{i}"
         path.mkdir(parents=True, exist_ok=True)
-        out.append(catalog.add_backend(path.as_uri(), name=f"be{i}", **kwargs))
+        out.append(catalog.backends.add(path.as_uri(), name=f"be{i}", **kwargs))
     return out
 
 

@@ -67,7 +67,7 @@ def test_the_form_fields_are_what_the_hook_reads(monkeypatch, tmp_path):
         {"conn_type": "colocate", "extra": {"catalog_url": url, "work_dir": str(tmp_path / "runs")}}))
     hook = ColocateCatalogHook("colocate_form")
     assert hook.catalog_url() == url and hook.work_dir() == tmp_path / "runs"
-    assert hook.get_conn().backends() == []
+    assert hook.get_conn().backends.list() == []
 
 
 def test_extra_link_is_registered_and_on_every_spark_operator(providers):

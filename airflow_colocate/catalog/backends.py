@@ -11,22 +11,25 @@ from sqlalchemy.orm import Session
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog import summary
 from airflow_colocate.catalog.checks import BACKEND_STATES, _nested, normalize_root
-from airflow_colocate.catalog.session import _backend_view
+from airflow_colocate.catalog.rows import backend_row, backend_view
+from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.views import BackendView, Reason
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     AlreadyExists,
     Conflict,
     InvalidArgument,
-    NotFound,
     PlacementError,
 )
 
 
-class BackendsMixin:
+class Backends:
     """Storage backends: add, list, state changes, decommission, remove, loads."""
 
-    def add_backend(self, root_uri: str, *, name: str | None = None, host: str | None = None,
+    def __init__(self, db: CatalogSession):
+        self.db = db
+
+    def add(self, root_uri: str, *, name: str | None = None, host: str | None = None,
                     capacity_bytes: int | None = None, marker_token: str | None = None) -> BackendView:
         """Register a storage backend. ``host`` defaults to the backend's own name, i.e. its own
         failure domain; give backends that share a machine the same host so that no bucket keeps
@@ -49,7 +52,7 @@ class BackendsMixin:
                     )
                 if name is not None and other.name == name:
                     raise AlreadyExists(f"backend name {name!r} is taken by backend id {other.id}: choose another name")
-            now = self.now()
+            now = self.db.now()
             row = m.Backend(name=name or f"tmp_{random.getrandbits(48):x}", root_uri=root, host=host or "",
                             capacity_bytes=capacity_bytes, state="alive", state_since=now, created_at=now,
                             marker_token=marker_token)
@@ -59,20 +62,20 @@ class BackendsMixin:
                 row.name = f"be{row.id}"
             if not host:
                 row.host = row.name
-            self._event(s, "backend.add", row.name, id=row.id, root=root, host=row.host, capacity_bytes=capacity_bytes)
-            return _backend_view(row)
+            self.db.event(s, "backend.add", row.name, id=row.id, root=root, host=row.host, capacity_bytes=capacity_bytes)
+            return backend_view(row)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def catalog_uid(self) -> str:
         """The catalog's own id, written into every backend's identity marker."""
-        return self._tx(lambda s: s.scalar(select(m.CatalogInfo.uid).where(m.CatalogInfo.id == 1)))
+        return self.db.tx(lambda s: s.scalar(select(m.CatalogInfo.uid).where(m.CatalogInfo.id == 1)))
 
-    def backend_markers(self) -> dict[int, str | None]:
+    def markers(self) -> dict[int, str | None]:
         """backend id -> the token its identity marker must hold (None: added before 0.2)."""
-        return self._tx(lambda s: dict(s.execute(select(m.Backend.id, m.Backend.marker_token)).all()))
+        return self.db.tx(lambda s: dict(s.execute(select(m.Backend.id, m.Backend.marker_token)).all()))
 
-    def reinit_backend(self, ref: int | str, marker_token: str, *, reason: str, lost: bool = True) -> tuple[BackendView, int]:
+    def reinit(self, ref: int | str, marker_token: str, *, reason: str, lost: bool = True) -> tuple[BackendView, int]:
         """Record a new identity marker for a backend (a replaced disk, or a backend from before 0.2
         that never had one). With ``lost`` its replicas are gone with the old disk: every verified
         replica on it becomes ``bad`` in one set update, its groups unstable, and the next balance
@@ -81,7 +84,7 @@ class BackendsMixin:
             raise InvalidArgument("a re-initialisation needs a reason (e.g. 'disk sdb replaced'): it is kept in the event log")
 
         def run(s: Session) -> tuple[BackendView, int]:
-            row = self._backend(s, ref)
+            row = backend_row(s, ref)
             if row.state == "decommissioned":
                 raise Conflict(f"backend {row.name} is decommissioned: add the disk as a new backend instead")
             lost_count = 0
@@ -99,78 +102,67 @@ class BackendsMixin:
                     if g.stable:
                         g.version += 1
                     g.stable, g.unstable_reason, g.unstable_detail = False, why, [asdict(Reason(why))]
-            self._event(s, "backend.reinit", row.name, id=row.id, reason=reason, lost_replicas=lost_count)
+            self.db.event(s, "backend.reinit", row.name, id=row.id, reason=reason, lost_replicas=lost_count)
             row.marker_token = marker_token
-            return _backend_view(row), lost_count
+            return backend_view(row), lost_count
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def _backend(self, s: Session, ref: int | str) -> m.Backend:
-        row = None
-        if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-            row = s.get(m.Backend, int(ref))
-        if row is None and isinstance(ref, str):
-            row = s.scalar(select(m.Backend).where(m.Backend.name == ref))
-        if row is None:
-            known = ", ".join(f"{b.name} (id {b.id})" for b in s.scalars(select(m.Backend).order_by(m.Backend.id))) or "none"
-            raise NotFound(f"unknown backend {ref!r}: known backends are {known}")
-        return row
+    def list(self) -> list[BackendView]:
+        return self.db.tx(lambda s: [backend_view(b) for b in s.scalars(select(m.Backend).order_by(m.Backend.id))])
 
-    def backends(self) -> list[BackendView]:
-        return self._tx(lambda s: [_backend_view(b) for b in s.scalars(select(m.Backend).order_by(m.Backend.id))])
+    def get(self, ref: int | str) -> BackendView:
+        return self.db.tx(lambda s: backend_view(backend_row(s, ref)))
 
-    def backend(self, ref: int | str) -> BackendView:
-        return self._tx(lambda s: _backend_view(self._backend(s, ref)))
-
-    def set_backend_state(self, ref: int | str, state: str, *, reason: str = "") -> BackendView:
+    def set_state(self, ref: int | str, state: str, *, reason: str = "") -> BackendView:
         """Admin override (mark-down / mark-up). The health probe records through
         :meth:`record_probe`, which never overrides a state set here."""
         if state not in BACKEND_STATES:
             raise InvalidArgument(f"invalid backend state {state!r}: expected one of {', '.join(BACKEND_STATES)}")
 
         def run(s: Session) -> BackendView:
-            row = self._backend(s, ref)
+            row = backend_row(s, ref)
             if row.state in ("decommissioning", "decommissioned") and state in ("alive", "down"):
                 raise Conflict(f"backend {row.name} is {row.state}: a decommissioned backend does not come back; add it again under a new root")
             if row.state != state:
-                self._event(s, "backend.state", row.name, id=row.id, old=row.state, new=state, reason=reason)
-                row.state, row.state_since = state, self.now()
+                self.db.event(s, "backend.state", row.name, id=row.id, old=row.state, new=state, reason=reason)
+                row.state, row.state_since = state, self.db.now()
             # An admin's mark holds: the health probe never brings up a backend marked down here.
             row.state_reason = None if state == "alive" else f"admin: {reason or 'marked ' + state}"[:1000]
-            return _backend_view(row)
+            return backend_view(row)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def decommission_backend(self, ref: int | str) -> BackendView:
+    def decommission(self, ref: int | str) -> BackendView:
         """Start draining: the balancer moves every replica away, then marks it decommissioned."""
         def run(s: Session) -> BackendView:
-            row = self._backend(s, ref)
+            row = backend_row(s, ref)
             if row.state == "decommissioned":
                 raise Conflict(f"backend {row.name} is already decommissioned: 'colocate backend remove {row.name}' deletes it")
             if row.state != "decommissioning":
                 _check_drainable(s, row)
-                self._event(s, "backend.decommission", row.name, id=row.id, old=row.state)
-                row.state, row.state_since = "decommissioning", self.now()
-            return _backend_view(row)
+                self.db.event(s, "backend.decommission", row.name, id=row.id, old=row.state)
+                row.state, row.state_since = "decommissioning", self.db.now()
+            return backend_view(row)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def cancel_decommission(self, ref: int | str) -> BackendView:
         """Stop draining a backend that is still decommissioning: it is alive again and keeps what
         it still holds; buckets already moved off it stay where they are until a balance run."""
         def run(s: Session) -> BackendView:
-            row = self._backend(s, ref)
+            row = backend_row(s, ref)
             if row.state != "decommissioning":
                 raise Conflict(f"backend {row.name} is {row.state}, not decommissioning: there is no decommission to cancel")
-            self._event(s, "backend.decommission_cancelled", row.name, id=row.id)
-            row.state, row.state_since, row.state_reason = "alive", self.now(), None
-            return _backend_view(row)
+            self.db.event(s, "backend.decommission_cancelled", row.name, id=row.id)
+            row.state, row.state_since, row.state_reason = "alive", self.db.now(), None
+            return backend_view(row)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def remove_backend(self, ref: int | str) -> None:
+    def remove(self, ref: int | str) -> None:
         def run(s: Session) -> None:
-            row = self._backend(s, ref)
+            row = backend_row(s, ref)
             groups = sorted({g for g, ids in s.execute(select(m.BucketMap.group_id, m.BucketMap.backend_ids)) if row.id in ids})
             replicas = s.scalar(select(func.count()).select_from(m.Replica).where(m.Replica.backend_id == row.id))
             if groups or replicas:
@@ -178,12 +170,12 @@ class BackendsMixin:
                     f"backend {row.name} still holds data ({replicas} replicas; in the bucket map of "
                     f"{len(groups)} groups): run 'colocate backend decommission {row.name}' and let the balancer drain it first"
                 )
-            self._event(s, "backend.remove", row.name, id=row.id, root=row.root_uri)
+            self.db.event(s, "backend.remove", row.name, id=row.id, root=row.root_uri)
             s.delete(row)
 
-        self._tx(run)
+        self.db.tx(run)
 
-    def backend_loads(self) -> dict[int, dict[str, int]]:
+    def loads(self) -> dict[int, dict[str, int]]:
         """Per backend id: ``slots`` (bucket-replica entries of every group's map), and ``replicas``
         and ``bytes`` of the verified replicas of visible versions it holds (from the bucket
         summaries, so the cost does not grow with history)."""
@@ -199,7 +191,7 @@ class BackendsMixin:
                 row["replicas"], row["bytes"] = int(count), int(size)
             return out
 
-        return self._tx(run)
+        return self.db.tx(run)
 
 
 def _check_drainable(s: Session, row: m.Backend) -> None:

@@ -10,13 +10,17 @@ from sqlalchemy import delete, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.health import _Buckets
+from airflow_colocate.catalog.buckets import Buckets, lacking_rows, load_buckets, whole
+from airflow_colocate.catalog.jobs import job_view
+from airflow_colocate.catalog.rows import active_job, group_view, map_of
+from airflow_colocate.catalog.session import CatalogSession
+from airflow_colocate.catalog.stability import find_problems, mark_bad, record_check
 from airflow_colocate.catalog.summary import _chunks, tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
     BALANCE_KINDS,
     DEFAULT_GRACE,
-    BalanceJobView,
+    JobView,
     Blocked,
     CloneNeed,
     DropItem,
@@ -33,87 +37,89 @@ from airflow_colocate.core.times import utc
 from airflow_colocate.storage import layout
 
 
-class BalanceJobsMixin:
+def _balance_job(s: Session, job_id: int) -> tuple[m.Job, m.ColocateGroup]:
+    job = s.get(m.Job, job_id)
+    if job is None or job.kind not in BALANCE_KINDS:
+        raise NotFound(f"unknown balance job {job_id}: 'colocate jobs list' shows the jobs")
+    g = s.get(m.ColocateGroup, job.group_id) if job.group_id is not None else None
+    if g is None:
+        raise Conflict(f"balance job {job_id}: its group was removed while it ran")
+    return job, g
+
+
+def _target(s: Session, job: m.Job, g: m.ColocateGroup) -> list[list[int]]:
+    if job.progress.get("step") in ("switched", "finished"):
+        return map_of(s, g.id)
+    return [list(r) for r in job.plan["new_map"]]
+
+
+def _mark_redundant(s: Session, bk: Buckets, bucket_map: list[list[int]], drop_after: datetime) -> int:
+    """Mark ``dropping`` the replicas (verified or bad) of visible versions on backends the map
+    no longer names, one statement per bucket column of a table; a bucket keeps every old copy
+    until it is whole on its map."""
+    columns = sorted({(t, seq) for (t, seq, be), (v, _, bad) in bk.counts.items()
+                      if t in bk.tables and seq < len(bucket_map) and be not in bucket_map[seq] and v + bad})
+    n = 0
+    visible = select(m.Partition.visible_version).where(m.Partition.id == m.Replica.partition_id).scalar_subquery()
+    with tracking(s, columns=columns):
+        for t, seq in columns:
+            row = bucket_map[seq]
+            cond = [m.Replica.table_id == t, m.Replica.bucket_seq == seq, m.Replica.backend_id.not_in(row),
+                    m.Replica.state.in_(("verified", "bad")), m.Replica.version == visible]
+            if any(bk.deficit(t, seq, be) for be in row):
+                cond.append(whole(seq, row))
+            n += s.execute(update(m.Replica).where(*cond).values(state="dropping", drop_after=drop_after)
+                           .execution_options(synchronize_session=False)).rowcount
+    return n
+
+
+class BalanceJobs:
     """Balance jobs (clone-and-drop): create, begin, revise, cancel, clone needs and results, map switch, finish, drops."""
 
-    def _job_view(self, s: Session, job: m.Job) -> BalanceJobView:
-        g = s.get(m.ColocateGroup, job.group_id) if job.group_id is not None else None
-        name = self._group_view(s, g).full_name if g is not None else job.plan.get("group", "")
-        return BalanceJobView(id=job.id, kind=job.kind, state=job.state, grp_id=job.group_id, group=name,
-                              step=job.progress.get("step", ""), plan=job.plan, progress=job.progress,
-                              created_at=utc(job.created_at), updated_at=utc(job.updated_at))
+    def __init__(self, db: CatalogSession):
+        self.db = db
 
-    def _balance_job(self, s: Session, job_id: int) -> tuple[m.Job, m.ColocateGroup]:
-        job = s.get(m.Job, job_id)
-        if job is None or job.kind not in BALANCE_KINDS:
-            raise NotFound(f"unknown balance job {job_id}: 'colocate jobs list' shows the jobs")
-        g = s.get(m.ColocateGroup, job.group_id) if job.group_id is not None else None
-        if g is None:
-            raise Conflict(f"balance job {job_id}: its group was removed while it ran")
-        return job, g
-
-    def balance_job(self, job_id: int) -> BalanceJobView:
-        def run(s: Session) -> BalanceJobView:
-            job = s.get(m.Job, job_id)
-            if job is None:
-                raise NotFound(f"unknown job {job_id}")
-            return self._job_view(s, job)
-
-        return self._tx(run)
-
-    def jobs(self, *, kind: str | None = None, state: str | None = None, limit: int = 50) -> list[BalanceJobView]:
-        """Jobs of every kind, newest first (``colocate jobs list``)."""
-        def run(s: Session) -> list[BalanceJobView]:
-            q = select(m.Job).order_by(m.Job.id.desc()).limit(limit)
-            if kind:
-                q = q.where(m.Job.kind == kind)
-            if state:
-                q = q.where(m.Job.state == state)
-            return [self._job_view(s, j) for j in s.scalars(q)]
-
-        return self._tx(run)
-
-    def active_balance_jobs(self) -> list[BalanceJobView]:
-        def run(s: Session) -> list[BalanceJobView]:
+    def active(self) -> list[JobView]:
+        def run(s: Session) -> list[JobView]:
             q = select(m.Job).where(m.Job.kind.in_(BALANCE_KINDS), m.Job.state == ACTIVE).order_by(m.Job.id)
-            return [self._job_view(s, j) for j in s.scalars(q)]
+            return [job_view(s, j) for j in s.scalars(q)]
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def create_balance_job(self, grp_id: int, kind: str, plan: dict) -> BalanceJobView:
+    def create(self, grp_id: int, kind: str, plan: dict) -> JobView:
         """Persist a plan as a job (step ``planned``). Refused if the group already has an active
         balance job or its map is no longer the one the plan started from."""
         if kind not in BALANCE_KINDS:
             raise InvalidArgument(f"invalid balance job kind {kind!r}: expected one of {', '.join(BALANCE_KINDS)}")
 
-        def run(s: Session) -> BalanceJobView:
+        def run(s: Session) -> JobView:
             g = s.get(m.ColocateGroup, grp_id)
             if g is None:
                 raise NotFound(f"unknown colocation group id {grp_id}")
-            name = self._group_view(s, g).full_name
-            other = self._active_job(s, g.id)
+            name = group_view(s, g).full_name
+            other = active_job(s, g.id)
             if other is not None:
                 raise Conflict(f"group {name} already has balance job {other.id} running: it is resumed, not planned again")
-            if self._map(s, g.id) != [list(r) for r in plan["old_map"]]:
+            if map_of(s, g.id) != [list(r) for r in plan["old_map"]]:
                 raise Conflict(f"the bucket map of group {name} changed since it was planned: plan again")
-            now = self.now()
+            now = self.db.now()
             job = m.Job(kind=kind, group_id=g.id, state=ACTIVE, plan=dict(plan, group=name),
                         progress={"step": "planned", "rounds": 0, "cloned": 0, "bytes": 0},
                         created_at=now, updated_at=now)
             s.add(job)
             s.flush()
-            self._event(s, "balance.plan", name, job_id=job.id, job_kind=kind, moves=len(plan.get("moves", [])),
+            self.db.event(s, "balance.plan", name, job_id=job.id, job_kind=kind, moves=len(plan.get("moves", [])),
                         bytes=sum(mv["bytes"] for mv in plan.get("moves", [])))
-            return self._job_view(s, job)
+            return job_view(s, job)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def begin_balance(self, job_id: int) -> BalanceJobView:
+    def begin(self, job_id: int) -> JobView:
         """Step 2: the group is unstable while the job changes it (joins fall back)."""
-        def run(s: Session) -> BalanceJobView:
-            job, g = self._balance_job(s, job_id)
+        def run(s: Session) -> JobView:
+            job, g = _balance_job(s, job_id)
             if job.progress.get("step") != "planned" or job.state != ACTIVE:
-                return self._job_view(s, job)
+                return job_view(s, job)
             moves = job.plan.get("moves", [])
             why = (f"balance job {job.id} ({job.kind}) is moving {len(moves)} bucket replicas" if moves
                    else f"balance job {job.id} is repairing replicas")
@@ -121,62 +127,57 @@ class BalanceJobsMixin:
                 g.version += 1
             g.stable, g.unstable_reason = False, why
             g.unstable_detail = [asdict(Reason(why))]
-            job.progress = dict(job.progress, step="unstable", started_at=self.now().isoformat())
-            job.updated_at = self.now()
-            self._event(s, "balance.start", self._group_view(s, g).full_name, job_id=job.id, reason=why)
-            return self._job_view(s, job)
+            job.progress = dict(job.progress, step="unstable", started_at=self.db.now().isoformat())
+            job.updated_at = self.db.now()
+            self.db.event(s, "balance.start", group_view(s, g).full_name, job_id=job.id, reason=why)
+            return job_view(s, job)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def revise_balance_job(self, job_id: int, new_map: Sequence[Sequence[int]], moves: Sequence[dict], note: str) -> BalanceJobView:
+    def revise(self, job_id: int, new_map: Sequence[Sequence[int]], moves: Sequence[dict], note: str) -> JobView:
         """Change the target of a job before its switch (a lost backend came back early)."""
-        def run(s: Session) -> BalanceJobView:
-            job, g = self._balance_job(s, job_id)
+        def run(s: Session) -> JobView:
+            job, g = _balance_job(s, job_id)
             if job.state != ACTIVE or job.progress.get("step") not in ("planned", "unstable"):
                 raise Conflict(f"balance job {job_id} is past its switch ({job.progress.get('step')}): it cannot be revised")
             job.plan = dict(job.plan, new_map=[list(r) for r in new_map], moves=list(moves))
             notes = list(job.progress.get("notes", [])) + [note]
             job.progress = dict(job.progress, notes=notes[-20:])
-            job.updated_at = self.now()
-            self._event(s, "balance.revise", self._group_view(s, g).full_name, job_id=job.id, note=note,
+            job.updated_at = self.db.now()
+            self.db.event(s, "balance.revise", group_view(s, g).full_name, job_id=job.id, note=note,
                         moves=len(moves))
-            return self._job_view(s, job)
+            return job_view(s, job)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def cancel_balance_job(self, job_id: int, reason: str) -> BalanceJobView:
+    def cancel(self, job_id: int, reason: str) -> JobView:
         """Stop a job before its switch (the map is unchanged; clones it made are redundant and
         dropped by the next repair). After the switch a job can only finish."""
-        def run(s: Session) -> BalanceJobView:
-            job, g = self._balance_job(s, job_id)
+        def run(s: Session) -> JobView:
+            job, g = _balance_job(s, job_id)
             if job.state != ACTIVE:
-                return self._job_view(s, job)
+                return job_view(s, job)
             if job.progress.get("step") in ("switched", "finished"):
                 raise Conflict(f"balance job {job_id} already switched the map of its group: it can only finish "
                                f"(run 'colocate balance' again)")
-            job.state, job.updated_at = "cancelled", self.now()
+            job.state, job.updated_at = "cancelled", self.db.now()
             job.progress = dict(job.progress, cancelled=reason[:2000])
-            self._event(s, "balance.cancel", self._group_view(s, g).full_name, job_id=job.id, reason=reason[:2000])
+            self.db.event(s, "balance.cancel", group_view(s, g).full_name, job_id=job.id, reason=reason[:2000])
             s.flush()
-            reasons, count, reused = self._problems(s, g)
-            self._record_check(s, g, reasons, count, reused)
-            return self._job_view(s, job)
+            reasons, count, reused = find_problems(self.db, s, g)
+            record_check(self.db, s, g, reasons, count, reused)
+            return job_view(s, job)
 
-        return self._tx(run)
-
-    def _target(self, s: Session, job: m.Job, g: m.ColocateGroup) -> list[list[int]]:
-        if job.progress.get("step") in ("switched", "finished"):
-            return self._map(s, g.id)
-        return [list(r) for r in job.plan["new_map"]]
+        return self.db.tx(run)
 
     def clone_needs(self, job_id: int) -> tuple[list[CloneNeed], list[Blocked]]:
         """Every replica the job's target map names that has no verified copy yet: before the
         switch the target is the planned map, after it the group's map (so writes that landed on
         the old map meanwhile are cloned too)."""
         def run(s: Session) -> tuple[list[CloneNeed], list[Blocked]]:
-            job, g = self._balance_job(s, job_id)
-            target = self._target(s, job, g)
-            current = self._map(s, g.id)
+            job, g = _balance_job(s, job_id)
+            target = _target(s, job, g)
+            current = map_of(s, g.id)
             switched = job.progress.get("step") in ("switched", "finished")
             old = [list(r) for r in job.plan["old_map"]]
             backends = {b.id: b for b in s.scalars(select(m.Backend))}
@@ -191,8 +192,8 @@ class BalanceJobsMixin:
                 # destination that died blocks the job (it is planned again).
                 return alive(be) or (not switched and be not in old[seq])
 
-            bk = self._buckets(s, g)
-            rows = self._lacking_rows(s, bk.cells(target, wanted))
+            bk = load_buckets(s, g)
+            rows = lacking_rows(s, bk.cells(target, wanted))
             keys = sorted({(r.partition_id, r.version, r.bucket_seq) for r in rows if alive(r.backend_id)})
             have: dict[tuple[int, int, int], list[m.Replica]] = {}
             for i in range(0, len(keys), 400):
@@ -246,7 +247,7 @@ class BalanceJobsMixin:
                                        files=_files_view(good[0].files), root=b.root_uri))
             return needs, blocked
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def register_clones(self, job_id: int, results: Iterable) -> tuple[int, list[str]]:
         """Record the replicas a clone job verified (``CloneResult``s with ``ok``) as ``verified``,
@@ -258,8 +259,8 @@ class BalanceJobsMixin:
         results = list(results)
 
         def run(s: Session) -> tuple[int, list[str]]:
-            job, g = self._balance_job(s, job_id)
-            now = self.now()
+            job, g = _balance_job(s, job_id)
+            now = self.db.now()
             added, stale, failed, bad = 0, [], [], []
             unclean: list[tuple[m.Replica, str, str]] = []
             # every row the loop looks at, in a few IN queries: a relocation after a lost disk
@@ -274,7 +275,7 @@ class BalanceJobsMixin:
                             if src is not None and src.state == "verified":
                                 src.state = "bad"
                                 bad.append(src.path)
-                                self._event(s, "replica.bad", src.path, replica_id=src.id, backend_id=src.backend_id,
+                                self.db.event(s, "replica.bad", src.path, replica_id=src.id, backend_id=src.backend_id,
                                             reason=(res.error or "checksum mismatch while cloning")[:2000])
                         continue
                     pv = versions.get((res.partition_id, res.version))
@@ -303,7 +304,7 @@ class BalanceJobsMixin:
                         if src is not None:
                             unclean.append((src, res.source_problem,
                                             f"replica {src.path} holds files the catalog does not list: {res.source_problem}"))
-            bad += self._mark_bad(s, unclean)  # after the block above: its own summary tracking
+            bad += mark_bad(self.db, s, unclean)  # after the block above: its own summary tracking
             progress = dict(job.progress)
             progress["rounds"] = progress.get("rounds", 0) + 1
             progress["cloned"] = progress.get("cloned", 0) + added
@@ -311,17 +312,17 @@ class BalanceJobsMixin:
             if failed:
                 progress["errors"] = (list(progress.get("errors", [])) + failed)[-20:]
             job.progress, job.updated_at = progress, now
-            self._event(s, "balance.clone", self._group_view(s, g).full_name, job_id=job.id, registered=added,
+            self.db.event(s, "balance.clone", group_view(s, g).full_name, job_id=job.id, registered=added,
                         failed=len(failed), bad_sources=bad, stale=len(stale))
             return added, stale
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def move_progress(self, job_id: int) -> list[tuple[int, int]]:
         """Per planned move: (bytes already verified on its destination, bytes of the bucket)."""
         def run(s: Session) -> list[tuple[int, int]]:
-            job, g = self._balance_job(s, job_id)
-            bk = self._buckets(s, g)
+            job, g = _balance_job(s, job_id)
+            bk = load_buckets(s, g)
             out = []
             for mv in job.plan.get("moves", []):
                 seq, dst = mv["bucket_seq"], mv["dst"]
@@ -329,39 +330,39 @@ class BalanceJobsMixin:
                 out.append((copied, sum(bk.sizes.get((t, seq), 0) for t in bk.tables)))
             return out
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def switch_map(self, job_id: int) -> SwitchResult:
         """Step 4: make the planned map the group's map, once every replica it adds is verified.
         Cancels the job when the map changed under it (it is then planned again)."""
         def run(s: Session) -> SwitchResult:
-            job, g = self._balance_job(s, job_id)
+            job, g = _balance_job(s, job_id)
             if job.state != ACTIVE:
                 return SwitchResult(False, cancelled=job.state == "cancelled", reason=f"job is {job.state}")
             if job.progress.get("step") in ("switched", "finished"):
                 return SwitchResult(True)
-            current = self._map(s, g.id)
+            current = map_of(s, g.id)
             old = [list(r) for r in job.plan["old_map"]]
             new = [list(r) for r in job.plan["new_map"]]
-            name = self._group_view(s, g).full_name
+            name = group_view(s, g).full_name
             if current != old and current != new:
-                job.state, job.updated_at = "cancelled", self.now()
+                job.state, job.updated_at = "cancelled", self.db.now()
                 job.progress = dict(job.progress, cancelled="the bucket map changed under the job")
-                self._event(s, "balance.cancel", name, job_id=job.id, reason="the bucket map changed under the job")
+                self.db.event(s, "balance.cancel", name, job_id=job.id, reason="the bucket map changed under the job")
                 return SwitchResult(False, cancelled=True, reason="the bucket map changed under the job")
-            bk = self._buckets(s, g)
+            bk = load_buckets(s, g)
             # Only what a move adds: an in-place repair is done after the switch if needed.
-            rows = self._lacking_rows(s, bk.cells(new, lambda seq, be: be not in old[seq]))
+            rows = lacking_rows(s, bk.cells(new, lambda seq, be: be not in old[seq]))
             missing = [f"{bk.labels[r.table_id]}/{r.partition} bucket {r.bucket_seq} on backend {r.backend_id}" for r in rows]
             if missing:
                 return SwitchResult(False, missing=tuple(missing))
-            now = self.now()
+            now = self.db.now()
             if current != new:
                 for row in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id)):
                     row.backend_ids = list(new[row.bucket_seq])
                 g.version += 1
                 g.generation += 1
-                self._event(s, "group.switch_map", name, job_id=job.id, old_map=old, new_map=new,
+                self.db.event(s, "group.switch_map", name, job_id=job.id, old_map=old, new_map=new,
                             moves=len(job.plan.get("moves", [])))
             g.stable = False
             g.unstable_reason = (f"balance job {job.id} switched the bucket map; cloning what landed meanwhile"
@@ -371,57 +372,38 @@ class BalanceJobsMixin:
             job.updated_at = now
             return SwitchResult(True)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def finish_balance_job(self, job_id: int, *, grace: timedelta = DEFAULT_GRACE) -> FinishResult:
+    def finish(self, job_id: int, *, grace: timedelta = DEFAULT_GRACE) -> FinishResult:
         """Steps 5 and 6: once every replica the map names on an alive backend is verified, mark
         replicas the map no longer names ``dropping`` (deleted after ``grace``), end the job, and
         record the group's stability. A bucket's old replicas are only marked when all of its
         mapped replicas are verified, so a bucket never loses its last verified replica."""
         def run(s: Session) -> FinishResult:
-            job, g = self._balance_job(s, job_id)
+            job, g = _balance_job(s, job_id)
             if job.state != ACTIVE:
                 return FinishResult(done=job.state == "done")
             if job.progress.get("step") not in ("switched", "finished"):
                 raise Conflict(f"balance job {job_id} has not switched its map yet (step {job.progress.get('step')})")
-            bucket_map = self._map(s, g.id)
+            bucket_map = map_of(s, g.id)
             backends = {b.id: b for b in s.scalars(select(m.Backend))}
-            bk = self._buckets(s, g)
-            rows = self._lacking_rows(s, bk.cells(bucket_map, lambda seq, be: be in backends and backends[be].state == "alive"))
+            bk = load_buckets(s, g)
+            rows = lacking_rows(s, bk.cells(bucket_map, lambda seq, be: be in backends and backends[be].state == "alive"))
             missing = [f"{bk.labels[r.table_id]}/{r.partition} bucket {r.bucket_seq} on backend {backends[r.backend_id].name}"
                        for r in rows]
             if missing:
                 return FinishResult(done=False, missing=tuple(missing))
-            now = self.now()
-            dropping = self._mark_redundant(s, bk, bucket_map, now + grace)
+            now = self.db.now()
+            dropping = _mark_redundant(s, bk, bucket_map, now + grace)
             job.state, job.updated_at = "done", now
             job.progress = dict(job.progress, step="finished", finished_at=now.isoformat(), dropping=dropping)
-            self._event(s, "balance.finish", self._group_view(s, g).full_name, job_id=job.id, dropping=dropping)
+            self.db.event(s, "balance.finish", group_view(s, g).full_name, job_id=job.id, dropping=dropping)
             s.flush()
-            reasons, count, reused = self._problems(s, g)
-            health = self._record_check(s, g, reasons, count, reused)
+            reasons, count, reused = find_problems(self.db, s, g)
+            health = record_check(self.db, s, g, reasons, count, reused)
             return FinishResult(done=True, health=health, dropping=dropping)
 
-        return self._tx(run)
-
-    def _mark_redundant(self, s: Session, bk: _Buckets, bucket_map: list[list[int]], drop_after: datetime) -> int:
-        """Mark ``dropping`` the replicas (verified or bad) of visible versions on backends the map
-        no longer names, one statement per bucket column of a table; a bucket keeps every old copy
-        until it is whole on its map."""
-        columns = sorted({(t, seq) for (t, seq, be), (v, _, bad) in bk.counts.items()
-                          if t in bk.tables and seq < len(bucket_map) and be not in bucket_map[seq] and v + bad})
-        n = 0
-        visible = select(m.Partition.visible_version).where(m.Partition.id == m.Replica.partition_id).scalar_subquery()
-        with tracking(s, columns=columns):
-            for t, seq in columns:
-                row = bucket_map[seq]
-                cond = [m.Replica.table_id == t, m.Replica.bucket_seq == seq, m.Replica.backend_id.not_in(row),
-                        m.Replica.state.in_(("verified", "bad")), m.Replica.version == visible]
-                if any(bk.deficit(t, seq, be) for be in row):
-                    cond.append(self._whole(seq, row))
-                n += s.execute(update(m.Replica).where(*cond).values(state="dropping", drop_after=drop_after)
-                               .execution_options(synchronize_session=False)).rowcount
-        return n
+        return self.db.tx(run)
 
     def take_droppable(self) -> list[DropItem]:
         """Replicas whose grace period is over become ``deleting`` and are returned for their files
@@ -430,7 +412,7 @@ class BalanceJobsMixin:
         the map names, and at least one); otherwise it is kept, verified, as a source for the repair.
         Replicas on a backend that is down wait until it is back (its files cannot be deleted before)."""
         def run(s: Session) -> list[DropItem]:
-            now = self.now()
+            now = self.db.now()
             items: list[DropItem] = []
             revived = 0
             reachable = set(s.scalars(select(m.Backend.id).where(m.Backend.state.in_(("alive", "decommissioning")))))
@@ -462,10 +444,10 @@ class BalanceJobsMixin:
                         r.state = "deleting"
                     items.append(DropItem(r.id, r.backend_id, r.path))
             if items or revived:
-                self._event(s, "replica.drop_start", "catalog", replicas=len(items), revived=revived)
+                self.db.event(s, "replica.drop_start", "catalog", replicas=len(items), revived=revived)
             return items
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def forget_replicas(self, replica_ids: Iterable[int]) -> int:
         ids = list(replica_ids)
@@ -480,11 +462,10 @@ class BalanceJobsMixin:
                     n += s.execute(delete(m.Replica).where(m.Replica.id.in_([i for i, _, _ in gone[part:part + 500]]))
                                    .execution_options(synchronize_session=False)).rowcount
             if n:
-                self._event(s, "replica.drop", "catalog", replicas=n)
+                self.db.event(s, "replica.drop", "catalog", replicas=n)
             return n
 
-        return self._tx(run)
-
+        return self.db.tx(run)
 
 
 def _clone_rows(s: Session, results: list) -> tuple[dict, dict, dict]:

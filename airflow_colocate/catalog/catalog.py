@@ -1,28 +1,50 @@
-"""The Catalog API: the only code in the package that reads or writes the catalog database.
+"""The Catalog: the only code in the package that reads or writes the catalog database.
+
+One :class:`Catalog` per process holds the engine and hands out one small repository per concern,
+all sharing its transactions and event log::
+
+    catalog.backends.add(...)      catalog.groups.get(...)      catalog.tables.create(...)
+    catalog.writes.begin(...)      catalog.health.check_group(...)
+    catalog.balance.create(...)    catalog.jobs.list(...)
 
 Every public method that changes state runs in one transaction, writes one event row with it, and
 is retried from the start if it lost a race with another writer (serialization failure on
 PostgreSQL, a busy SQLite file, or a unique key taken a moment earlier). Methods return detached
 views, never ORM objects.
-
-:class:`Catalog` is the one facade callers use; each concern lives in a module of its own and is
-mixed in here, so a reader finds backends in ``backends.py``, writes in ``writes.py`` and so on.
 """
 
 from __future__ import annotations
 
-from airflow_colocate.catalog.backends import BackendsMixin
-from airflow_colocate.catalog.balance_jobs import BalanceJobsMixin
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy import Engine
+
+from airflow_colocate.catalog.backends import Backends
+from airflow_colocate.catalog.balance_jobs import BalanceJobs
 from airflow_colocate.catalog.checks import normalize_root
-from airflow_colocate.catalog.groups import GroupsMixin
-from airflow_colocate.catalog.health import HealthMixin
-from airflow_colocate.catalog.session import DEFAULT_DB, FLAGS, CatalogSession
-from airflow_colocate.catalog.tables import DEFAULT_RETENTION, TablesMixin
-from airflow_colocate.catalog.writes import WritesMixin
+from airflow_colocate.catalog.groups import Groups
+from airflow_colocate.catalog.health import Health
+from airflow_colocate.catalog.jobs import Jobs
+from airflow_colocate.catalog.rows import DEFAULT_DB
+from airflow_colocate.catalog.session import FLAGS, CatalogSession
+from airflow_colocate.catalog.tables import DEFAULT_RETENTION, Tables
+from airflow_colocate.catalog.writes import Writes
 
 
-class Catalog(BackendsMixin, GroupsMixin, TablesMixin, WritesMixin, HealthMixin, BalanceJobsMixin, CatalogSession):
+class Catalog(CatalogSession):
     """Handle on one catalog database. Cheap to create; share one per process."""
+
+    def __init__(self, url: str | None = None, *, actor: str | None = None,
+                 clock: Callable[[], datetime] | None = None, engine: Engine | None = None):
+        super().__init__(url, actor=actor, clock=clock, engine=engine)
+        self.backends = Backends(self)
+        self.groups = Groups(self)
+        self.tables = Tables(self)
+        self.writes = Writes(self)
+        self.health = Health(self)
+        self.balance = BalanceJobs(self)
+        self.jobs = Jobs(self)
 
 
 __all__ = ["Catalog", "DEFAULT_DB", "DEFAULT_RETENTION", "FLAGS", "normalize_root"]

@@ -2,121 +2,98 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.session import DEFAULT_DB, FLAGS
+from airflow_colocate.catalog.buckets import lacking_rows, load_buckets
+from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, slot_load
+from airflow_colocate.catalog.session import FLAGS, CatalogSession
 from airflow_colocate.catalog.views import GroupView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     Conflict,
     InvalidArgument,
-    NotFound,
 )
 from airflow_colocate.placement.initial import initial_map
 from airflow_colocate.placement.model import BackendSlot
 
 
-class GroupsMixin:
-    """Colocation groups: lookup, creation from a parent table, stable flag, the bucket map."""
+def create_group(db: CatalogSession, s: Session, name: str, db_id: int, dist_types: list[str], bucket_num: int,
+                 replication_num: int) -> m.ColocateGroup:
+    """A new group whose map is the round robin over alive backends, spread against every other
+    group's slots (the parent table's first partition decides the map of the whole group)."""
+    backends = list(s.scalars(select(m.Backend).order_by(m.Backend.id)))
+    slots = [BackendSlot(id=b.id, host=b.host, capacity_bytes=b.capacity_bytes, available=b.state == "alive")
+             for b in backends]
+    bucket_map = initial_map(slots, bucket_num, replication_num, load=slot_load(s))
+    g = m.ColocateGroup(db_id=None if naming.is_global_group(name) else db_id, name=name,
+                        dist_col_types=dist_types, bucket_num=bucket_num, replication_num=replication_num,
+                        stable=True, unstable_reason=None, version=1, created_at=db.now())
+    s.add(g)
+    s.flush()
+    for seq, ids in enumerate(bucket_map):
+        s.add(m.BucketMap(group_id=g.id, bucket_seq=seq, backend_ids=list(ids)))
+    view = group_view(s, g)
+    db.event(s, "group.create", view.full_name, group_id=view.group_id, dist_col_types=dist_types,
+             bucket_num=bucket_num, replication_num=replication_num, bucket_map=bucket_map)
+    return g
 
-    def _group_view(self, s: Session, g: m.ColocateGroup, *, with_map: bool = False) -> GroupView:
-        table_ids = tuple(s.scalars(select(m.Table.id).where(m.Table.group_id == g.id, m.Table.state == "normal").order_by(m.Table.id)))
-        bucket_map: tuple[tuple[int, ...], ...] = ()
-        if with_map:
-            rows = s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == g.id).order_by(m.BucketMap.bucket_seq))
-            bucket_map = tuple(tuple(r.backend_ids) for r in rows)
-        return GroupView(db_id=g.db_id or 0, grp_id=g.id, name=g.name, dist_col_types=tuple(g.dist_col_types),
-                         bucket_num=g.bucket_num, replication_num=g.replication_num, stable=g.stable,
-                         unstable_reason=g.unstable_reason, version=g.version, table_ids=table_ids, bucket_map=bucket_map)
 
-    def _find_group(self, s: Session, name: str, db_id: int) -> m.ColocateGroup | None:
-        if naming.is_global_group(name):
-            return s.scalar(select(m.ColocateGroup).where(m.ColocateGroup.db_id.is_(None), m.ColocateGroup.name == name))
-        return s.scalar(select(m.ColocateGroup).where(m.ColocateGroup.db_id == db_id, m.ColocateGroup.name == name))
+def maybe_remove_group(db: CatalogSession, s: Session, group_id: int | None) -> None:
+    """A group lives as long as any table (live or recoverable) names it."""
+    if group_id is None:
+        return
+    left = s.scalar(select(func.count()).select_from(m.Table).where(m.Table.group_id == group_id))
+    if left == 0:
+        g = s.get(m.ColocateGroup, group_id)
+        name = group_view(s, g).full_name
+        s.execute(delete(m.BucketMap).where(m.BucketMap.group_id == group_id))
+        s.execute(delete(m.GroupCheck).where(m.GroupCheck.group_id == group_id))
+        s.delete(g)
+        db.event(s, "group.remove", name, grp_id=group_id)
 
-    def _group(self, s: Session, ref: str, db: str = DEFAULT_DB) -> m.ColocateGroup:
-        """Resolve ``dbId.grpId``, a full name ``dbId_name``, or a name in ``db``."""
-        row = None
-        if isinstance(ref, str) and ref.count(".") == 1 and all(p.isdigit() for p in ref.split(".")):
-            db_id, grp_id = (int(p) for p in ref.split("."))
-            row = s.get(m.ColocateGroup, grp_id)
-            if row is not None and (row.db_id or 0) != db_id:
-                row = None
-        elif isinstance(ref, str):
-            head, _, rest = ref.partition("_")
-            if head.isdigit() and rest:
-                row = self._find_group(s, rest, int(head))
-            if row is None and naming._NAME.fullmatch(ref):
-                db_row = s.scalar(select(m.Database).where(m.Database.name == db))
-                row = self._find_group(s, ref, db_row.id if db_row else -1)
-        if row is None:
-            known = ", ".join(f"{self._group_view(s, g).full_name} ({self._group_view(s, g).group_id})"
-                              for g in s.scalars(select(m.ColocateGroup).order_by(m.ColocateGroup.id))) or "none"
-            raise NotFound(f"unknown colocation group {ref!r}: known groups are {known}")
-        return row
 
-    def groups(self) -> list[GroupView]:
-        return self._tx(lambda s: [self._group_view(s, g, with_map=True)
+def unplaced(s: Session, g: m.ColocateGroup, rows: list[list[int]], backends: dict) -> tuple[int, str]:
+    """How many (table/partition, bucket, backend) of ``rows`` have no verified replica of the
+    visible version, and the first of them, from the summaries (detail only for the first)."""
+    bk = load_buckets(s, g)
+    cells = bk.cells(rows)
+    lacking = lacking_rows(s, cells, 1)
+    if not lacking:
+        return 0, ""
+    r = lacking[0]
+    first = f"{bk.tables[r.table_id].name}/{r.partition} bucket {r.bucket_seq} on backend {backends[r.backend_id].name}"
+    return sum(bk.deficit(t, seq, be) for t, seq, _, be in cells), first
+
+
+class Groups:
+    """Colocation groups: lookup, the stable flag, a forced bucket map."""
+
+    def __init__(self, db: CatalogSession):
+        self.db = db
+
+    def list(self) -> list[GroupView]:
+        return self.db.tx(lambda s: [group_view(s, g, with_map=True)
                                    for g in s.scalars(select(m.ColocateGroup).order_by(m.ColocateGroup.id))])
 
-    def group(self, ref: str, *, db: str = DEFAULT_DB) -> GroupView:
-        return self._tx(lambda s: self._group_view(s, self._group(s, ref, db), with_map=True))
+    def get(self, ref: str, *, db: str = DEFAULT_DB) -> GroupView:
+        return self.db.tx(lambda s: group_view(s, group_row(s, ref, db), with_map=True))
 
-    def _slot_load(self, s: Session, exclude_group: int | None = None) -> Counter:
-        load: Counter = Counter()
-        for gid, ids in s.execute(select(m.BucketMap.group_id, m.BucketMap.backend_ids)):
-            if gid != exclude_group:
-                load.update(ids)
-        return load
-
-    def _create_group(self, s: Session, name: str, db_id: int, dist_types: list[str], bucket_num: int,
-                      replication_num: int) -> m.ColocateGroup:
-        backends = list(s.scalars(select(m.Backend).order_by(m.Backend.id)))
-        slots = [BackendSlot(id=b.id, host=b.host, capacity_bytes=b.capacity_bytes, available=b.state == "alive")
-                 for b in backends]
-        bucket_map = initial_map(slots, bucket_num, replication_num, load=self._slot_load(s))
-        g = m.ColocateGroup(db_id=None if naming.is_global_group(name) else db_id, name=name,
-                            dist_col_types=dist_types, bucket_num=bucket_num, replication_num=replication_num,
-                            stable=True, unstable_reason=None, version=1, created_at=self.now())
-        s.add(g)
-        s.flush()
-        for seq, ids in enumerate(bucket_map):
-            s.add(m.BucketMap(group_id=g.id, bucket_seq=seq, backend_ids=list(ids)))
-        view = self._group_view(s, g)
-        self._event(s, "group.create", view.full_name, group_id=view.group_id, dist_col_types=dist_types,
-                    bucket_num=bucket_num, replication_num=replication_num, bucket_map=bucket_map)
-        return g
-
-    def set_group_stable(self, ref: str, stable: bool, *, reason: str | None = None, db: str = DEFAULT_DB) -> GroupView:
+    def set_stable(self, ref: str, stable: bool, *, reason: str | None = None, db: str = DEFAULT_DB) -> GroupView:
         """Operator override; the next stability check replaces it if the replicas disagree."""
         def run(s: Session) -> GroupView:
-            g = self._group(s, ref, db)
+            g = group_row(s, ref, db)
             g.stable = bool(stable)
             g.unstable_reason = None if stable else (reason or "marked unstable by an operator")
             g.version += 1
-            self._event(s, "group.mark_stable" if stable else "group.mark_unstable", self._group_view(s, g).full_name,
+            self.db.event(s, "group.mark_stable" if stable else "group.mark_unstable", group_view(s, g).full_name,
                         reason=g.unstable_reason)
-            return self._group_view(s, g, with_map=True)
+            return group_view(s, g, with_map=True)
 
-        return self._tx(run)
-
-    def _maybe_remove_group(self, s: Session, group_id: int | None) -> None:
-        """A group lives as long as any table (live or recoverable) names it."""
-        if group_id is None:
-            return
-        left = s.scalar(select(func.count()).select_from(m.Table).where(m.Table.group_id == group_id))
-        if left == 0:
-            g = s.get(m.ColocateGroup, group_id)
-            name = self._group_view(s, g).full_name
-            s.execute(delete(m.BucketMap).where(m.BucketMap.group_id == group_id))
-            s.execute(delete(m.GroupCheck).where(m.GroupCheck.group_id == group_id))
-            s.delete(g)
-            self._event(s, "group.remove", name, grp_id=group_id)
+        return self.db.tx(run)
 
     def set_bucket_map(self, ref: str, bucket_map: Sequence[Sequence[int]], *, force: bool = False,
                        db: str = DEFAULT_DB) -> GroupView:
@@ -138,8 +115,8 @@ class GroupsMixin:
                     raise InvalidArgument(f"invalid bucket map: bucket {seq} has {be!r}, expected backend ids (integers)")
 
         def run(s: Session) -> GroupView:
-            g = self._group(s, ref, db)
-            name = self._group_view(s, g).full_name
+            g = group_row(s, ref, db)
+            name = group_view(s, g).full_name
             problems: list[str] = []
             if len(rows) != g.bucket_num:
                 problems.append(f"it has {len(rows)} entries, the group has {g.bucket_num} buckets: give one entry per bucket")
@@ -187,26 +164,15 @@ class GroupsMixin:
                     r.backend_ids = list(rows[r.bucket_seq])
                 g.version += 1
                 g.generation += 1
-                missing, first = self._unplaced(s, g, rows, backends)
+                missing, first = unplaced(s, g, rows, backends)
                 if missing:
                     g.stable = False
-                    g.unstable_reason = (f"bucket map forced by {self.actor}: {missing} replicas are not on the backends "
+                    g.unstable_reason = (f"bucket map forced by {self.db.actor}: {missing} replicas are not on the backends "
                                          f"the map names (first: {first}); a repair clones them there")[:2000]
-            self._event(s, "group.set_bucket_map", name, group_id=self._group_view(s, g).group_id, old_map=old,
+            self.db.event(s, "group.set_bucket_map", name, group_id=group_view(s, g).group_id, old_map=old,
                         new_map=rows, changed=rows != old, force=bool(force), flags=flags,
                         running_job=running.id if running is not None else None, unplaced=missing)
-            return self._group_view(s, g, with_map=True)
+            return group_view(s, g, with_map=True)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def _unplaced(self, s: Session, g: m.ColocateGroup, rows: list[list[int]], backends: dict) -> tuple[int, str]:
-        """How many (table/partition, bucket, backend) of ``rows`` have no verified replica of the
-        visible version, and the first of them, from the summaries (detail only for the first)."""
-        bk = self._buckets(s, g)
-        cells = bk.cells(rows)
-        lacking = self._lacking_rows(s, cells, 1)
-        if not lacking:
-            return 0, ""
-        r = lacking[0]
-        first = f"{bk.tables[r.table_id].name}/{r.partition} bucket {r.bucket_seq} on backend {backends[r.backend_id].name}"
-        return sum(bk.deficit(t, seq, be) for t, seq, _, be in cells), first

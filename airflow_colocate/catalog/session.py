@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.engine import default_url, make_engine
 from airflow_colocate.catalog.migrate import current_revision, head_revision, migrate
-from airflow_colocate.catalog.views import BackendView, EventView, PartitionView
+from airflow_colocate.catalog.rows import DEFAULT_DB
+from airflow_colocate.catalog.views import EventView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     ColocateError,
@@ -27,9 +28,6 @@ from airflow_colocate.core.errors import (
 from airflow_colocate.core.times import utc
 
 T = TypeVar("T")
-
-
-DEFAULT_DB = "default"
 
 
 FLAGS = ("disable_colocate_balance", "disable_colocate_relocate", "disable_colocate_join")
@@ -53,17 +51,6 @@ def _whoami() -> str:
         return "unknown"
 
 
-def _backend_view(b: m.Backend) -> BackendView:
-    return BackendView(id=b.id, name=b.name, root_uri=b.root_uri, host=b.host, capacity_bytes=b.capacity_bytes,
-                       state=b.state, state_since=utc(b.state_since), last_heartbeat=utc(b.last_heartbeat))
-
-
-def _partition_view(p: m.Partition) -> PartitionView:
-    return PartitionView(id=p.id, table_id=p.table_id, value=p.value, bucket_num=p.bucket_num,
-                         replication_num=p.replication_num, visible_version=p.visible_version)
-
-
-
 class CatalogSession:
     """Plumbing every part of the catalog shares: the engine, one retried transaction per change, its event row, the clock, flags and the event log."""
 
@@ -81,7 +68,7 @@ class CatalogSession:
     def init(self) -> None:
         """Create or upgrade the schema and the ``default`` database; safe to run again."""
         migrate(self.engine)
-        self._tx(lambda s: self._db_id(s, DEFAULT_DB, create=True))
+        self.tx(lambda s: self.database_id(s, DEFAULT_DB, create=True))
 
     def check_schema(self) -> None:
         """Refuse to work on a database that was never initialised or is behind the code."""
@@ -92,7 +79,7 @@ class CatalogSession:
                 f"{current or 'none'}, the code needs {head_revision()}: run 'colocate init' first"
             )
 
-    def _tx(self, fn: Callable[[Session], T]) -> T:
+    def tx(self, fn: Callable[[Session], T]) -> T:
         delay = 0.01
         for attempt in range(_RETRIES):
             try:
@@ -105,10 +92,10 @@ class CatalogSession:
                 delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
 
-    def _event(self, s: Session, kind: str, subject: str, **detail) -> None:
+    def event(self, s: Session, kind: str, subject: str, **detail) -> None:
         s.add(m.Event(ts=self.now(), kind=kind, subject=subject, detail=detail, actor=self.actor))
 
-    def _db_id(self, s: Session, name: str, *, create: bool = False) -> int:
+    def database_id(self, s: Session, name: str, *, create: bool = False) -> int:
         naming.check_name("database", name)
         row = s.scalar(select(m.Database).where(m.Database.name == name))
         if row:
@@ -118,7 +105,7 @@ class CatalogSession:
         row = m.Database(name=name, created_at=self.now())
         s.add(row)
         s.flush()
-        self._event(s, "database.create", name)
+        self.event(s, "database.create", name)
         return row.id
 
     def set_flag(self, name: str, value: bool) -> None:
@@ -131,9 +118,9 @@ class CatalogSession:
                 s.add(m.Flag(name=name, value=bool(value), updated_at=self.now()))
             else:
                 row.value, row.updated_at = bool(value), self.now()
-            self._event(s, "flag.set", name, value=bool(value))
+            self.event(s, "flag.set", name, value=bool(value))
 
-        self._tx(run)
+        self.tx(run)
 
     def flags(self) -> dict[str, bool]:
         def run(s: Session) -> dict[str, bool]:
@@ -141,7 +128,7 @@ class CatalogSession:
             values.update({r.name: r.value for r in s.scalars(select(m.Flag))})
             return values
 
-        return self._tx(run)
+        return self.tx(run)
 
     def events(self, *, limit: int = 100, kind: str | None = None) -> list[EventView]:
         def run(s: Session) -> list[EventView]:
@@ -150,7 +137,7 @@ class CatalogSession:
                 q = q.where(m.Event.kind == kind)
             return [EventView(e.id, utc(e.ts), e.kind, e.subject, e.detail, e.actor) for e in s.scalars(q)]
 
-        return self._tx(run)
+        return self.tx(run)
 
     def dispose(self) -> None:
         self.engine.dispose()

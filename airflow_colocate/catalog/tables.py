@@ -19,13 +19,14 @@ from airflow_colocate.catalog.checks import (
     _check_counts,
     _check_replication_vs_backends,
 )
-from airflow_colocate.catalog.session import DEFAULT_DB, _partition_view
+from airflow_colocate.catalog.groups import create_group, maybe_remove_group
+from airflow_colocate.catalog.rows import DEFAULT_DB, find_group, group_view, partition_view, table_row, table_view
+from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.views import PartitionView, TableView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     AlreadyExists,
     InvalidArgument,
-    NotFound,
     SchemaMismatch,
 )
 from airflow_colocate.core.times import utc
@@ -34,11 +35,29 @@ from airflow_colocate.storage import layout
 DEFAULT_RETENTION = timedelta(days=1)
 
 
+def _purge_paths(s: Session, t: m.Table) -> list[str]:
+    """What gc deletes for a purged table: its directory on every backend that holds a replica
+    of it (one tree per backend, not one path per replica row), and any replica kept elsewhere."""
+    db = s.get(m.Database, t.db_id).name
+    paths = set()
+    holders = s.execute(select(m.Backend.id, m.Backend.root_uri).where(
+        exists().where(m.Replica.table_id == t.id, m.Replica.backend_id == m.Backend.id)).order_by(m.Backend.id))
+    for be, root in holders:
+        tree = layout.table_dir(root, db, t.name, t.id)
+        paths.add(tree)
+        paths.update(s.scalars(select(m.Replica.path).where(
+            m.Replica.table_id == t.id, m.Replica.backend_id == be,
+            func.substr(m.Replica.path, 1, len(tree) + 1) != tree + "/")))
+    return sorted(paths)
 
-class TablesMixin:
+
+class Tables:
     """Tables and partitions: create against the group schema, move between groups, drop/recover/purge."""
 
-    def create_table(self, name: str, columns: Sequence[tuple[str, str]], dist_cols: Sequence[str], *,
+    def __init__(self, db: CatalogSession):
+        self.db = db
+
+    def create(self, name: str, columns: Sequence[tuple[str, str]], dist_cols: Sequence[str], *,
                      bucket_num: int, replication_num: int = 1, partition_cols: Sequence[str] = (),
                      colocate_with: str | None = None, db: str | None = None,
                      if_not_exists: bool = False) -> TableView:
@@ -66,70 +85,45 @@ class TablesMixin:
         dist_types = [col_types[c] for c in dist]
 
         def run(s: Session) -> TableView:
-            db_id = self._db_id(s, db_name, create=True)
+            db_id = self.db.database_id(s, db_name, create=True)
             existing = s.scalar(select(m.Table).where(m.Table.db_id == db_id, m.Table.name == table_name, m.Table.state == "normal"))
             if existing is not None:
                 if if_not_exists:
-                    return self._table_view(s, existing)
+                    return table_view(s, existing)
                 raise AlreadyExists(f"table {db_name}.{table_name} already exists (id {existing.id}): drop it first or use if_not_exists")
             _check_replication_vs_backends(s, replication_num)
             group = None
             if colocate_with is not None:
-                group = self._find_group(s, colocate_with, db_id)
+                group = find_group(s, colocate_with, db_id)
                 if group is None:
-                    group = self._create_group(s, colocate_with, db_id, dist_types, bucket_num, replication_num)
+                    group = create_group(self.db, s, colocate_with, db_id, dist_types, bucket_num, replication_num)
                 else:
                     _check_cgs(group, f"table {db_name}.{table_name}", dist_types, bucket_num, replication_num)
             t = m.Table(db_id=db_id, name=table_name, columns=[list(c) for c in cols], dist_cols=dist,
                         partition_cols=parts, bucket_num=bucket_num, replication_num=replication_num,
-                        group_id=group.id if group else None, state="normal", created_at=self.now())
+                        group_id=group.id if group else None, state="normal", created_at=self.db.now())
             s.add(t)
             s.flush()
             if group is not None:
                 group.version += 1
                 group.generation += 1
-            self._event(s, "table.create", f"{db_name}.{table_name}", id=t.id, group=colocate_with,
+            self.db.event(s, "table.create", f"{db_name}.{table_name}", id=t.id, group=colocate_with,
                         bucket_num=bucket_num, replication_num=replication_num, dist_cols=dist, partition_cols=parts)
-            return self._table_view(s, t)
+            return table_view(s, t)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def _table(self, s: Session, ref: str | int, db: str | None = None, *, state: str = "normal") -> m.Table:
-        if isinstance(ref, int):
-            t = s.get(m.Table, ref)
-            if t is None or t.state != state:
-                raise NotFound(f"unknown table id {ref}")
-            return t
-        db_name, table_name = naming.split_qualified(ref, db or DEFAULT_DB)
-        q = select(m.Table).join(m.Database, m.Database.id == m.Table.db_id).where(
-            m.Database.name == db_name, m.Table.name == table_name, m.Table.state == state).order_by(m.Table.dropped_at.desc())
-        t = s.scalars(q).first()
-        if t is None:
-            if state == "dropped":
-                raise NotFound(f"no dropped table {db_name}.{table_name} to recover: it was never dropped or its retention has passed")
-            raise NotFound(f"unknown table {db_name}.{table_name}: 'colocate table list' shows the tables")
-        return t
+    def get(self, ref: str | int, *, db: str | None = None) -> TableView:
+        return self.db.tx(lambda s: table_view(s, table_row(s, ref, db)))
 
-    def _table_view(self, s: Session, t: m.Table) -> TableView:
-        db = s.get(m.Database, t.db_id)
-        gv = self._group_view(s, s.get(m.ColocateGroup, t.group_id)) if t.group_id else None
-        return TableView(id=t.id, db=db.name, name=t.name, columns=tuple(tuple(c) for c in t.columns),
-                         dist_cols=tuple(t.dist_cols), partition_cols=tuple(t.partition_cols),
-                         bucket_num=t.bucket_num, replication_num=t.replication_num,
-                         group_id=gv.group_id if gv else None, group_name=gv.name if gv else None,
-                         state=t.state, dropped_at=utc(t.dropped_at))
-
-    def table(self, ref: str | int, *, db: str | None = None) -> TableView:
-        return self._tx(lambda s: self._table_view(s, self._table(s, ref, db)))
-
-    def tables(self, *, include_dropped: bool = False) -> list[TableView]:
+    def list(self, *, include_dropped: bool = False) -> list[TableView]:
         def run(s: Session) -> list[TableView]:
             q = select(m.Table).order_by(m.Table.id)
             if not include_dropped:
                 q = q.where(m.Table.state == "normal")
-            return [self._table_view(s, t) for t in s.scalars(q)]
+            return [table_view(s, t) for t in s.scalars(q)]
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def alter_colocate_with(self, ref: str, colocate_with: str, *, db: str | None = None) -> TableView:
         """Move a table to another group (created if missing), or out of its group with ``""``."""
@@ -137,22 +131,22 @@ class TablesMixin:
             naming.check_group_name(colocate_with)
 
         def run(s: Session) -> TableView:
-            t = self._table(s, ref, db)
+            t = table_row(s, ref, db)
             old_group = t.group_id
-            label = f"{self._table_view(s, t).qualified_name}"
+            label = f"{table_view(s, t).qualified_name}"
             if colocate_with == "":
                 if old_group is None:
-                    return self._table_view(s, t)
+                    return table_view(s, t)
                 t.group_id = None
             else:
-                target = self._find_group(s, colocate_with, t.db_id)
+                target = find_group(s, colocate_with, t.db_id)
                 dist_types = [dict(map(tuple, t.columns))[c] for c in t.dist_cols]
                 if target is None:
                     _check_replication_vs_backends(s, t.replication_num)
-                    target = self._create_group(s, colocate_with, t.db_id, dist_types, t.bucket_num, t.replication_num)
+                    target = create_group(self.db, s, colocate_with, t.db_id, dist_types, t.bucket_num, t.replication_num)
                 else:
                     if target.id == old_group:
-                        return self._table_view(s, t)
+                        return table_view(s, t)
                     _check_cgs(target, f"table {label}", dist_types, t.bucket_num, t.replication_num)
                     for p in s.scalars(select(m.Partition).where(m.Partition.table_id == t.id)):
                         _check_cgs(target, f"partition {p.value} of table {label}", dist_types, p.bucket_num, p.replication_num)
@@ -169,56 +163,56 @@ class TablesMixin:
                 g = s.get(m.ColocateGroup, old_group)
                 g.version += 1
                 g.generation += 1
-            self._event(s, "table.alter_colocate_with", label, old_group=old_group, new_group=colocate_with or None)
+            self.db.event(s, "table.alter_colocate_with", label, old_group=old_group, new_group=colocate_with or None)
             s.flush()
-            self._maybe_remove_group(s, old_group)
-            return self._table_view(s, t)
+            maybe_remove_group(self.db, s, old_group)
+            return table_view(s, t)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def set_replication_num(self, ref: str, replication_num: int, *, db: str | None = None) -> TableView:
         _check_counts(1, replication_num)
 
         def run(s: Session) -> TableView:
-            t = self._table(s, ref, db)
-            label = self._table_view(s, t).qualified_name
+            t = table_row(s, ref, db)
+            label = table_view(s, t).qualified_name
             if t.group_id is not None:
                 g = s.get(m.ColocateGroup, t.group_id)
                 if replication_num != g.replication_num:
                     raise SchemaMismatch(
                         f"cannot set replication_num of {label} to {replication_num}: it is in colocation group "
-                        f"{self._group_view(s, g).full_name}, whose schema fixes replication_num = {g.replication_num}; "
+                        f"{group_view(s, g).full_name}, whose schema fixes replication_num = {g.replication_num}; "
                         f"take the table out of the group first (colocate_with = \"\")"
                     )
-                return self._table_view(s, t)
+                return table_view(s, t)
             _check_replication_vs_backends(s, replication_num)
-            self._event(s, "table.set_replication_num", label, old=t.replication_num, new=replication_num)
+            self.db.event(s, "table.set_replication_num", label, old=t.replication_num, new=replication_num)
             t.replication_num = replication_num
-            return self._table_view(s, t)
+            return table_view(s, t)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def drop_table(self, ref: str, *, db: str | None = None, force: bool = False) -> TableView:
+    def drop(self, ref: str, *, db: str | None = None, force: bool = False) -> TableView:
         """Drop a table; it stays recoverable for the retention unless ``force`` purges it now."""
         def run(s: Session) -> TableView:
-            t = self._table(s, ref, db)
-            t.state, t.dropped_at = "dropped", self.now()
+            t = table_row(s, ref, db)
+            t.state, t.dropped_at = "dropped", self.db.now()
             if t.group_id is not None:
                 g = s.get(m.ColocateGroup, t.group_id)
                 g.version += 1
                 g.generation += 1
-            view = self._table_view(s, t)
-            self._event(s, "table.drop", view.qualified_name, id=t.id, force=force)
+            view = table_view(s, t)
+            self.db.event(s, "table.drop", view.qualified_name, id=t.id, force=force)
             if force:
                 self._purge(s, t)
             return view
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def recover_table(self, ref: str, *, db: str | None = None) -> TableView:
+    def recover(self, ref: str, *, db: str | None = None) -> TableView:
         def run(s: Session) -> TableView:
-            t = self._table(s, ref, db, state="dropped")
-            label = self._table_view(s, t).qualified_name
+            t = table_row(s, ref, db, state="dropped")
+            label = table_view(s, t).qualified_name
             clash = s.scalar(select(m.Table).where(m.Table.db_id == t.db_id, m.Table.name == t.name, m.Table.state == "normal"))
             if clash is not None:
                 raise AlreadyExists(f"cannot recover {label}: a new table of that name exists (id {clash.id}); drop or rename it first")
@@ -227,30 +221,30 @@ class TablesMixin:
                 g = s.get(m.ColocateGroup, t.group_id)
                 g.version += 1
                 g.generation += 1
-            self._event(s, "table.recover", label, id=t.id)
-            return self._table_view(s, t)
+            self.db.event(s, "table.recover", label, id=t.id)
+            return table_view(s, t)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def purge_dropped(self, *, retention: timedelta = DEFAULT_RETENTION) -> list[TableView]:
         """Erase tables dropped longer than ``retention`` ago (and any group they leave empty)."""
         _check_duration("retention", retention, "24 hours, the default")
         def run(s: Session) -> list[TableView]:
-            cutoff = self.now() - retention
+            cutoff = self.db.now() - retention
             purged = []
             for t in list(s.scalars(select(m.Table).where(m.Table.state == "dropped").order_by(m.Table.id))):
                 if utc(t.dropped_at) <= cutoff:
-                    purged.append(self._table_view(s, t))
+                    purged.append(table_view(s, t))
                     self._purge(s, t)
             return purged
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def _purge(self, s: Session, t: m.Table) -> None:
         group_id = t.group_id
-        label = self._table_view(s, t).qualified_name
+        label = table_view(s, t).qualified_name
         replicas = s.scalar(select(func.count()).select_from(m.Replica).where(m.Replica.table_id == t.id))
-        paths = self._purge_paths(s, t)
+        paths = _purge_paths(s, t)
         part_ids = list(s.scalars(select(m.Partition.id).where(m.Partition.table_id == t.id)))
         s.execute(delete(m.Replica).where(m.Replica.table_id == t.id))
         if part_ids:
@@ -263,25 +257,9 @@ class TablesMixin:
         # The files go after the rows: a pending gc job tells 'colocate gc' which paths are garbage.
         if paths:
             s.add(m.Job(kind="gc", group_id=None, state="pending", plan={"paths": paths, "table": label},
-                        progress={}, created_at=self.now(), updated_at=self.now()))
-        self._event(s, "table.purge", label, id=t.id, replicas=replicas)
-        self._maybe_remove_group(s, group_id)
-
-    @staticmethod
-    def _purge_paths(s: Session, t: m.Table) -> list[str]:
-        """What gc deletes for a purged table: its directory on every backend that holds a replica
-        of it (one tree per backend, not one path per replica row), and any replica kept elsewhere."""
-        db = s.get(m.Database, t.db_id).name
-        paths = set()
-        holders = s.execute(select(m.Backend.id, m.Backend.root_uri).where(
-            exists().where(m.Replica.table_id == t.id, m.Replica.backend_id == m.Backend.id)).order_by(m.Backend.id))
-        for be, root in holders:
-            tree = layout.table_dir(root, db, t.name, t.id)
-            paths.add(tree)
-            paths.update(s.scalars(select(m.Replica.path).where(
-                m.Replica.table_id == t.id, m.Replica.backend_id == be,
-                func.substr(m.Replica.path, 1, len(tree) + 1) != tree + "/")))
-        return sorted(paths)
+                        progress={}, created_at=self.db.now(), updated_at=self.db.now()))
+        self.db.event(s, "table.purge", label, id=t.id, replicas=replicas)
+        maybe_remove_group(self.db, s, group_id)
 
     def add_partition(self, ref: str, value: str, *, bucket_num: int | None = None,
                       replication_num: int | None = None, db: str | None = None,
@@ -290,8 +268,8 @@ class TablesMixin:
         naming.check_partition_value(value)
 
         def run(s: Session) -> PartitionView:
-            t = self._table(s, ref, db)
-            label = self._table_view(s, t).qualified_name
+            t = table_row(s, ref, db)
+            label = table_view(s, t).qualified_name
             if not t.partition_cols:
                 if value != "all":
                     raise InvalidArgument(f"table {label} is not partitioned: its single partition is called 'all', not {value!r}")
@@ -299,7 +277,7 @@ class TablesMixin:
             existing = s.scalar(select(m.Partition).where(m.Partition.table_id == t.id, m.Partition.value == value))
             if existing is not None:
                 if if_not_exists:
-                    return _partition_view(existing)
+                    return partition_view(existing)
                 raise AlreadyExists(f"partition {value!r} of {label} already exists")
             buckets = t.bucket_num if bucket_num is None else bucket_num
             replicas = t.replication_num if replication_num is None else replication_num
@@ -311,18 +289,18 @@ class TablesMixin:
             else:
                 _check_replication_vs_backends(s, replicas)
             p = m.Partition(table_id=t.id, value=value, bucket_num=buckets, replication_num=replicas,
-                            visible_version=0, next_version=1, created_at=self.now())
+                            visible_version=0, next_version=1, created_at=self.db.now())
             s.add(p)
             s.flush()
-            self._event(s, "partition.add", f"{label}/{value}", bucket_num=buckets, replication_num=replicas)
-            return _partition_view(p)
+            self.db.event(s, "partition.add", f"{label}/{value}", bucket_num=buckets, replication_num=replicas)
+            return partition_view(p)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def partitions(self, ref: str, *, db: str | None = None) -> list[PartitionView]:
         def run(s: Session) -> list[PartitionView]:
-            t = self._table(s, ref, db)
-            return [_partition_view(p) for p in s.scalars(select(m.Partition).where(m.Partition.table_id == t.id).order_by(m.Partition.value))]
+            t = table_row(s, ref, db)
+            return [partition_view(p) for p in s.scalars(select(m.Partition).where(m.Partition.table_id == t.id).order_by(m.Partition.value))]
 
-        return self._tx(run)
+        return self.db.tx(run)
 

@@ -285,17 +285,21 @@ class Blocked:
 
 
 @dataclass(frozen=True)
-class BalanceJobView:
+class JobView:
+    """A job of any kind (write, relocate, balance, repair, gc) as every reader sees it."""
+
     id: int
     kind: str
-    state: str  # running | done | cancelled
+    state: str  # balance jobs: running | done | cancelled; writes: running | committed | failed
     grp_id: int | None
-    group: str
-    step: str
+    group: str  # the group's full name (or the name the plan recorded), "" for none
+    step: str  # a balance job's step, "" for other kinds
     plan: dict
     progress: dict
     created_at: datetime
     updated_at: datetime
+    group_id: str | None = None  # dbId.grpId
+    subject: str | None = None  # a write's ``db.table/partition vN``
 
 
 @dataclass(frozen=True)

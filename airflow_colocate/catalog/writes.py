@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.checks import _check_duration, _check_partition_of, _check_replication_vs_backends
-from airflow_colocate.catalog.session import _partition_view
+from airflow_colocate.catalog.rows import partition_view, slot_load, table_row, table_view
+from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import VISIBLE, tracking
 from airflow_colocate.catalog.views import (
     GarbageItem,
@@ -36,10 +37,78 @@ from airflow_colocate.placement.model import BackendSlot
 from airflow_colocate.storage import layout
 
 
-class WritesMixin:
+def _write_map(s: Session, t: m.Table, p: m.Partition, backends: dict, base_version: int) -> list[list[int]]:
+    """The group's map; for a table outside any group, where its partition already lives, else
+    a fresh round-robin placement."""
+    if t.group_id is not None:
+        rows = s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == t.group_id).order_by(m.BucketMap.bucket_seq))
+        return [list(r.backend_ids) for r in rows]
+    if p.visible_version:
+        placed: dict[int, list[int]] = {}
+        for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == p.visible_version,
+                                                   m.Replica.state == "verified").order_by(m.Replica.id)):
+            placed.setdefault(r.bucket_seq, []).append(r.backend_id)
+        if len(placed) == p.bucket_num:
+            return [placed[b] for b in range(p.bucket_num)]
+    slots = [BackendSlot(id=b.id, host=b.host, capacity_bytes=b.capacity_bytes, available=b.state == "alive")
+             for b in sorted(backends.values(), key=lambda b: b.id)]
+    return initial_map(slots, p.bucket_num, p.replication_num, load=slot_load(s))
+
+def _base_paths(s: Session, p: m.Partition, base_version: int, targets: list) -> tuple[tuple, tuple]:
+    """Per bucket and target: the base version's replica directory an append carries over, and
+    the files the catalog recorded for it (checked before they are carried: a missing or short
+    base file must not become a short new version)."""
+    if not base_version:
+        return tuple(tuple("" for _ in bucket) for bucket in targets), ()
+    verified: dict[int, dict[int, m.Replica]] = {}
+    for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == base_version,
+                                               m.Replica.state == "verified")):
+        verified.setdefault(r.bucket_seq, {})[r.backend_id] = r
+    paths, files = [], []
+    for seq, bucket in enumerate(targets):
+        have = verified.get(seq, {})
+        if not have:
+            raise Conflict(f"cannot append to partition {p.value}: bucket {seq} of version {base_version} has no "
+                           f"verified replica; repair the group first or overwrite the partition")
+        anyone = next(iter(have.values()))
+        chosen = [have.get(backend_id, anyone) for backend_id, _ in bucket]
+        paths.append(tuple(r.path for r in chosen))
+        files.append(tuple(None if r.files is None else tuple((str(n), int(b)) for n, b in r.files) for r in chosen))
+    return tuple(paths), tuple(files)
+
+def _write_job(s: Session, job_id: int, *, allow_finished: bool = False):
+    job = s.get(m.Job, job_id)
+    if job is None or job.kind != "write":
+        raise NotFound(f"unknown write job {job_id}")
+    if job.state != "running" and not allow_finished:
+        raise Conflict(f"write job {job_id} is {job.state}, not running: nothing to commit")
+    p = s.get(m.Partition, job.plan["partition_id"])
+    if p is None:
+        raise Conflict(f"write job {job_id}: its table or partition was purged while it ran")
+    pv = s.get(m.PartitionVersion, (p.id, job.plan["version"]))
+    return job, p, pv, s.get(m.Table, p.table_id)
+
+def _version_trees(s: Session, pid: int, version: int, dirs: Iterable[str]) -> list[str]:
+    """The directories to delete for a garbage version: the version directories its write was
+    granted, plus the version directory of any replica elsewhere (a clone), one tree per
+    backend instead of one path per replica row."""
+    trees = set(dirs)
+    for path in s.scalars(select(m.Replica.path).where(m.Replica.partition_id == pid, m.Replica.version == version)):
+        if any(path == d or path.startswith(d.rstrip("/") + "/") for d in trees):
+            continue
+        parent, _, leaf = path.rstrip("/").rpartition("/")
+        in_layout = re.fullmatch(r"b\d{5}", leaf) and parent.endswith(f"/v{version:06d}")
+        trees.add(parent if in_layout else path)
+    return sorted(trees)
+
+
+class Writes:
     """Versioned writes: begin a new partition version, commit or abort it, the replicas a read sees, garbage."""
 
-    def begin_write(self, ref: str, partition_value: str, *, mode: str = "overwrite", db: str | None = None,
+    def __init__(self, db: CatalogSession):
+        self.db = db
+
+    def begin(self, ref: str, partition_value: str, *, mode: str = "overwrite", db: str | None = None,
                     plan: dict | None = None) -> WriteTicket:
         """Allocate a new partition version in state ``staging`` and say where each bucket goes.
 
@@ -51,8 +120,8 @@ class WritesMixin:
         naming.check_partition_value(partition_value)
 
         def run(s: Session) -> WriteTicket:
-            t = self._table(s, ref, db)
-            view = self._table_view(s, t)
+            t = table_row(s, ref, db)
+            view = table_view(s, t)
             p = s.scalar(select(m.Partition).where(m.Partition.table_id == t.id, m.Partition.value == partition_value))
             if p is None:
                 if not t.partition_cols and partition_value != "all":
@@ -63,7 +132,7 @@ class WritesMixin:
                     g = s.get(m.ColocateGroup, t.group_id)
                     buckets, replicas = g.bucket_num, g.replication_num
                 p = m.Partition(table_id=t.id, value=partition_value, bucket_num=buckets, replication_num=replicas,
-                                visible_version=0, next_version=1, created_at=self.now())
+                                visible_version=0, next_version=1, created_at=self.db.now())
                 s.add(p)
                 s.flush()
             backends = {b.id: b for b in s.scalars(select(m.Backend))}
@@ -71,7 +140,7 @@ class WritesMixin:
             if len({b.host for b in alive}) < p.replication_num:
                 _check_replication_vs_backends(s, p.replication_num)
             base_version = p.visible_version if mode == "append" else 0
-            bucket_map = self._write_map(s, t, p, backends, base_version)
+            bucket_map = _write_map(s, t, p, backends, base_version)
             quorum = p.replication_num // 2 + 1
             targets, missing = [], []
             for seq, ids in enumerate(bucket_map):
@@ -87,74 +156,35 @@ class WritesMixin:
                         f"replicas a write needs: bring the backends back ('colocate backend mark-up') or repair the group"
                     )
                 targets.append(tuple(ok))
-            base_paths, base_files = self._base_paths(s, p, base_version, targets)
+            base_paths, base_files = _base_paths(s, p, base_version, targets)
             version = p.next_version
             p.next_version += 1
             job = m.Job(kind="write", group_id=t.group_id, state="running", plan=plan or {}, progress={},
-                        created_at=self.now(), updated_at=self.now(), gc_pending="staging_uri" in (plan or {}))
+                        created_at=self.db.now(), updated_at=self.db.now(), gc_pending="staging_uri" in (plan or {}))
             s.add(job)
             s.flush()
             s.add(m.PartitionVersion(partition_id=p.id, version=version, state="staging", mode=mode,
-                                     base_version=base_version, created_at=self.now(), job_id=job.id))
+                                     base_version=base_version, created_at=self.db.now(), job_id=job.id))
             job.plan = dict(job.plan, table_id=t.id, partition_id=p.id, version=version,
                             dirs=sorted({layout.version_dir(root, view.db, t.name, t.id, partition_value, version)
                                          for bucket in targets for _, root in bucket}))
-            self._event(s, "write.begin", f"{view.qualified_name}/{partition_value}", job_id=job.id, version=version,
+            self.db.event(s, "write.begin", f"{view.qualified_name}/{partition_value}", job_id=job.id, version=version,
                         mode=mode, base_version=base_version, missing=missing)
             return WriteTicket(job_id=job.id, table=view, partition_id=p.id, partition_value=partition_value,
                                version=version, base_version=base_version, mode=mode, targets=tuple(targets),
                                base_paths=base_paths, missing=tuple(missing), base_files=base_files)
 
-        return self._tx(run)
+        return self.db.tx(run)
 
-    def _write_map(self, s: Session, t: m.Table, p: m.Partition, backends: dict, base_version: int) -> list[list[int]]:
-        """The group's map; for a table outside any group, where its partition already lives, else
-        a fresh round-robin placement."""
-        if t.group_id is not None:
-            rows = s.scalars(select(m.BucketMap).where(m.BucketMap.group_id == t.group_id).order_by(m.BucketMap.bucket_seq))
-            return [list(r.backend_ids) for r in rows]
-        if p.visible_version:
-            placed: dict[int, list[int]] = {}
-            for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == p.visible_version,
-                                                       m.Replica.state == "verified").order_by(m.Replica.id)):
-                placed.setdefault(r.bucket_seq, []).append(r.backend_id)
-            if len(placed) == p.bucket_num:
-                return [placed[b] for b in range(p.bucket_num)]
-        slots = [BackendSlot(id=b.id, host=b.host, capacity_bytes=b.capacity_bytes, available=b.state == "alive")
-                 for b in sorted(backends.values(), key=lambda b: b.id)]
-        return initial_map(slots, p.bucket_num, p.replication_num, load=self._slot_load(s))
-
-    def _base_paths(self, s: Session, p: m.Partition, base_version: int, targets: list) -> tuple[tuple, tuple]:
-        """Per bucket and target: the base version's replica directory an append carries over, and
-        the files the catalog recorded for it (checked before they are carried: a missing or short
-        base file must not become a short new version)."""
-        if not base_version:
-            return tuple(tuple("" for _ in bucket) for bucket in targets), ()
-        verified: dict[int, dict[int, m.Replica]] = {}
-        for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == base_version,
-                                                   m.Replica.state == "verified")):
-            verified.setdefault(r.bucket_seq, {})[r.backend_id] = r
-        paths, files = [], []
-        for seq, bucket in enumerate(targets):
-            have = verified.get(seq, {})
-            if not have:
-                raise Conflict(f"cannot append to partition {p.value}: bucket {seq} of version {base_version} has no "
-                               f"verified replica; repair the group first or overwrite the partition")
-            anyone = next(iter(have.values()))
-            chosen = [have.get(backend_id, anyone) for backend_id, _ in bucket]
-            paths.append(tuple(r.path for r in chosen))
-            files.append(tuple(None if r.files is None else tuple((str(n), int(b)) for n, b in r.files) for r in chosen))
-        return tuple(paths), tuple(files)
-
-    def commit_write(self, job_id: int, report: WriteReport) -> PartitionView:
+    def commit(self, job_id: int, report: WriteReport) -> PartitionView:
         """Check the job's report against what :meth:`begin_write` granted, then make the version
         visible, in one transaction. Any mismatch aborts the version and commits nothing."""
-        result = self.commit_writes([(job_id, report)])[job_id]
+        result = self.commit_many([(job_id, report)])[job_id]
         if isinstance(result, ColocateError):
             raise result
         return result
 
-    def commit_writes(self, items: Sequence[tuple[int, WriteReport]]) -> dict[int, PartitionView | ColocateError]:
+    def commit_many(self, items: Sequence[tuple[int, WriteReport]]) -> dict[int, PartitionView | ColocateError]:
         """Commit many writes in ONE transaction (a bulk import's placed partitions: one fsync, not
         one per partition). Each report is checked as :meth:`commit_write` checks it; one that does
         not match is aborted on its own (its previous version stays visible) and does not stop the
@@ -176,12 +206,12 @@ class WritesMixin:
                     done[job_id] = view
             return done
 
-        out: dict[int, PartitionView | ColocateError] = dict(self._tx(run)) if items else {}
+        out: dict[int, PartitionView | ColocateError] = dict(self.db.tx(run)) if items else {}
         out.update(refused)
         for job_id, found in problems.items():
             if found:
                 reason = "; ".join(found)
-                self.abort_write(job_id, reason)
+                self.abort(job_id, reason)
                 out[job_id] = ColocateError(f"write job {job_id} not committed, the previous version stays visible: "
                                             f"{reason}")
         return out
@@ -189,8 +219,8 @@ class WritesMixin:
     def _commit_in(self, s: Session, job_id: int, report: WriteReport, problems: list[str]) -> PartitionView | None:
         """Check one report (problems go to ``problems``, nothing changes) and, when it holds, make its
         version visible in the session's transaction."""
-        job, p, pv, t = self._write_job(s, job_id)
-        label = f"{self._table_view(s, t).qualified_name}/{p.value}"
+        job, p, pv, t = _write_job(s, job_id)
+        label = f"{table_view(s, t).qualified_name}/{p.value}"
         if report.version != pv.version or report.partition_value != p.value:
             problems.append(f"the report is for {report.partition_value} v{report.version}, the job wrote {p.value} v{pv.version}")
         granted = job.plan.get("targets", {})
@@ -214,7 +244,7 @@ class WritesMixin:
                                 f"{sum(size for _, size in files)} bytes, the report says {r.bytes}")
         if problems:
             return None  # nothing changed: the caller aborts it in a transaction of its own
-        now = self.now()
+        now = self.db.now()
         rows = sum(got[0].rows for got in by_bucket.values())
         old = p.visible_version
         with tracking(s, partitions=[p.id]):  # the summaries swap the old version's buckets for the new
@@ -236,61 +266,39 @@ class WritesMixin:
             g.stable = False
             g.unstable_reason = f"{label} v{pv.version} is missing replicas: " + "; ".join(job.plan["missing"][:5])
             g.version += 1
-        self._event(s, "write.commit", label, job_id=job_id, version=pv.version, previous=old, rows=rows,
+        self.db.event(s, "write.commit", label, job_id=job_id, version=pv.version, previous=old, rows=rows,
                     mode=pv.mode)
-        return _partition_view(p)
+        return partition_view(p)
 
-    def abort_write(self, job_id: int, reason: str) -> None:
+    def abort(self, job_id: int, reason: str) -> None:
         def run(s: Session) -> None:
-            job, p, pv, t = self._write_job(s, job_id, allow_finished=True)
+            job, p, pv, t = _write_job(s, job_id, allow_finished=True)
             if pv.state != "staging":
                 return
-            pv.state, pv.finished_at = "aborted", self.now()
-            job.state, job.updated_at, job.progress = "failed", self.now(), {"error": reason[:2000]}
-            self._event(s, "write.abort", f"{self._table_view(s, t).qualified_name}/{p.value}", job_id=job_id,
+            pv.state, pv.finished_at = "aborted", self.db.now()
+            job.state, job.updated_at, job.progress = "failed", self.db.now(), {"error": reason[:2000]}
+            self.db.event(s, "write.abort", f"{table_view(s, t).qualified_name}/{p.value}", job_id=job_id,
                         version=pv.version, reason=reason[:2000])
 
-        self._tx(run)
+        self.db.tx(run)
 
-    def set_write_targets(self, job_id: int, targets: dict[int, list[int]], missing: Sequence[str], plan: dict) -> None:
+    def set_targets(self, job_id: int, targets: dict[int, list[int]], missing: Sequence[str], plan: dict) -> None:
         """Record the exact plan handed to Spark so that commit checks the report against it."""
         def run(s: Session) -> None:
             job = s.get(m.Job, job_id)
             job.plan = dict(job.plan, **plan, targets={str(k): list(v) for k, v in targets.items()}, missing=list(missing))
             job.gc_pending = "staging_uri" in job.plan
-            job.updated_at = self.now()
+            job.updated_at = self.db.now()
 
-        self._tx(run)
-
-    def _write_job(self, s: Session, job_id: int, *, allow_finished: bool = False):
-        job = s.get(m.Job, job_id)
-        if job is None or job.kind != "write":
-            raise NotFound(f"unknown write job {job_id}")
-        if job.state != "running" and not allow_finished:
-            raise Conflict(f"write job {job_id} is {job.state}, not running: nothing to commit")
-        p = s.get(m.Partition, job.plan["partition_id"])
-        if p is None:
-            raise Conflict(f"write job {job_id}: its table or partition was purged while it ran")
-        pv = s.get(m.PartitionVersion, (p.id, job.plan["version"]))
-        return job, p, pv, s.get(m.Table, p.table_id)
-
-    def job(self, job_id: int) -> dict:
-        def run(s: Session) -> dict:
-            j = s.get(m.Job, job_id)
-            if j is None:
-                raise NotFound(f"unknown job {job_id}")
-            return {"id": j.id, "kind": j.kind, "state": j.state, "plan": j.plan, "progress": j.progress,
-                    "created_at": utc(j.created_at), "updated_at": utc(j.updated_at)}
-
-        return self._tx(run)
+        self.db.tx(run)
 
     def read_replicas(self, ref: str | int, partitions: Sequence[str] | None = None, *,
                       db: str | None = None) -> tuple[TableView, list[PartitionReplicas]]:
         """The visible version of each requested partition (all committed ones by default) with its
         verified replicas per bucket; the caller chooses one replica per bucket."""
         def run(s: Session):
-            t = self._table(s, ref, db)
-            view = self._table_view(s, t)
+            t = table_row(s, ref, db)
+            view = table_view(s, t)
             q = (select(m.Partition.id, m.Partition.value, m.Partition.bucket_num, m.Partition.visible_version)
                  .where(m.Partition.table_id == t.id).order_by(m.Partition.value))
             parts = {}
@@ -321,7 +329,7 @@ class WritesMixin:
                                      buckets=tuple(tuple(b) for b in buckets[parts[v].id])) for v in wanted]
             return view, out
 
-        return self._tx(run)
+        return self.db.tx(run)
 
     def garbage(self, *, grace: timedelta = timedelta(hours=1), stale_after: timedelta = timedelta(hours=24)) -> list[GarbageItem]:
         """Files no reader needs: aborted and superseded versions older than ``grace``, and writes
@@ -330,7 +338,7 @@ class WritesMixin:
         _check_duration("grace period", grace, "1 hour, the default")
         _check_duration("stale period", stale_after, "24 hours, the default")
         def run(s: Session) -> list[GarbageItem]:
-            now = self.now()
+            now = self.db.now()
             items: list[GarbageItem] = []
             # Set queries on small indexes: the running writes (stale ones are aborted), the writes
             # whose staging directory is still there, the writers of aborted and superseded versions.
@@ -351,10 +359,10 @@ class WritesMixin:
                 if pv.state == "staging" and utc(job.created_at) <= now - stale_after:
                     pv.state, pv.finished_at = "aborted", now
                     job.state, job.updated_at = "failed", now
-                    self._event(s, "write.abort", f"job {job.id}", job_id=job.id, version=version, reason="stale")
+                    self.db.event(s, "write.abort", f"job {job.id}", job_id=job.id, version=version, reason="stale")
                 finished = utc(pv.finished_at)
                 if pv.state in ("aborted", "superseded") and finished is not None and finished <= now - grace:
-                    for d in self._version_trees(s, pid, version, job.plan.get("dirs", [])):
+                    for d in _version_trees(s, pid, version, job.plan.get("dirs", [])):
                         items.append(GarbageItem(f"{pv.state} version", d, pid, version, job.id))
                     if "staging_uri" in job.plan:
                         items.append(GarbageItem("write staging", job.plan["staging_uri"], pid, version, job.id))
@@ -363,26 +371,12 @@ class WritesMixin:
                         items.append(GarbageItem("write staging", job.plan["staging_uri"], None, None, job.id))
             for pid, version, state, job_id in old:
                 if job_id is None:  # written before versions named their job: only the replica rows tell
-                    items += [GarbageItem(f"{state} version", d, pid, version) for d in self._version_trees(s, pid, version, [])]
+                    items += [GarbageItem(f"{state} version", d, pid, version) for d in _version_trees(s, pid, version, [])]
             for job in s.scalars(select(m.Job).where(m.Job.kind == "gc", m.Job.state == "pending")):
                 items += [GarbageItem(f"purged table {job.plan.get('table')}", path, job_id=job.id) for path in job.plan["paths"]]
             return items
 
-        return self._tx(run)
-
-    @staticmethod
-    def _version_trees(s: Session, pid: int, version: int, dirs: Iterable[str]) -> list[str]:
-        """The directories to delete for a garbage version: the version directories its write was
-        granted, plus the version directory of any replica elsewhere (a clone), one tree per
-        backend instead of one path per replica row."""
-        trees = set(dirs)
-        for path in s.scalars(select(m.Replica.path).where(m.Replica.partition_id == pid, m.Replica.version == version)):
-            if any(path == d or path.startswith(d.rstrip("/") + "/") for d in trees):
-                continue
-            parent, _, leaf = path.rstrip("/").rpartition("/")
-            in_layout = re.fullmatch(r"b\d{5}", leaf) and parent.endswith(f"/v{version:06d}")
-            trees.add(parent if in_layout else path)
-        return sorted(trees)
+        return self.db.tx(run)
 
     def forget_garbage(self, items: Iterable[GarbageItem]) -> None:
         """After the files are gone: drop the rows of the removed versions."""
@@ -405,43 +399,13 @@ class WritesMixin:
                 if job is None:
                     continue
                 if job.kind == "gc":
-                    job.state, job.updated_at = "done", self.now()
+                    job.state, job.updated_at = "done", self.db.now()
                 elif "staging_uri" in job.plan:
                     job.plan = {k: v for k, v in job.plan.items() if k != "staging_uri"}
                     job.gc_pending = False
-            self._event(s, "gc", "catalog", versions=len(done), items=len(items))
+            self.db.event(s, "gc", "catalog", versions=len(done), items=len(items))
 
-        self._tx(run)
-
-    def list_jobs(self, *, kinds: Sequence[str] | None = None, states: Sequence[str] | None = None,
-                  limit: int = 100) -> list[dict]:
-        """Jobs newest first as plain dicts (id, kind, state, group_id, group, plan, progress, times,
-        and ``subject``: a write's ``table/partition vN``, so the page can list writes with balance
-        jobs); read-only, for the admin API and the Colocation page."""
-        def run(s: Session) -> list[dict]:
-            q = select(m.Job).order_by(m.Job.id.desc()).limit(max(0, int(limit)))
-            if kinds:
-                q = q.where(m.Job.kind.in_(list(kinds)))
-            if states:
-                q = q.where(m.Job.state.in_(list(states)))
-            out = []
-            for j in s.scalars(q):
-                g = s.get(m.ColocateGroup, j.group_id) if j.group_id is not None else None
-                view = self._group_view(s, g) if g is not None else None
-                subject = None
-                if j.kind == "write" and (j.plan or {}).get("partition_id") is not None:
-                    p = s.get(m.Partition, j.plan["partition_id"])
-                    t = s.get(m.Table, p.table_id) if p is not None else None
-                    if p is not None and t is not None:
-                        subject = f"{self._table_view(s, t).qualified_name}/{p.value} v{j.plan.get('version')}"
-                out.append({"id": j.id, "kind": j.kind, "state": j.state, "subject": subject,
-                            "group_id": view.group_id if view else None,
-                            "group": view.full_name if view else (j.plan or {}).get("group"),
-                            "plan": j.plan or {}, "progress": j.progress or {},
-                            "created_at": utc(j.created_at), "updated_at": utc(j.updated_at)})
-            return out
-
-        return self._tx(run)
+        self.db.tx(run)
 
 
 def _recorded_files(r) -> list[list] | None:

@@ -35,7 +35,7 @@ def add(env: Env, root: str, name: str | None, host: str | None, capacity: str |
 def list_(env: Env) -> Table:
     return Table(["BackendId", "Name", "Root", "Host", "CapacityBytes", "State", "Since"],
                  [[b.id, b.name, b.root_uri, b.host, b.capacity_bytes, b.state, b.state_since.isoformat(timespec="seconds")]
-                  for b in env.catalog().backends()])
+                  for b in env.catalog().backends.list()])
 
 
 @backend.command("decommission", help="Drain a backend: the next balance moves its replicas away. BACKEND is an id or a name.")
@@ -43,8 +43,8 @@ def list_(env: Env) -> Table:
 @pass_env
 def decommission(env: Env, backend: str) -> str:
     catalog = env.catalog()
-    b = catalog.decommission_backend(backend)
-    catalog.check_groups()
+    b = catalog.backends.decommission(backend)
+    catalog.health.check_groups()
     return f"backend {b.name} (id {b.id}) is decommissioning: the next balance moves its replicas away"
 
 
@@ -53,8 +53,8 @@ def decommission(env: Env, backend: str) -> str:
 @pass_env
 def cancel_decommission(env: Env, backend: str) -> str:
     catalog = env.catalog()
-    b = catalog.cancel_decommission(backend)
-    catalog.check_groups()
+    b = catalog.backends.cancel_decommission(backend)
+    catalog.health.check_groups()
     return f"backend {b.name} (id {b.id}) is alive again: its decommission is cancelled"
 
 
@@ -68,7 +68,7 @@ def reinit(env: Env, backend: str, reason: str, keep_replicas: bool) -> str:
 
     catalog = env.catalog()
     b, lost = reinit_backend(catalog, backend, reason=reason, keep_replicas=keep_replicas)
-    catalog.check_groups()
+    catalog.health.check_groups()
     tail = "its replicas were kept" if keep_replicas else f"{lost} replicas on it are lost; 'colocate balance' re-clones them"
     return f"backend {b.name} (id {b.id}) re-initialised: a new identity marker is at {b.root_uri}; {tail}"
 
@@ -77,7 +77,7 @@ def reinit(env: Env, backend: str, reason: str, keep_replicas: bool) -> str:
 @click.argument("backend", metavar="BACKEND")
 @pass_env
 def remove(env: Env, backend: str) -> str:
-    env.catalog().remove_backend(backend)
+    env.catalog().backends.remove(backend)
     return f"backend {backend} removed"
 
 
@@ -111,8 +111,8 @@ def _mark(state: str, verb: str, help: str) -> click.Command:
     @pass_env
     def mark(env: Env, backend: str, reason: str | None) -> str:
         catalog = env.catalog()
-        b = catalog.set_backend_state(backend, state, reason=reason or "admin")
-        catalog.check_groups()
+        b = catalog.backends.set_state(backend, state, reason=reason or "admin")
+        catalog.health.check_groups()
         return f"backend {b.name} (id {b.id}) is now {b.state}"
 
     return mark

@@ -41,7 +41,7 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
                              relocate_delay_source=("COLOCATE_RELOCATE_DELAY_MINUTES" if relocate_delay_minutes is None
                                                     else "--relocate-delay-minutes"),
                              grace=timedelta(minutes=grace_minutes), groups=list(groups) or None, verify=verify)
-    names = {b.id: b.name for b in catalog.backends()}
+    names = {b.id: b.name for b in catalog.backends.list()}
     if dry_run:
         plans = plan(catalog, options)
         moves = [[p.full_name, mv.bucket_seq, names.get(mv.src, mv.src), names.get(mv.dst, mv.dst), mv.bytes, mv.why]
@@ -105,7 +105,7 @@ def list_(env: Env, kind: str | None, state: str | None, limit: int) -> Table:
     return Table(["JobId", "Kind", "State", "Group", "Step", "Moves", "Done", "Updated"],
                  [[j.id, j.kind, j.state, j.group, j.step, len(j.plan.get("moves", [])) if j.kind != "write" else "",
                    j.progress.get("cloned", j.progress.get("rows", "")), j.updated_at.isoformat(timespec="seconds")]
-                  for j in env.catalog().jobs(kind=kind, state=state, limit=limit)])
+                  for j in env.catalog().jobs.list(kinds=[kind] if kind else None, states=[state] if state else None, limit=limit)])
 
 
 @jobs.command("cancel", help="Cancel balance job JOB_ID if it has not switched its map yet.")
@@ -113,5 +113,5 @@ def list_(env: Env, kind: str | None, state: str | None, limit: int) -> Table:
 @click.option("--reason", help="Why (default: cancelled by an operator).")
 @pass_env
 def cancel(env: Env, job_id: int, reason: str | None) -> str:
-    j = env.catalog().cancel_balance_job(job_id, reason or "cancelled by an operator")
+    j = env.catalog().balance.cancel(job_id, reason or "cancelled by an operator")
     return f"balance job {j.id} is {j.state}"

@@ -17,12 +17,12 @@ GROUP_REF = "GROUP is a group id (dbId.grpId), a full name (dbId_name) or a name
 def group_table(catalog: Catalog) -> Table:
     """``SHOW PROC '/colocation_group'``."""
     return Table(GROUP_COLUMNS, [[g.group_id, g.full_name, ", ".join(map(str, g.table_ids)), g.bucket_num, g.replication_num,
-                                  ", ".join(g.dist_col_types), str(g.stable).lower()] for g in catalog.groups()])
+                                  ", ".join(g.dist_col_types), str(g.stable).lower()] for g in catalog.groups.list()])
 
 
 def map_table(catalog: Catalog, ref: str, db: str) -> Table:
     """``SHOW PROC '/colocation_group/<id>'``, titled with the group's stability."""
-    g = catalog.group(ref, db=db)
+    g = catalog.groups.get(ref, db=db)
     title = f"group {g.full_name} ({g.group_id}): {'stable' if g.stable else 'UNSTABLE: ' + (g.unstable_reason or '')}"
     return Table(MAP_COLUMNS, [[i, ", ".join(map(str, ids))] for i, ids in enumerate(g.bucket_map)], title=title)
 
@@ -46,7 +46,7 @@ def show_groups(env: Env) -> Table:
 def show_group(env: Env, group: str) -> Report:
     catalog = env.catalog()
     blocks: list = [map_table(catalog, group, env.db)]
-    health = catalog.group_health(group, db=env.db)
+    health = catalog.health.group_health(group, db=env.db)
     if not health.stable:
         heading = f"unstable because ({health.problems} problems, checked {health.checked_at.isoformat(timespec='seconds')}):"
         blocks.append(Bullets([r.text for r in health.reasons], heading=heading))
@@ -64,7 +64,7 @@ def group() -> None:
 @pass_env
 def check(env: Env, group: str | None) -> Report:
     catalog = env.catalog()
-    healths = [catalog.check_group(group, db=env.db)] if group else catalog.check_groups()
+    healths = [catalog.health.check_group(group, db=env.db)] if group else catalog.health.check_groups()
     blocks: list = [Table(["GroupId", "GroupName", "IsStable", "Problems", "Reason"],
                           [[h.group_id, h.full_name, str(h.stable).lower(), h.problems, h.reason or ""] for h in healths])]
     if group and not healths[0].stable:
@@ -80,7 +80,7 @@ def _mark(stable: bool) -> click.Command:
     @click.option("--reason", help="Why (shown as the reason of an unstable group).")
     @pass_env
     def mark(env: Env, group: str, reason: str | None) -> str:
-        g = env.catalog().set_group_stable(group, stable, reason=reason, db=env.db)
+        g = env.catalog().groups.set_stable(group, stable, reason=reason, db=env.db)
         return f"group {g.full_name} ({g.group_id}) marked {'stable' if g.stable else 'unstable'}"
 
     return mark

@@ -29,7 +29,7 @@ def import_(env: Env, table: str, source: str, fmt: str, partitions: str | None,
     from airflow_colocate.jobs.bulk_import import find_partitions
 
     catalog = env.catalog()
-    t = catalog.table(table, db=env.db)
+    t = catalog.tables.get(table, db=env.db)
     if len(t.partition_cols) == 1:  # bad input is refused before Spark starts
         col = t.partition_cols[0]
         find_partitions(source, col, {n.lower(): ty for n, ty in t.columns}[col.lower()])

@@ -72,13 +72,13 @@ def gc(env: Env, grace_minutes: float, stale_hours: float, deep: bool, dry_run: 
     from airflow_colocate.storage import fs, sweep
 
     catalog = env.catalog()
-    items = catalog.garbage(grace=timedelta(minutes=grace_minutes), stale_after=timedelta(hours=stale_hours))
-    temps = [uri for b in catalog.backends() if b.state in ("alive", "decommissioning")
+    items = catalog.writes.garbage(grace=timedelta(minutes=grace_minutes), stale_after=timedelta(hours=stale_hours))
+    temps = [uri for b in catalog.backends.list() if b.state in ("alive", "decommissioning")
              for uri in sweep.stale_temps(b.root_uri, older_than_seconds=stale_hours * 3600, deep=deep)]
     if not dry_run:
         for item in items:
             fs.delete_tree(item.uri)
-        catalog.forget_garbage(items)
+        catalog.writes.forget_garbage(items)
         for uri in temps:
             fs.delete_file(uri)
     removed = "no (dry run)" if dry_run else "yes"

@@ -30,7 +30,7 @@ def table() -> None:
 @pass_env
 def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int, replication: int,
            partition_by: str | None, colocate_with: str | None, if_not_exists: bool) -> str:
-    t = env.catalog().create_table(table, parse_columns(columns), params.names(distributed_by), bucket_num=buckets,
+    t = env.catalog().tables.create(table, parse_columns(columns), params.names(distributed_by), bucket_num=buckets,
                                    replication_num=replication, partition_cols=params.names(partition_by),
                                    colocate_with=colocate_with, db=env.db, if_not_exists=if_not_exists)
     where = f" in colocation group {t.group_name} ({t.group_id})" if t.group_id else ""
@@ -47,9 +47,9 @@ def alter(env: Env, table: str, colocate_with: str | None, replication: int | No
         raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group) and/or --replication N")
     catalog = env.catalog()
     if colocate_with is not None:
-        t = catalog.alter_colocate_with(table, colocate_with, db=env.db)
+        t = catalog.tables.alter_colocate_with(table, colocate_with, db=env.db)
     if replication is not None:
-        t = catalog.set_replication_num(table, replication, db=env.db)
+        t = catalog.tables.set_replication_num(table, replication, db=env.db)
     return f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}"
 
 
@@ -58,7 +58,7 @@ def alter(env: Env, table: str, colocate_with: str | None, replication: int | No
 @click.option("--force", is_flag=True, help="Purge now; cannot be recovered.")
 @pass_env
 def drop(env: Env, table: str, force: bool) -> str:
-    t = env.catalog().drop_table(table, db=env.db, force=force)
+    t = env.catalog().tables.drop(table, db=env.db, force=force)
     if force:
         return f"table {t.qualified_name} (id {t.id}) dropped and purged"
     return f"table {t.qualified_name} (id {t.id}) dropped; 'colocate table recover {t.qualified_name}' brings it back within the retention"
@@ -68,7 +68,7 @@ def drop(env: Env, table: str, force: bool) -> str:
 @click.argument("table")
 @pass_env
 def recover(env: Env, table: str) -> str:
-    t = env.catalog().recover_table(table, db=env.db)
+    t = env.catalog().tables.recover(table, db=env.db)
     return f"table {t.qualified_name} (id {t.id}) recovered"
 
 
@@ -78,7 +78,7 @@ def recover(env: Env, table: str) -> str:
 @json_option
 @pass_env
 def purge(env: Env, retention_hours: float) -> Table:
-    purged = env.catalog().purge_dropped(retention=timedelta(hours=retention_hours))
+    purged = env.catalog().tables.purge_dropped(retention=timedelta(hours=retention_hours))
     return Table(["TableId", "Table"], [[t.id, t.qualified_name] for t in purged])
 
 
@@ -89,7 +89,7 @@ def purge(env: Env, retention_hours: float) -> Table:
 def list_(env: Env, include_dropped: bool) -> Table:
     return Table(["TableId", "Table", "DistCols", "PartitionCols", "BucketsNum", "ReplicationNum", "Group", "State"],
                  [[t.id, t.qualified_name, ", ".join(t.dist_cols), ", ".join(t.partition_cols), t.bucket_num,
-                   t.replication_num, t.group_name or "", t.state] for t in env.catalog().tables(include_dropped=include_dropped)])
+                   t.replication_num, t.group_name or "", t.state] for t in env.catalog().tables.list(include_dropped=include_dropped)])
 
 
 @table.command("show", help="A table: columns, distribution, group, partitions.")
@@ -98,8 +98,8 @@ def list_(env: Env, include_dropped: bool) -> Table:
 @pass_env
 def show(env: Env, table: str) -> Report:
     catalog = env.catalog()
-    t = catalog.table(table, db=env.db)
-    parts = catalog.partitions(table, db=env.db)
+    t = catalog.tables.get(table, db=env.db)
+    parts = catalog.tables.partitions(table, db=env.db)
     settings = Fields(f"table {t.qualified_name} (id {t.id})", [
         ("columns", ", ".join(f"{n} {ty}" for n, ty in t.columns)),
         ("distributed by", f"{', '.join(t.dist_cols)} into {t.bucket_num} buckets, replication_num {t.replication_num}"),
@@ -123,5 +123,5 @@ def partition() -> None:
 @click.option("--replication", type=params.INT, help="Replication number (default: the table's).")
 @pass_env
 def add_partition(env: Env, table: str, value: str, buckets: int | None, replication: int | None) -> str:
-    p = env.catalog().add_partition(table, value, bucket_num=buckets, replication_num=replication, db=env.db)
+    p = env.catalog().tables.add_partition(table, value, bucket_num=buckets, replication_num=replication, db=env.db)
     return f"partition {p.value} added to {table} ({p.bucket_num} buckets, replication_num {p.replication_num})"

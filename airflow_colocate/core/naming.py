@@ -29,6 +29,11 @@ def check_name(kind: str, name: object) -> str:
     return name
 
 
+def is_name(text: object) -> bool:
+    """Whether ``text`` is a plain name (a group, table or backend name) rather than an id."""
+    return isinstance(text, str) and _NAME.fullmatch(text) is not None
+
+
 def check_group_name(name: object) -> str:
     """Group names are identifiers; a ``__global__`` prefix makes the group span databases."""
     check_name("group", name)

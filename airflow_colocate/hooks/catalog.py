@@ -89,6 +89,6 @@ class ColocateCatalogHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         try:
             cat = self.get_conn()
-            return True, f"catalog reachable, {len(cat.groups())} groups"
+            return True, f"catalog reachable, {len(cat.groups.list())} groups"
         except Exception as exc:
             return False, str(exc)

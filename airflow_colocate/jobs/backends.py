@@ -15,11 +15,11 @@ def add_backend(catalog, root_uri: str, *, name: str | None = None, host: str | 
     root = normalize_root(root_uri)
     identity.check_root_usable(root)
     token = identity.new_token()
-    b = catalog.add_backend(root, name=name, host=host, capacity_bytes=capacity_bytes, marker_token=token)
+    b = catalog.backends.add(root, name=name, host=host, capacity_bytes=capacity_bytes, marker_token=token)
     try:
-        identity.write_marker(root, backend_id=b.id, name=b.name, catalog_id=catalog.catalog_uid(), token=token)
+        identity.write_marker(root, backend_id=b.id, name=b.name, catalog_id=catalog.backends.catalog_uid(), token=token)
     except BaseException:
-        catalog.remove_backend(b.id)  # nothing may list a backend whose disk cannot carry its identity
+        catalog.backends.remove(b.id)  # nothing may list a backend whose disk cannot carry its identity
         raise
     return b
 
@@ -28,8 +28,8 @@ def reinit_backend(catalog, ref: int | str, *, reason: str, keep_replicas: bool 
     """Write a new identity marker on a backend's root and record it. For a replaced disk the
     replicas it held are lost (marked bad, re-cloned by the next balance); ``keep_replicas`` is for
     a disk that is intact but has no marker yet (a backend added before 0.2)."""
-    b = catalog.backend(ref)
+    b = catalog.backends.get(ref)
     identity.check_root_usable(b.root_uri)
     token = identity.new_token()
-    identity.write_marker(b.root_uri, backend_id=b.id, name=b.name, catalog_id=catalog.catalog_uid(), token=token)
-    return catalog.reinit_backend(b.id, token, reason=reason, lost=not keep_replicas)
+    identity.write_marker(b.root_uri, backend_id=b.id, name=b.name, catalog_id=catalog.backends.catalog_uid(), token=token)
+    return catalog.backends.reinit(b.id, token, reason=reason, lost=not keep_replicas)

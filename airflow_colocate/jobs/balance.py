@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, BalanceJobView, CloneNeed
+from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, JobView, CloneNeed
 from airflow_colocate.core.contract import ClonePlan, CloneReport, CloneTask, VerifyTask
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
@@ -104,13 +104,13 @@ def _noop(step: str, job_id: int | None) -> None:
 def group_ids(catalog, refs: Sequence[str] | None) -> set[int] | None:
     if not refs:
         return None
-    return {catalog.group(ref).grp_id for ref in refs}
+    return {catalog.groups.get(ref).grp_id for ref in refs}
 
 
 def plan(catalog, options: BalanceOptions | None = None) -> list[GroupPlan]:
     """What a run would do now (the dry run): one plan per group in scope."""
     options = options or BalanceOptions()
-    snapshot = catalog.placement_snapshot(relocate_delay=options.relocate_delay)
+    snapshot = catalog.health.placement_snapshot(relocate_delay=options.relocate_delay)
     return plan_balance(snapshot, strategy=options.strategy, threshold=options.threshold,
                         groups=group_ids(catalog, options.groups), cross_group=options.cross_group)
 
@@ -183,9 +183,9 @@ class Balancer:
                   f"{len(plan_obj.verifies)} verifies")
         return self.runner(plan_obj)
 
-    def _clone_round(self, job: BalanceJobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:
+    def _clone_round(self, job: JobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:
         report = self._run_plan(f"balance-{job.id}", needs)
-        added, stale = self.catalog.register_clones(job.id, report.copies)
+        added, stale = self.catalog.balance.register_clones(job.id, report.copies)
         for path in stale:
             fs.delete_tree(path)
         for c in report.copies:
@@ -195,7 +195,7 @@ class Balancer:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def _paused_by_flags(self, job: BalanceJobView) -> str | None:
+    def _paused_by_flags(self, job: JobView) -> str | None:
         flags = self.catalog.flags()
         whys = {mv["why"] for mv in job.plan.get("moves", [])}
         if flags.get("disable_colocate_relocate") and whys & {"relocate", "decommission"}:
@@ -204,15 +204,15 @@ class Balancer:
             return "disable_colocate_balance is set"
         return None
 
-    def _comeback(self, job: BalanceJobView) -> tuple[BalanceJobView, list[str]]:
+    def _comeback(self, job: JobView) -> tuple[JobView, list[str]]:
         """A relocated backend that is alive again before much of it was copied keeps its buckets."""
         moves = job.plan.get("moves", [])
-        health = {b.id: b for b in self.catalog.backend_health(relocate_delay=self.options.relocate_delay)}
+        health = {b.id: b for b in self.catalog.health.backends(relocate_delay=self.options.relocate_delay)}
         back = {mv["src"] for mv in moves if mv["why"] == "relocate" and health.get(mv["src"]) is not None
                 and health[mv["src"]].alive}
         if not back:
             return job, []
-        progress = self.catalog.move_progress(job.id)
+        progress = self.catalog.balance.move_progress(job.id)
         new_map = [list(r) for r in job.plan["new_map"]]
         keep = list(range(len(moves)))
         notes = []
@@ -233,44 +233,44 @@ class Balancer:
         for n in notes:
             self.echo(f"job {job.id}: {n}")
         if len(keep) < len(moves):
-            job = self.catalog.revise_balance_job(job.id, new_map, [moves[i] for i in keep], "; ".join(notes))
+            job = self.catalog.balance.revise(job.id, new_map, [moves[i] for i in keep], "; ".join(notes))
         return job, notes
 
-    def run_job(self, job: BalanceJobView) -> JobOutcome:
+    def run_job(self, job: JobView) -> JobOutcome:
         """Take one job from wherever it stopped to the end (or as far as it can go now)."""
         opts = self.options
         out = JobOutcome(job.id, job.group, job.kind, job.state, job.step, len(job.plan.get("moves", [])))
         if job.step in ("planned", "unstable"):
             paused = self._paused_by_flags(job)
             if paused:
-                job = self.catalog.cancel_balance_job(job.id, f"{paused}: the map was not switched")
+                job = self.catalog.balance.cancel(job.id, f"{paused}: the map was not switched")
                 out.state, out.notes = job.state, [f"cancelled before its switch: {paused}"]
                 self.echo(f"job {job.id} ({job.group}): {out.notes[0]}")
                 return out
         if job.step == "planned":
-            job = self.catalog.begin_balance(job.id)
+            job = self.catalog.balance.begin(job.id)
             self.on_step("unstable", job.id)
         if job.step == "unstable":
             job, notes = self._comeback(job)
             out.notes += notes
             out.moves = len(job.plan.get("moves", []))
-            health = {b.id: b for b in self.catalog.backend_health(relocate_delay=opts.relocate_delay)}
+            health = {b.id: b for b in self.catalog.health.backends(relocate_delay=opts.relocate_delay)}
             gone = sorted({be for row in job.plan["new_map"] for be in row if be not in health or health[be].unavailable})
             if gone:
                 names = ", ".join(health[be].name if be in health else str(be) for be in gone)
                 reason = f"backend(s) {names} of its target map became unavailable"
-                job = self.catalog.cancel_balance_job(job.id, f"{reason}: planned again")
+                job = self.catalog.balance.cancel(job.id, f"{reason}: planned again")
                 out.state, out.step, out.notes = job.state, job.step, [reason]
                 self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
                 return out
             switched = False
             blocked = []
             for _ in range(opts.max_rounds):
-                needs, blocked = self.catalog.clone_needs(job.id)
+                needs, blocked = self.catalog.balance.clone_needs(job.id)
                 down = [b for b in blocked if b.target_down]
                 if down:
                     reason = f"target backend of {down[0].table}/{down[0].partition} bucket {down[0].bucket_seq} is not alive"
-                    job = self.catalog.cancel_balance_job(job.id, f"{reason}: planned again")
+                    job = self.catalog.balance.cancel(job.id, f"{reason}: planned again")
                     out.state, out.step, out.notes = job.state, job.step, [reason]
                     self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
                     return out
@@ -282,7 +282,7 @@ class Balancer:
                     continue  # clone again until nothing is missing (failed copies retry)
                 if blocked:
                     break
-                result = self.catalog.switch_map(job.id)
+                result = self.catalog.balance.switch_map(job.id)
                 if result.cancelled:
                     out.state, out.notes = "cancelled", [result.reason]
                     return out
@@ -290,7 +290,7 @@ class Balancer:
                     switched = True
                     self.on_step("switched", job.id)
                     break
-            job = self.catalog.balance_job(job.id)
+            job = self.catalog.jobs.get(job.id)
             if not switched:
                 out.state, out.step = job.state, job.step
                 out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq} -> backend {b.backend_id}: {b.why}"
@@ -299,14 +299,14 @@ class Balancer:
                 return out
         if job.step == "switched":
             for _ in range(opts.max_rounds):
-                result = self.catalog.finish_balance_job(job.id, grace=opts.grace)
+                result = self.catalog.balance.finish(job.id, grace=opts.grace)
                 if result.done:
                     self.on_step("finished", job.id)
                     if result.health is not None:
                         self.echo(f"job {job.id} ({job.group}) finished; group "
                                   f"{'stable' if result.health.stable else 'UNSTABLE: ' + (result.health.reason or '')}")
                     break
-                needs, blocked = self.catalog.clone_needs(job.id)
+                needs, blocked = self.catalog.balance.clone_needs(job.id)
                 if not needs:
                     out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq}: {b.why}" for b in blocked[:5]]
                     break
@@ -314,13 +314,13 @@ class Balancer:
                 out.cloned += added
                 out.bytes += size
                 self.on_step("cloned", job.id)
-            job = self.catalog.balance_job(job.id)
+            job = self.catalog.jobs.get(job.id)
         out.state, out.step = job.state, job.step
         return out
 
     def drop_expired(self) -> int:
         """Delete the files of replicas whose grace period is over, then their rows."""
-        items = self.catalog.take_droppable()
+        items = self.catalog.balance.take_droppable()
         if not items:
             return 0
         self.on_step("dropping", None)
@@ -332,19 +332,19 @@ class Balancer:
                 self.echo(f"cannot delete {item.path}: {type(exc).__name__}: {exc}")
                 continue
             gone.append(item.replica_id)
-        n = self.catalog.forget_replicas(gone)
+        n = self.catalog.balance.forget_replicas(gone)
         self.on_step("dropped", None)
         self.echo(f"dropped {n} redundant replicas")
         return n
 
     def verify(self) -> list[str]:
         """Re-hash replicas; mark the ones whose bytes changed ``bad`` (repaired by this run)."""
-        needs = self.catalog.replicas_to_verify(groups=self.options.groups, limit=self.options.verify_limit)
+        needs = self.catalog.health.replicas_to_verify(groups=self.options.groups, limit=self.options.verify_limit)
         if not needs:
             return []
         tasks = [VerifyTask(n.replica_id, n.backend_id, n.path, n.checksum, n.bytes) for n in needs]
         report = self._run_plan("verify", [], tasks)
-        bad = self.catalog.record_verify(report.verifies)
+        bad = self.catalog.health.record_verify(report.verifies)
         for path in bad:
             self.echo(f"replica {path} failed its checksum: marked bad, it is repaired from a good copy")
         return bad
@@ -358,7 +358,7 @@ class Balancer:
         if opts.verify:
             summary["verified_bad"] = self.verify()
         summary["dropped"] += self.drop_expired()
-        for job in self.catalog.active_balance_jobs():
+        for job in self.catalog.balance.active():
             if scope is None or job.grp_id in scope:
                 self.echo(f"resuming balance job {job.id} ({job.group}) at step {job.step}")
                 summary["jobs"].append(self.run_job(job))
@@ -369,7 +369,7 @@ class Balancer:
                 continue
             summary["plans"].append(p)
             try:
-                job = self.catalog.create_balance_job(p.grp_id, p.kind, p.to_plan())
+                job = self.catalog.balance.create(p.grp_id, p.kind, p.to_plan())
             except Conflict as exc:  # another run got there first, or the map moved: next run
                 self.echo(f"group {p.full_name}: {exc}")
                 continue
@@ -377,11 +377,11 @@ class Balancer:
             self.on_step("planned", job.id)
             summary["jobs"].append(self.run_job(job))
         summary["dropped"] += self.drop_expired()
-        summary["decommissioned"] = self.catalog.finish_decommissions()
-        refs = list(opts.groups) if opts.groups else [g.group_id for g in self.catalog.groups()]
-        summary["groups"] = [self.catalog.check_group(ref).to_dict() for ref in refs]
+        summary["decommissioned"] = self.catalog.health.finish_decommissions()
+        refs = list(opts.groups) if opts.groups else [g.group_id for g in self.catalog.groups.list()]
+        summary["groups"] = [self.catalog.health.check_group(ref).to_dict() for ref in refs]
         # a run that moved nothing because a backend is down for less than the delay says so
-        summary["waiting"] = waiting_to_relocate(self.catalog.backend_health(relocate_delay=opts.relocate_delay),
+        summary["waiting"] = waiting_to_relocate(self.catalog.health.backends(relocate_delay=opts.relocate_delay),
                                                  opts.relocate_delay, self.catalog.now(), opts.relocate_delay_source)
         return summary
 

@@ -91,11 +91,11 @@ def fingerprint(folder: str) -> str:
 def imported(catalog: Catalog, table: str, values: list[str]) -> dict[str, str]:
     """partition value -> source fingerprint, for the partitions of ``table`` whose visible version
     was written by an import."""
-    t = catalog.table(table)
+    t = catalog.tables.get(table)
     wanted = set(values)
     last: dict[str, dict] = {}  # value -> the newest committed import of it
-    for job in catalog.list_jobs(kinds=["write"], states=["committed"], limit=10_000_000):
-        plan = job["plan"]
+    for job in catalog.jobs.list(kinds=["write"], states=["committed"], limit=10_000_000):
+        plan = job.plan
         value = plan.get("import_partition")
         if plan.get("table_id") == t.id and value in wanted and plan.get("import_fingerprint"):
             if value not in last or plan["version"] > last[value]["version"]:
@@ -103,7 +103,7 @@ def imported(catalog: Catalog, table: str, values: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for value, plan in last.items():
         try:
-            _, parts = catalog.read_replicas(t.qualified_name, [value])
+            _, parts = catalog.writes.read_replicas(t.qualified_name, [value])
         except NotFound:
             continue
         if parts[0].version == plan["version"]:  # still the visible version
@@ -133,7 +133,7 @@ def prepare_import(catalog: Catalog, table: str, source: str, *, fmt: str = "par
     each of the others and build the one plan the import job gets."""
     if fmt not in FORMATS:
         raise InvalidArgument(f"import format {fmt!r} is not supported: use {' or '.join(FORMATS)}")
-    t = catalog.table(table)
+    t = catalog.tables.get(table)
     if len(t.partition_cols) != 1:
         raise InvalidArgument(f"table {t.qualified_name} has partition columns {list(t.partition_cols)}: an import "
                               f"needs a table partitioned by exactly one column (its <column>=<value> folders)")
@@ -160,14 +160,14 @@ def prepare_import(catalog: Catalog, table: str, source: str, *, fmt: str = "par
     staging = None
     try:
         for value, folder in todo:
-            ticket = catalog.begin_write(t.qualified_name, value, mode="overwrite",
+            ticket = catalog.writes.begin(t.qualified_name, value, mode="overwrite",
                                          plan={"import_fingerprint": prints[value], "import_partition": value,
                                                "import_source": folder})
             job.tickets[value] = ticket
             plan = write_plan(ticket, Source(format=fmt, path=folder), work)
             staging = staging or f"{plan.staging_uri.rsplit('/', 1)[0]}/import-{ticket.job_id}"
             plan.staging_uri = staging  # one staging directory for the whole import (gc removes it)
-            catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+            catalog.writes.set_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
                                       ticket.missing, {"staging_uri": staging})
             parts.append(ImportPartition(value=value, folder=folder, plan=plan))
     except BaseException as exc:
@@ -188,7 +188,7 @@ def commit_partitions(catalog: Catalog, job: ImportJob, reports: list[WriteRepor
     todo_reports = [r for r in reports if r.partition_value not in job.committed and r.partition_value not in job.failed]
     if not todo_reports:
         return
-    results = catalog.commit_writes([(job.tickets[r.partition_value].job_id, r) for r in todo_reports])
+    results = catalog.writes.commit_many([(job.tickets[r.partition_value].job_id, r) for r in todo_reports])
     now = time.perf_counter()
     job.first_commit = job.first_commit or now
     todo = len(job.tickets)
@@ -237,7 +237,7 @@ def abort_rest(catalog: Catalog, job: ImportJob, reason: str) -> None:
     for value, ticket in job.tickets.items():
         if value not in job.committed:
             job.failed.setdefault(value, reason)
-            catalog.abort_write(ticket.job_id, job.failed[value])
+            catalog.writes.abort(ticket.job_id, job.failed[value])
 
 
 def partial_reports(plan: ImportPlan) -> list[WriteReport]:

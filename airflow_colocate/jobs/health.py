@@ -57,13 +57,13 @@ def sample_files(catalog, backend_id: int, limit: int) -> list[str]:
     a deleted or truncated file is found without a full verify. Wrong ones are marked bad (their
     group unstable, the next balance repairs them); returns their paths."""
     bad = []
-    for r in catalog.sample_replicas(backend_id, limit):
+    for r in catalog.health.sample_replicas(backend_id, limit):
         problem = copy.check_replica(r.path, files=r.files, size=r.bytes)
         if problem:
             bad.append(BadReplica(replica_id=r.replica_id, table=r.table, partition=r.partition,
                                   bucket_seq=r.bucket_seq, backend_id=r.backend_id, path=r.path,
                                   reason=f"probe sample: {problem}"))
-    return catalog.mark_replicas_bad(bad) if bad else []
+    return catalog.health.mark_replicas_bad(bad) if bad else []
 
 
 def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIMEOUT,
@@ -73,13 +73,13 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
     of the next ``sample`` replicas (see :func:`sample_files`)."""
     delay = relocate_delay if relocate_delay is not None else relocate_delay_from_env()
     wanted = set(backends) if backends else None
-    targets = [b for b in catalog.backend_health(relocate_delay=delay) if b.state != "decommissioned"
+    targets = [b for b in catalog.health.backends(relocate_delay=delay) if b.state != "decommissioned"
                and (wanted is None or b.name in wanted or str(b.id) in wanted)]
     if not targets:
         return []
     pool = ThreadPoolExecutor(max_workers=min(16, len(targets)), thread_name_prefix="colocate-probe")
     started = {b.id: time.monotonic() for b in targets}
-    tokens, uid = catalog.backend_markers(), catalog.catalog_uid()
+    tokens, uid = catalog.backends.markers(), catalog.backends.catalog_uid()
     markers = {b.id: ({"backend_id": b.id, "catalog_id": uid, "token": tokens[b.id]} if tokens.get(b.id) else None)
                for b in targets}
     futures = {b.id: pool.submit(probe_root, b.root_uri, marker=markers[b.id]) for b in targets}
@@ -93,14 +93,14 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
                 error = f"no answer within {timeout:g}s"
             except Exception as exc:  # any I/O failure means the backend is not usable
                 error = f"{type(exc).__name__}: {exc}"[:500]
-            recorded = catalog.record_probe(b.id, error is None, error, relocate_delay=delay)
+            recorded = catalog.health.record_probe(b.id, error is None, error, relocate_delay=delay)
             bad = sample_files(catalog, b.id, sample) if error is None and sample else []
             results.append(ProbeResult(recorded, error is None, error, round(time.monotonic() - started[b.id], 3),
                                        bad_replicas=bad))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a hung probe must not hang the caller
     if any(r.backend.state != b.state for r, b in zip(results, targets)):
-        catalog.check_groups()  # a backend went down or came back: groups say so at once
+        catalog.health.check_groups()  # a backend went down or came back: groups say so at once
     return results
 
 
@@ -142,7 +142,7 @@ def group_state(catalog, group: str, *, check: bool = True, db: str = "default")
     """The state a sensor or trigger reports: ``{"group", "group_id", "stable", "reason",
     "reasons", "problems", "checked_at"}``. With ``check`` the stability is recomputed from the
     replicas (and recorded); else the last recorded state is read."""
-    health = catalog.check_group(group, db=db) if check else catalog.group_health(group, db=db)
+    health = catalog.health.check_group(group, db=db) if check else catalog.health.group_health(group, db=db)
     return health.to_dict()
 
 

@@ -43,13 +43,13 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
     plan = JoinPlan(job_id=job_id, query=query, tables=decided.tables, reasons=decided.reasons, groups=decided.groups,
                     require_colocate=require_colocate, report_uri=f"{work.rstrip('/')}/{job_id}/report.json",
                     output_path=output_path, output=output, hash_budget=budget,
-                    backend_hosts={b.root_uri: b.host for b in catalog.backends() if b.state == "alive"})
+                    backend_hosts={b.root_uri: b.host for b in catalog.backends.list() if b.state == "alive"})
     return plan, ticket
 
 
 def record_bad_replicas(catalog: Catalog, bad: Sequence[BadReplica]) -> list[str]:
     """Mark the replicas a read found wrong ``bad`` (their groups unstable with the reason)."""
-    return catalog.mark_replicas_bad(bad) if bad else []
+    return catalog.health.mark_replicas_bad(bad) if bad else []
 
 
 def fail_join(catalog: Catalog, ticket: WriteTicket | None, plan: JoinPlan, error: BaseException) -> None:
@@ -58,7 +58,7 @@ def fail_join(catalog: Catalog, ticket: WriteTicket | None, plan: JoinPlan, erro
     from airflow_colocate.spark.join_job import load_bad_replicas
 
     if ticket is not None:
-        catalog.abort_write(ticket.job_id, f"{type(error).__name__}: {error}")
+        catalog.writes.abort(ticket.job_id, f"{type(error).__name__}: {error}")
     record_bad_replicas(catalog, getattr(error, "bad", None) or load_bad_replicas(plan))
 
 

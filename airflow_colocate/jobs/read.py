@@ -24,10 +24,10 @@ def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
                disabled: bool = False, executor_hosts: Sequence[str] | None = None) -> JoinReads:
     """Read what the pure read planner needs from the catalog (the tables' replicas, their groups,
     the alive backends, the global flag) and let it decide: one place for joins and user reads."""
-    reads = {name.rpartition(".")[2]: catalog.read_replicas(name, partitions) for name, partitions in tables.items()}
+    reads = {name.rpartition(".")[2]: catalog.writes.read_replicas(name, partitions) for name, partitions in tables.items()}
     group_ids = {view.group_id for view, _ in reads.values() if view.group_id}
-    groups = {gid: catalog.group(gid) for gid in group_ids}
-    backends = catalog.backends()
+    groups = {gid: catalog.groups.get(gid) for gid in group_ids}
+    backends = catalog.backends.list()
     available = {b.id for b in backends if b.state == "alive"}
     disabled = disabled or catalog.flags()["disable_colocate_join"]
     return plan_reads(reads, groups, available=available, disabled=disabled, hosts={b.id: b.host for b in backends},
@@ -45,8 +45,8 @@ def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Cata
         registered = register_tables(spark, plans)
     except UnreadableBuckets as exc:
         if exc.bad:
-            catalog.mark_replicas_bad(exc.bad)
+            catalog.health.mark_replicas_bad(exc.bad)
         raise
     if registered.bad:
-        catalog.mark_replicas_bad(registered.bad)
+        catalog.health.mark_replicas_bad(registered.bad)
     return registered.tables

@@ -68,18 +68,18 @@ def scope(catalog, group: str | None = None, table: str | None = None) -> tuple[
     """The live tables to verify and their groups (None: every group). Only group tables: their
     bucket ids are what colocated joins trust."""
     if table is not None:
-        view = catalog.table(table)
+        view = catalog.tables.get(table)
         if view.group_id is None:
             raise InvalidArgument(f"table {view.qualified_name} is in no colocation group: verify checks the tables "
                                   f"of groups (see 'colocate show groups')")
-        if group is not None and catalog.group(group).group_id != view.group_id:
+        if group is not None and catalog.groups.get(group).group_id != view.group_id:
             raise InvalidArgument(f"table {view.qualified_name} is in group {view.group_name}, not in {group}: "
                                   f"give --table alone, or a table of that group")
         return [view], [view.group_id]
     if group is not None:
-        g = catalog.group(group)
-        return [t for t in catalog.tables() if t.group_id == g.group_id], [g.group_id]
-    return [t for t in catalog.tables() if t.group_id is not None], None
+        g = catalog.groups.get(group)
+        return [t for t in catalog.tables.list() if t.group_id == g.group_id], [g.group_id]
+    return [t for t in catalog.tables.list() if t.group_id is not None], None
 
 
 def plan_verify(catalog, *, group: str | None = None, table: str | None = None, limit: int | None = None,
@@ -91,7 +91,7 @@ def plan_verify(catalog, *, group: str | None = None, table: str | None = None, 
     by_id = {v.id: v for v in views}
     # the least recently verified first, with what the summary names: no replica is loaded twice,
     # and --limit reads only the rows it verifies (a 3-year lake holds millions)
-    needs = catalog.replicas_to_verify(groups=groups, limit=limit, table_ids=sorted(by_id))
+    needs = catalog.health.replicas_to_verify(groups=groups, limit=limit, table_ids=sorted(by_id))
     targets = {n.replica_id: Target(n.replica_id, by_id[n.table_id].qualified_name, n.partition, n.bucket_seq,
                                     n.backend_id, n.path, n.bytes, n.rows) for n in sorted(needs, key=lambda n: n.replica_id)}
     wanted = {n.replica_id: n for n in needs}
@@ -136,7 +136,7 @@ def verify(catalog, runner: Runner, *, group: str | None = None, table: str | No
     echo(f"verify job {plan.job_id}: {len(targets)} replicas of {len(plan.tables)} tables ({size} bytes)")
     report = runner(plan) if targets else VerifyReport(plan.job_id, [], [], 0.0, 0, "")
     results = verdicts(report)
-    marked = catalog.record_verify(results)
+    marked = catalog.health.record_verify(results)
     bad = []
     for res in sorted((r for r in results if not r.ok), key=lambda r: r.replica_id):
         t = targets[res.replica_id]
@@ -144,7 +144,7 @@ def verify(catalog, runner: Runner, *, group: str | None = None, table: str | No
                     "path": t.path, "reason": res.error or "checksum mismatch"})
         echo(f"BAD replica {t.path} ({t.table}/{t.partition} bucket {t.bucket_seq}): {res.error}")
     refs = sorted({g for g in _groups(catalog, targets.values(), group, table)})
-    groups = [catalog.check_group(ref).to_dict() for ref in refs]
+    groups = [catalog.health.check_group(ref).to_dict() for ref in refs]
     for g in groups:
         echo(f"group {g['group']}: {'stable' if g['stable'] else 'UNSTABLE: ' + (g['reason'] or '')}")
     return {"job_id": plan.job_id, "replicas": len(targets), "bytes": report.bytes,
@@ -155,11 +155,11 @@ def verify(catalog, runner: Runner, *, group: str | None = None, table: str | No
 def _groups(catalog, targets, group: str | None, table: str | None) -> Sequence[str]:
     """The groups to report on: the one asked for, else those of the tables checked."""
     if group is not None:
-        return [catalog.group(group).group_id]
+        return [catalog.groups.get(group).group_id]
     if table is not None:
-        return [catalog.table(table).group_id]
+        return [catalog.tables.get(table).group_id]
     names = {t.table for t in targets}
-    return [v.group_id for v in catalog.tables() if v.qualified_name in names and v.group_id]
+    return [v.group_id for v in catalog.tables.list() if v.qualified_name in names and v.group_id]
 
 
 __all__ = ["Runner", "Target", "plan_verify", "scope", "session_runner", "verdicts", "verify"]

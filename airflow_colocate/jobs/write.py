@@ -16,20 +16,20 @@ from airflow_colocate.planner.write import write_plan
 def prepare_write(catalog: Catalog, table: str, partition: str, source: Source, *, mode: str = "overwrite",
                   work_dir: str | Path | None = None) -> tuple[WriteTicket, WritePlan]:
     """Allocate the new version and record the exact plan the Spark job gets."""
-    ticket = catalog.begin_write(table, partition, mode=mode)
+    ticket = catalog.writes.begin(table, partition, mode=mode)
     try:
         plan = write_plan(ticket, source, str(work_dir or default_work_dir()))
-        catalog.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+        catalog.writes.set_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
                                   ticket.missing, {"staging_uri": plan.staging_uri})
     except BaseException as exc:
-        catalog.abort_write(ticket.job_id, f"planning failed: {exc}")
+        catalog.writes.abort(ticket.job_id, f"planning failed: {exc}")
         raise
     return ticket, plan
 
 
 def finish_write(catalog: Catalog, ticket: WriteTicket, report: WriteReport) -> dict:
     """Commit the version and return the summary users see in XCom and the log."""
-    partition = catalog.commit_write(ticket.job_id, report)
+    partition = catalog.writes.commit(ticket.job_id, report)
     return {
         "table": ticket.table.qualified_name,
         "group": ticket.table.group_id,
@@ -59,7 +59,7 @@ def write_in_session(spark, catalog: Catalog, table: str, partition: str, source
     try:
         report = run_write(spark, plan, timings)
     except BaseException as exc:
-        catalog.abort_write(ticket.job_id, f"{type(exc).__name__}: {exc}")
+        catalog.writes.abort(ticket.job_id, f"{type(exc).__name__}: {exc}")
         raise
     with timed(timings, "catalog: commit"):
         return finish_write(catalog, ticket, report)

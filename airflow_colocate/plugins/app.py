@@ -223,17 +223,17 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
 
     @app.get("/", response_model=IndexResponse, responses=READ_ERRORS, summary="The whole colocation index (seeds' shape)")
     def index(catalog: ReadCatalog) -> dict:
-        return {"colocate_meta": colocate_meta(catalog.groups()), "status": "OK"}
+        return {"colocate_meta": colocate_meta(catalog.groups.list()), "status": "OK"}
 
     @app.get("/groups", response_model=list[Group], responses=READ_ERRORS, summary="Colocation groups")
     def groups(catalog: ReadCatalog) -> list[dict]:
         names = table_names(catalog)
-        return [group_model(g, names) for g in catalog.groups()]
+        return [group_model(g, names) for g in catalog.groups.list()]
 
     @app.get("/groups/{group}", response_model=GroupDetail, responses=error_responses(401, 403, 404, 422, 503),
              summary="One group with its bucket map and why it is unstable")
     def group(catalog: ReadCatalog, group: GroupRef) -> dict:
-        return group_detail(catalog, catalog.group(group))
+        return group_detail(catalog, catalog.groups.get(group))
 
     @app.get("/backends", response_model=list[Backend], responses=READ_ERRORS, summary="Backends with load and capacity")
     def backends(catalog: ReadCatalog) -> list[dict]:
@@ -245,7 +245,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
              kind: Annotated[list[JobKind] | None, Query(description="default: the balance kinds")] = None,
              state: Annotated[list[JobState] | None, Query()] = None,
              limit: Limit = 100) -> list[dict]:
-        return [job_model(j) for j in catalog.list_jobs(kinds=kind or BALANCE_KINDS, states=state, limit=limit)]
+        return [job_model(j) for j in catalog.jobs.list(kinds=kind or BALANCE_KINDS, states=state, limit=limit)]
 
     @app.get("/flags", response_model=dict[str, bool], responses=READ_ERRORS, summary="Global switches")
     def flags(catalog: ReadCatalog) -> dict:
@@ -258,7 +258,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
 
     @app.post("/group_stable", response_model=GroupResponse, responses=WRITE_ERRORS, summary="Mark a group stable")
     def group_stable(catalog: AdminCatalog, db_id: DbId, group_id: GrpId) -> dict:
-        g = catalog.set_group_stable(f"{db_id}.{group_id}", True)
+        g = catalog.groups.set_stable(f"{db_id}.{group_id}", True)
         return {"status": "OK", "group": group_detail(catalog, g)}
 
     @app.post("/group_unstable", response_model=GroupResponse, responses=WRITE_ERRORS,
@@ -266,7 +266,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     def group_unstable(catalog: AdminCatalog, db_id: DbId, group_id: GrpId,
                        reason: Annotated[str | None, Query(max_length=1000)] = None) -> dict:
         user = catalog.actor
-        g = catalog.set_group_stable(f"{db_id}.{group_id}", False, reason=reason or f"marked unstable by {user}")
+        g = catalog.groups.set_stable(f"{db_id}.{group_id}", False, reason=reason or f"marked unstable by {user}")
         return {"status": "OK", "group": group_detail(catalog, g)}
 
     @app.post("/bucketseq", response_model=GroupResponse, responses=WRITE_ERRORS,
@@ -276,7 +276,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
                           "disable_colocate_balance and disable_colocate_relocate are set, or force=true.")
     def bucketseq(catalog: AdminCatalog, db_id: DbId, group_id: GrpId, bucket_map: Annotated[BucketMapBody, Body()],
                   force: Annotated[bool, Query(description="set the map although repair/balance may move it back")] = False) -> dict:
-        g = catalog.set_bucket_map(f"{db_id}.{group_id}", bucket_map, force=force)
+        g = catalog.groups.set_bucket_map(f"{db_id}.{group_id}", bucket_map, force=force)
         return {"status": "OK", "group": group_detail(catalog, g)}
 
     @app.get("/guide", response_class=HTMLResponse, include_in_schema=False)

@@ -189,7 +189,7 @@ def bucket_heatmap_svg(g: GroupView, backends: list[dict]) -> Markup:
 
 def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user: str = "") -> str:
     names = table_names(catalog)
-    groups = catalog.groups()
+    groups = catalog.groups.list()
     backends = backends_with_load(catalog)
     rows = [dict(group_model(g, names), reasons=group_reasons(catalog, g)) for g in groups]
     chosen: GroupView | None = None
@@ -198,7 +198,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         problem = f"invalid group {selected!r}: expected dbId.grpId, dbId_groupName or a group name"
     elif selected:
         try:
-            chosen = catalog.group(selected)
+            chosen = catalog.groups.get(selected)
         except ColocateError as exc:
             problem = str(exc)
     if chosen is None and groups:
@@ -213,10 +213,10 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         b["bytes_h"], b["capacity_h"] = human_bytes(b["bytes"]), human_bytes(b["capacity_bytes"])
     # Writes next to balance jobs: a write holds a version of its group, a balance job moves its
     # buckets, and both explain why the map or the numbers above are changing. Running ones first.
-    recent = catalog.list_jobs(kinds=JOB_KINDS, limit=RECENT_JOBS)
-    running = {j["id"] for j in recent if j["state"] == "running"}
-    running_jobs = [j for j in catalog.list_jobs(kinds=JOB_KINDS, states=["running"]) if j["id"] not in running]
-    jobs = [job_model(j) for j in running_jobs + sorted(recent, key=lambda j: (j["state"] != "running", -j["id"]))]
+    recent = catalog.jobs.list(kinds=JOB_KINDS, limit=RECENT_JOBS)
+    running = {j.id for j in recent if j.state == "running"}
+    running_jobs = [j for j in catalog.jobs.list(kinds=JOB_KINDS, states=["running"]) if j.id not in running]
+    jobs = [job_model(j) for j in running_jobs + sorted(recent, key=lambda j: (j.state != "running", -j.id))]
     for j in jobs:
         j["copied_h"], j["planned_h"] = human_bytes(j["copied_bytes"]), human_bytes(j["planned_bytes"])
     root = base[: -len(PREFIX)] if base.endswith(PREFIX) else ""  # Airflow's own base path

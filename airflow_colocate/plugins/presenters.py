@@ -7,12 +7,12 @@ numbers the page draws come from one function each and cannot drift apart.
 from __future__ import annotations
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.views import BackendView, EventView, GroupView
+from airflow_colocate.catalog.views import BackendView, EventView, GroupView, JobView
 from airflow_colocate.core.errors import ColocateError
 
 
 def table_names(catalog: Catalog) -> dict[int, str]:
-    return {t.id: t.qualified_name for t in catalog.tables()}
+    return {t.id: t.qualified_name for t in catalog.tables.list()}
 
 
 def group_model(g: GroupView, names: dict[int, str]) -> dict:
@@ -54,27 +54,27 @@ def backend_model(b: BackendView, load: dict[str, int]) -> dict:
 
 
 def backends_with_load(catalog: Catalog) -> list[dict]:
-    loads = catalog.backend_loads()
-    return [backend_model(b, loads.get(b.id, {})) for b in catalog.backends()]
+    loads = catalog.backends.loads()
+    return [backend_model(b, loads.get(b.id, {})) for b in catalog.backends.list()]
 
 
-def job_model(j: dict) -> dict:
-    plan, progress = j["plan"] or {}, j["progress"] or {}
+def job_model(j: JobView) -> dict:
+    plan, progress = j.plan or {}, j.progress or {}
     moves = plan.get("moves") or []
     planned = sum(int(mv.get("bytes") or 0) for mv in moves if isinstance(mv, dict))
     copied = int(progress.get("bytes") or 0) if isinstance(progress.get("bytes"), (int, float)) else 0
     step = progress.get("step")
-    if step == "finished" or j["state"] in ("done", "committed"):
+    if step == "finished" or j.state in ("done", "committed"):
         done = 1.0
     elif planned:
         done = min(1.0, copied / planned)
     else:
         done = None
-    return {"id": j["id"], "kind": j["kind"], "state": j["state"], "group_id": j["group_id"], "group": j["group"],
-            "subject": j.get("subject"), "rows": progress.get("rows") if isinstance(progress.get("rows"), int) else None,
+    return {"id": j.id, "kind": j.kind, "state": j.state, "group_id": j.group_id, "group": j.group or None,
+            "subject": j.subject, "rows": progress.get("rows") if isinstance(progress.get("rows"), int) else None,
             "step": step if isinstance(step, str) else None, "moves": len(moves), "planned_bytes": planned,
             "copied_bytes": copied, "done_fraction": done, "progress": progress,
-            "created_at": j["created_at"], "updated_at": j["updated_at"]}
+            "created_at": j.created_at, "updated_at": j.updated_at}
 
 
 def event_model(e: EventView) -> dict:

@@ -59,12 +59,12 @@ class Lake:
     def add_backend(self, name: str, **kwargs):
         path = self.root / "backends" / name
         path.mkdir(parents=True, exist_ok=True)
-        b = self.catalog.add_backend(path.as_uri(), name=name, **kwargs)
+        b = self.catalog.backends.add(path.as_uri(), name=name, **kwargs)
         self.names[name] = b.id
         return b
 
     def create(self, table: str, group: str = "g", buckets: int = 4, replicas: int = 2):
-        return self.catalog.create_table(table, COLUMNS, ["id"], bucket_num=buckets, replication_num=replicas,
+        return self.catalog.tables.create(table, COLUMNS, ["id"], bucket_num=buckets, replication_num=replicas,
                                          partition_cols=["dt"], colocate_with=group)
 
     def write(self, table: str, partition: str, keys, *, ticket_and_plan=None) -> dict:
@@ -109,7 +109,7 @@ class Lake:
 
 def rows(catalog: Catalog, table: str) -> dict[str, list[tuple]]:
     """Every row of every committed partition, read from each bucket's first verified replica."""
-    _, parts = catalog.read_replicas(table)
+    _, parts = catalog.writes.read_replicas(table)
     out = {}
     for p in parts:
         got = []
@@ -124,8 +124,8 @@ def rows(catalog: Catalog, table: str) -> dict[str, list[tuple]]:
 def fingerprint(catalog: Catalog) -> dict[tuple[str, str, int], str]:
     """(table, partition, bucket) -> replica checksum, across every table of every group."""
     out = {}
-    for t in catalog.tables():
-        _, parts = catalog.read_replicas(t.qualified_name)
+    for t in catalog.tables.list():
+        _, parts = catalog.writes.read_replicas(t.qualified_name)
         for p in parts:
             for seq, bucket in enumerate(p.buckets):
                 sums = {r.checksum for r in bucket}
@@ -137,13 +137,13 @@ def fingerprint(catalog: Catalog) -> dict[tuple[str, str, int], str]:
 def assert_whole(catalog: Catalog, group: str = "g") -> None:
     """The group is stable, each bucket's verified replicas sit exactly on the backends its map
     names, and every replica's files hash to the checksum the catalog holds."""
-    g = catalog.group(group)
-    health = catalog.check_group(group)
+    g = catalog.groups.get(group)
+    health = catalog.health.check_group(group)
     assert health.stable, health.reason
-    for t in catalog.tables():
+    for t in catalog.tables.list():
         if t.group_name != g.name:
             continue
-        _, parts = catalog.read_replicas(t.qualified_name)
+        _, parts = catalog.writes.read_replicas(t.qualified_name)
         for p in parts:
             for seq, bucket in enumerate(p.buckets):
                 assert sorted(r.backend_id for r in bucket) == sorted(g.bucket_map[seq]), (t.name, p.value, seq)

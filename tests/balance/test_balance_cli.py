@@ -58,7 +58,7 @@ def test_balance_dry_run_then_run_then_jobs(cli, spark):
     assert cli("backend", "add", (cli.tmp / "be4").as_uri(), "--name", "be4")[0] == 0
     code, out, _ = cli("balance", "--dry-run")
     assert code == 0 and "dry run" in out and "balance, 2 moves" in out and "| be4" in out
-    assert cli.catalog.jobs(kind="balance") == []
+    assert cli.catalog.jobs.list(kinds=["balance"]) == []
     code, out, err = cli("balance", "--grace-minutes", "0")
     assert code == 0, err
     assert "| balance | done" in out and "| true" in out

@@ -46,7 +46,7 @@ def test_dry_run_plans_only(env):
     (p,) = out["plans"]
     assert out["dry_run"] and p["kind"] == "balance" and p["moves"]
     assert all(mv["dst"] == env.names["be4"] for mv in p["moves"])
-    assert env.catalog.jobs(kind="balance") == []
+    assert env.catalog.jobs.list(kinds=["balance"]) == []
     # values a template rendered to text mean what they say
     out = op(dry_run="True", groups="None", verify="false", probe=False).execute(context={})
     assert out["dry_run"] and len(out["plans"]) == 1
@@ -57,12 +57,12 @@ def test_relocation_through_spark_submit(env):
     before = {t: rows(cat, t) for t in ("orders", "lineitem")}
     sums = fingerprint(cat)
     env.add_backend("be4")
-    cat.set_backend_state("be2", "down", reason="maintenance")  # held by the admin: the probe keeps it down
+    cat.backends.set_state("be2", "down", reason="maintenance")  # held by the admin: the probe keeps it down
     out = op().execute(context={})
     kinds = [(j["kind"], j["state"]) for j in out["jobs"]]
     assert kinds[0] == ("relocate", "done") and all(state == "done" for _, state in kinds)
     assert out["groups"][0]["stable"] and out["dropped"] == 0  # be2 is down: its copies wait for it
-    assert env.names["be2"] not in {be for row in cat.group("g").bucket_map for be in row}
+    assert env.names["be2"] not in {be for row in cat.groups.get("g").bucket_map for be in row}
     assert_whole(cat)
     assert fingerprint(cat) == sums and {t: rows(cat, t) for t in before} == before
     json.dumps(out)  # XCom-safe

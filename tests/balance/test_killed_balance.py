@@ -153,7 +153,7 @@ def test_killed_balance_never_adds_rows_and_gc_leaves_no_unknown_file(spark, tmp
     watcher = Catalog(url, actor="watch")
 
     def switched() -> bool:
-        jobs = watcher.jobs(kind="balance", limit=1)
+        jobs = watcher.jobs.list(kinds=["balance"], limit=1)
         return bool(jobs) and jobs[0].step in ("switched", "finished")
 
     left_behind: set[Path] = set()
@@ -171,17 +171,17 @@ def test_killed_balance_never_adds_rows_and_gc_leaves_no_unknown_file(spark, tmp
     assert left_behind, "no kill left a temporary copy behind: gc had nothing to prove"
 
     assert not run_until(lambda: False, env)  # to the end
-    assert [j.state for j in cat.jobs(kind="balance")][0] == "done"
-    health = cat.check_group("g")
+    assert [j.state for j in cat.jobs.list(kinds=["balance"])][0] == "done"
+    health = cat.health.check_group("g")
     assert health.stable, health.reason
-    assert {be for row in cat.group("g").bucket_map for be in row} == {b.id for b in cat.backends()}
+    assert {be for row in cat.groups.get("g").bucket_map for be in row} == {b.id for b in cat.backends.list()}
 
     # gc: every temporary copy goes; what stays is exactly the catalog's files
     assert colocate(["gc", "--grace-minutes", "0", "--stale-hours", "0", "--json"]) == 0
     assert temps(backends) == []
     recorded = {}
     for t in ("orders", "lines"):
-        for p in cat.read_replicas(t)[1]:
+        for p in cat.writes.read_replicas(t)[1]:
             for bucket in p.buckets:
                 for r in bucket:
                     assert r.files is not None, r.path  # every write and clone records its files
@@ -193,12 +193,12 @@ def test_killed_balance_never_adds_rows_and_gc_leaves_no_unknown_file(spark, tmp
     assert all(sorted(p.name for p in d.iterdir()) == sorted(files) for d, files in recorded.items())
 
     # every bucket read from each of its replicas: mark each backend down in turn
-    for b in cat.backends():
-        cat.set_backend_state(b.name, "down", reason="test: read the other replica")
+    for b in cat.backends.list():
+        cat.backends.set_state(b.name, "down", reason="test: read the other replica")
         try:
             assert read_all(spark, cat) == expected, f"with {b.name} down"
         finally:
-            cat.set_backend_state(b.name, "alive")
+            cat.backends.set_state(b.name, "alive")
     watcher.dispose()
     cat.dispose()
     print(f"killed {killed}, {len(left_behind)} temporary files left by kills, {time.time() - started:.0f}s")

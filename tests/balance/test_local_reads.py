@@ -96,7 +96,7 @@ def run_join(cluster, lake: Lake, tmp: Path, name: str, *, jar: bool) -> tuple[J
 
 def chosen_hosts(lake: Lake, plan: JoinPlan) -> list[str]:
     """The host of the backend each bucket seq reads (one per bucket: the join is colocated)."""
-    roots = {b.root_uri: b.host for b in lake.catalog.backends()}
+    roots = {b.root_uri: b.host for b in lake.catalog.backends.list()}
     out = []
     for b in range(BUCKETS):
         hosts = {locality.host_of(p.bucket_paths[b], roots) for t in plan.tables for p in t.partitions}
@@ -126,7 +126,7 @@ def plain_spark_rows(lake: Lake, spark) -> list[tuple]:
     from pyspark.sql import functions as F
 
     for table, view in (("orders", "plain_o"), ("lineitem", "plain_l")):
-        _, parts = lake.catalog.read_replicas(table)
+        _, parts = lake.catalog.writes.read_replicas(table)
         days = [spark.read.parquet(*[b[0].path for b in p.buckets if b[0].rows]).withColumn("dt", F.lit(p.value))
                 for p in parts]
         df = days[0]
@@ -176,11 +176,11 @@ def test_bucket_tasks_run_on_the_replicas_host(cluster, lake, tmp_path, spark):
 
     # be3 goes down; past the delay, the group is repaired onto be1 (the other host's buckets stay)
     cat = lake.catalog
-    cat.set_backend_state("be3", "down", reason="disk died")
+    cat.backends.set_state("be3", "down", reason="disk died")
     lake.clock.advance(minutes=31)
     jobs = lake.run()["jobs"]
     assert [j.state for j in jobs if j.kind == "relocate"] == ["done"], jobs
-    assert lake.names["be3"] not in {be for row in cat.group("g").bucket_map for be in row}
+    assert lake.names["be3"] not in {be for row in cat.groups.get("g").bucket_map for be in row}
     plan3, report3, tasks3 = run_join(cluster, lake, tmp_path, "after-repair", jar=True)
     assert lake.names["be3"] not in {r.backend_id for t in plan3.tables for p in t.partitions for c in p.candidates for r in c}
     assert_local(lake, plan3, report3, tasks3)

@@ -48,7 +48,7 @@ def test_deleted_root_is_down_joins_fall_back_with_every_row_then_repair(tmp_pat
     lake.clock.advance(minutes=31)  # past the relocate delay: be2's buckets move to be1 and be3
     lake.run()
     assert_whole(lake.catalog)
-    assert lake.names["be2"] not in {be for ids in lake.catalog.group("g").bucket_map for be in ids}
+    assert lake.names["be2"] not in {be for ids in lake.catalog.groups.get("g").bucket_map for be in ids}
     again = join_in_session(spark, lake.catalog, QUERY, tables, work_dir=tmp_path / "runs")
     assert again["colocate"] and again["rows"] == 900
     lake.catalog.dispose()

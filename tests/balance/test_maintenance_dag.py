@@ -56,16 +56,16 @@ def test_maintenance_dag_probes_and_repairs(lake_env):
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
         "choose": "success", "probe": "success", "decommission": "skipped", "verify": "skipped",
         "balance": "skipped"}
-    assert all(b.state == "alive" for b in cat.backends()) and cat.group("g").stable
+    assert all(b.state == "alive" for b in cat.backends.list()) and cat.groups.get("g").stable
 
-    cat.set_backend_state("be2", "down", reason="disk failed")  # held by the admin: probes keep it down
-    down = cat.check_group("g")
+    cat.backends.set_state("be2", "down", reason="disk failed")  # held by the admin: probes keep it down
+    down = cat.health.check_group("g")
     assert not down.stable and "be2" in down.reason
     run = dag.test(logical_date=pendulum.datetime(2026, 11, 22, tz="UTC"),
                    run_conf={"action": "repair", "group": "g"})
     assert run.state == "success"
     assert run.get_task_instance("balance").state == "success"
-    group = cat.group("g")
+    group = cat.groups.get("g")
     assert group.stable
     assert lake_env.names["be2"] not in {be for row in group.bucket_map for be in row}
     assert_whole(cat)
@@ -81,7 +81,7 @@ def test_maintenance_dag_dry_runs_change_nothing_then_decommission_drains(lake_e
     dag = DagBag(dag_folder=str(DAGS)).get_dag("colocate_maintenance")
     lake_env.add_backend("be4")  # a new, empty backend: a real balance would move buckets to it
     sums = fingerprint(cat)
-    snapshot = lambda: ([b.state for b in cat.backends()], cat.group("g").bucket_map)  # noqa: E731
+    snapshot = lambda: ([b.state for b in cat.backends.list()], cat.groups.get("g").bucket_map)  # noqa: E731
     before = snapshot()
     day = iter(pendulum.datetime(2026, 11, d, tz="UTC") for d in range(1, 30))
 
@@ -99,8 +99,8 @@ def test_maintenance_dag_dry_runs_change_nothing_then_decommission_drains(lake_e
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
         "choose": "success", "probe": "skipped", "decommission": "success", "verify": "skipped",
         "balance": "success"}
-    assert cat.backend("be3").state == "decommissioning"
-    group = cat.group("g")
+    assert cat.backends.get("be3").state == "decommissioning"
+    group = cat.groups.get("g")
     assert group.stable and lake_env.names["be3"] not in {be for row in group.bucket_map for be in row}
     assert_whole(cat)
     assert fingerprint(cat) == sums
@@ -118,7 +118,7 @@ def test_maintenance_dag_verify_marks_a_tampered_replica_bad_and_balance_repairs
     cat = lake_env.catalog
     dag = DagBag(dag_folder=str(DAGS)).get_dag("colocate_maintenance")
     before, sums = {t: rows(cat, t) for t in ("orders", "lineitem")}, fingerprint(cat)
-    _, (part,) = cat.read_replicas("orders")
+    _, (part,) = cat.writes.read_replicas("orders")
     b, c = [seq for seq, replicas in enumerate(part.buckets) if replicas[0].rows][:2]
     victim, other = part.buckets[b][0].path, part.buckets[c][0].path
     (name, _), = copy_mod.replica_files(victim)

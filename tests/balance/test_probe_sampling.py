@@ -17,7 +17,7 @@ def test_sampling_finds_a_deleted_and_a_truncated_file_and_balance_repairs_them(
     for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
         lake.write("orders", day, range(200))
     want = rows(lake.catalog, "orders")
-    _, parts = lake.catalog.read_replicas("orders")
+    _, parts = lake.catalog.writes.read_replicas("orders")
     by_backend: dict[int, list] = {}
     for p in parts:
         for bucket in p.buckets:
@@ -40,7 +40,7 @@ def test_sampling_finds_a_deleted_and_a_truncated_file_and_balance_repairs_them(
             assert result.ok, result.error  # the backend answers: only its files are wrong
             found.update(result.bad_replicas)
     assert found == {gone.path, short.path}
-    health = lake.catalog.check_group("g")
+    health = lake.catalog.health.check_group("g")
     assert not health.stable and "on backend be1" in health.reason
     events = [e.detail.get("reason", "") for e in lake.catalog.events(limit=20) if e.kind == "replica.bad"]
     assert len(events) == 2 and all(r.startswith("probe sample: ") for r in events)

@@ -38,13 +38,13 @@ def _plan(lake, reads) -> JoinPlan:
 
 
 def _drift(cat) -> list[str]:
-    return cat._tx(drift)  # the summaries equal a recount
+    return cat.tx(drift)  # the summaries equal a recount
 
 
 def test_a_failed_join_records_the_replicas_it_left_next_to_its_report(lake):
     reads = _lake(lake)
     cat = lake.catalog
-    assert cat.check_group("g").stable
+    assert cat.health.check_group("g").stable
     orders = reads.tables[0]
     plan = _plan(lake, reads)
     assert load_bad_replicas(plan) == []
@@ -55,12 +55,12 @@ def test_a_failed_join_records_the_replicas_it_left_next_to_its_report(lake):
     assert bad_replicas_uri(plan).endswith("report.json.bad.json") and load_bad_replicas(plan) == bad
 
     fail_join(cat, None, plan, ColocateError("cannot read default.orders partition 2026-11-01 bucket 1: ..."))
-    g = cat.group("g")
+    g = cat.groups.get("g")
     assert not g.stable and "does not hold the files the catalog recorded" in g.unstable_reason
     events = {e.subject: e.detail["reason"] for e in cat.events(kind="replica.bad")}
     assert events == {b.path: f"read check: {b.reason}" for b in bad}
     assert _drift(cat) == []
-    assert cat.read_replicas("orders")[1][0].buckets[1] == ()  # never chosen again
+    assert cat.writes.read_replicas("orders")[1][0].buckets[1] == ()  # never chosen again
 
 
 def test_a_finished_join_records_its_bad_replicas_and_reads_avoid_them(lake):
@@ -73,12 +73,12 @@ def test_a_finished_join_records_its_bad_replicas_and_reads_avoid_them(lake):
     assert summary["marked_bad"] == [item.path] and summary["bad_replicas"][0]["reason"] == item.reason
     again = read_plans(cat, TABLES).tables[1].partitions[0].candidates[2]
     assert [r.path for r in again] == [lines.partitions[0].candidates[2][1].path]
-    assert not cat.check_group("g").stable
+    assert not cat.health.check_group("g").stable
     assert _drift(cat) == []
     # a stale report (the row now has another path, or is no longer verified) changes nothing
     stale = BadReplica(**dict(asdict(_bad(lines, 3)), path="file:///elsewhere"))
-    assert cat.mark_replicas_bad([stale, item]) == []
+    assert cat.health.mark_replicas_bad([stale, item]) == []
     # and balance repairs the bad replica from the good one: the group is stable again
     summary = lake.run()
-    assert [j.state for j in summary["jobs"]] == ["done"] and cat.check_group("g").stable
-    assert item.path in [r.path for r in cat.read_replicas("lineitem")[1][0].buckets[2]]
+    assert [j.state for j in summary["jobs"]] == ["done"] and cat.health.check_group("g").stable
+    assert item.path in [r.path for r in cat.writes.read_replicas("lineitem")[1][0].buckets[2]]

@@ -34,20 +34,20 @@ def test_backend_down_is_relocated_after_the_delay_and_the_group_is_whole_again(
     lake.add_backend("be4")
     cat = lake.catalog
     be2 = lake.names["be2"]
-    cat.set_backend_state("be2", "down", reason="disk died")
-    health = cat.check_group("g")
+    cat.backends.set_state("be2", "down", reason="disk died")
+    health = cat.health.check_group("g")
     assert not health.stable and "be2 is down" in health.reason
 
     # within the delay nothing moves: a blip must not re-clone a backend
     summary = lake.run()
     assert not [j for j in summary["jobs"]]
-    assert be2 in {be for row in cat.group("g").bucket_map for be in row}
+    assert be2 in {be for row in cat.groups.get("g").bucket_map for be in row}
 
     lake.clock.advance(minutes=31)
     summary = lake.run()
     (job,) = summary["jobs"]
     assert job.kind == "relocate" and job.state == "done" and job.cloned > 0
-    g = cat.group("g")
+    g = cat.groups.get("g")
     assert be2 not in {be for row in g.bucket_map for be in row}
     assert all(len(set(row)) == 2 for row in g.bucket_map)
     assert_whole(cat)
@@ -59,12 +59,12 @@ def test_backend_down_is_relocated_after_the_delay_and_the_group_is_whole_again(
 
     # be2's old replicas wait until be2 is reachable, then go
     assert any(str(lake.root / "backends" / "be2") in d for d in replica_dirs(lake.root))
-    cat.set_backend_state("be2", "alive")
+    cat.backends.set_state("be2", "alive")
     summary = lake.run()
     # its 12 stale copies go; then, empty again, it receives its share like a new backend
     assert summary["dropped"] >= 12 and [j.kind for j in summary["jobs"]] == ["balance"]
     assert {d for d in replica_dirs(lake.root) if "/be2/" in d} == {
-        fs.local_path(r.path) for t in before for p in cat.read_replicas(t)[1] for b in p.buckets for r in b
+        fs.local_path(r.path) for t in before for p in cat.writes.read_replicas(t)[1] for b in p.buckets for r in b
         if r.backend_id == be2 and r.rows}
     assert_whole(cat)
 
@@ -74,17 +74,17 @@ def test_decommissioned_backend_is_drained_then_removable(lake):
     sums = fingerprint(lake.catalog)
     cat = lake.catalog
     lake.add_backend("be4")
-    cat.decommission_backend("be1")
-    assert "be1 is decommissioning" in cat.check_group("g").reason
+    cat.backends.decommission("be1")
+    assert "be1 is decommissioning" in cat.health.check_group("g").reason
     summary = lake.run()
     (job,) = summary["jobs"]
     assert job.kind == "relocate" and job.state == "done"
     assert summary["decommissioned"] == ["be1"]
-    assert cat.backend("be1").state == "decommissioned"
+    assert cat.backends.get("be1").state == "decommissioned"
     assert not any("/be1/" in d + "/" for d in replica_dirs(lake.root))
     assert_whole(cat)
     assert fingerprint(cat) == sums and {t: rows(cat, t) for t in before} == before
-    cat.remove_backend("be1")
+    cat.backends.remove("be1")
 
 
 def test_new_backends_receive_their_share(lake):
@@ -95,7 +95,7 @@ def test_new_backends_receive_their_share(lake):
     summary = lake.run(strategy="count")
     (job,) = summary["jobs"]
     assert job.kind == "balance" and job.moves == 2  # 3,3,2 -> 2,2,2,1,1: the fewest moves
-    g = cat.group("g")
+    g = cat.groups.get("g")
     slots = {be: sum(row.count(be) for row in g.bucket_map) for be in lake.names.values()}
     assert sorted(slots.values()) == [1, 1, 2, 2, 2]
     assert slots[lake.names["be4"]] == slots[lake.names["be5"]] == 1
@@ -113,7 +113,7 @@ def test_size_strategy_balances_bytes_against_capacity(lake):
 
     def bytes_per_backend():
         out = {be: 0 for be in lake.names.values()}
-        _, parts = cat.read_replicas("events")
+        _, parts = cat.writes.read_replicas("events")
         for b in parts[0].buckets:
             for r in b:
                 out[r.backend_id] += r.bytes
@@ -134,8 +134,8 @@ def test_backend_back_before_its_relocation_copied_much_keeps_its_buckets(lake):
     cat = lake.catalog
     lake.add_backend("be4")
     be2 = lake.names["be2"]
-    old_map = cat.group("g").bucket_map
-    cat.set_backend_state("be2", "down")
+    old_map = cat.groups.get("g").bucket_map
+    cat.backends.set_state("be2", "down")
     lake.clock.advance(hours=1)
 
     class Killed(Exception):
@@ -147,15 +147,15 @@ def test_backend_back_before_its_relocation_copied_much_keeps_its_buckets(lake):
 
     with pytest.raises(Killed):
         lake.run(on_step=kill)  # the relocation is planned and started, nothing copied yet
-    cat.set_backend_state("be2", "alive")
+    cat.backends.set_state("be2", "alive")
     lake.write("orders", "2026-11-03", range(50))  # be2 is back in time to take this write itself
     cat.set_flag("disable_colocate_balance", True)  # only the relocation here, not be4's share
     summary = lake.run()
     (job,) = summary["jobs"]
     assert job.state == "done" and job.cloned == 0 and job.moves == 0
-    assert any("came back" in n for n in cat.balance_job(job.job_id).progress["notes"])
-    assert cat.group("g").bucket_map == old_map
-    assert be2 in {be for row in cat.group("g").bucket_map for be in row}
+    assert any("came back" in n for n in cat.jobs.get(job.job_id).progress["notes"])
+    assert cat.groups.get("g").bucket_map == old_map
+    assert be2 in {be for row in cat.groups.get("g").bucket_map for be in row}
     assert_whole(cat)
 
 
@@ -163,7 +163,7 @@ def test_backend_back_after_most_was_copied_does_not_get_its_buckets_back(lake):
     load(lake)
     cat = lake.catalog
     lake.add_backend("be4")
-    cat.set_backend_state("be2", "down")
+    cat.backends.set_state("be2", "down")
     lake.clock.advance(hours=1)
 
     class Killed(Exception):
@@ -175,12 +175,12 @@ def test_backend_back_after_most_was_copied_does_not_get_its_buckets_back(lake):
 
     with pytest.raises(Killed):
         lake.run(on_step=kill)
-    cat.set_backend_state("be2", "alive")
+    cat.backends.set_state("be2", "alive")
     summary = lake.run()
     relocation, *rest = summary["jobs"]
     assert relocation.state == "done" and relocation.kind == "relocate"
     assert any("is back but 100%" in n for n in relocation.notes)
-    assert lake.names["be2"] not in {be for row in cat.balance_job(relocation.job_id).plan["new_map"] for be in row}
+    assert lake.names["be2"] not in {be for row in cat.jobs.get(relocation.job_id).plan["new_map"] for be in row}
     assert [j.kind for j in rest] == ["balance"]  # be2, now empty, then gets a share like a new backend
     assert_whole(cat)
     assert summary["dropped"] > 0  # be2's old copies go, it is alive so at once
@@ -190,7 +190,7 @@ def test_corrupted_replica_is_found_by_verify_and_repaired(lake):
     before = load(lake)
     sums = fingerprint(lake.catalog)
     cat = lake.catalog
-    _, parts = cat.read_replicas("orders", ["2026-11-01"])
+    _, parts = cat.writes.read_replicas("orders", ["2026-11-01"])
     victim = parts[0].buckets[1][0]
     (name, _), = copy_mod.replica_files(victim.path)
     path = fs.local_path(fs.join(victim.path, name))
@@ -216,7 +216,7 @@ def test_corrupt_source_found_while_cloning_is_marked_bad_and_another_source_use
     sums = fingerprint(lake.catalog)
     cat = lake.catalog
     lake.add_backend("be4")
-    cat.decommission_backend("be3")
+    cat.backends.decommission("be3")
     # corrupt every replica on be1: a clone that reads one finds its bytes differ from the catalog
     for d in replica_dirs(lake.root):
         if "/be1/" in d:
@@ -235,7 +235,7 @@ def test_write_during_a_balance_ends_up_fully_replicated(lake):
     load(lake, tables=("orders",))
     cat = lake.catalog
     lake.add_backend("be4")  # the balance moves buckets onto it while writes keep landing
-    old_map = cat.group("g").bucket_map
+    old_map = cat.groups.get("g").bucket_map
     pending = {}
 
     def write_meanwhile(step, job_id):
@@ -254,16 +254,16 @@ def test_write_during_a_balance_ends_up_fully_replicated(lake):
     summary = lake.run(on_step=write_meanwhile)
     (job,) = summary["jobs"]
     assert job.state == "done" and "late" in pending
-    assert cat.group("g").bucket_map != old_map
+    assert cat.groups.get("g").bucket_map != old_map
     # both writes went to the old map, and were cloned onto the new one
-    assert {r.backend_id for b in cat.read_replicas("orders", ["2026-11-03"])[1][0].buckets for r in b} >= {lake.names["be4"]}
+    assert {r.backend_id for b in cat.writes.read_replicas("orders", ["2026-11-03"])[1][0].buckets for r in b} >= {lake.names["be4"]}
     assert_whole(cat)
     got = rows(cat, "orders")
     assert len(got["2026-11-03"]) == 200 and len(got["2026-11-04"]) == 100
     # a write planned on the old map that commits after the job ended: the next check sees it,
     # joins fall back meanwhile, and the next run repairs it
     lake.write("orders", "2026-11-05", range(3000, 3050), ticket_and_plan=pending["after"])
-    health = cat.check_group("g")
+    health = cat.health.check_group("g")
     assert not health.stable and any(r.partition == "2026-11-05" for r in health.reasons)
     (job,) = lake.run()["jobs"]
     assert job.kind == "repair" and job.state == "done"
@@ -274,7 +274,7 @@ def test_flags_stop_relocation_and_balance(lake):
     load(lake, tables=("orders",))
     cat = lake.catalog
     lake.add_backend("be4")
-    cat.set_backend_state("be1", "down")
+    cat.backends.set_state("be1", "down")
     lake.clock.advance(hours=1)
     cat.set_flag("disable_colocate_relocate", True)
     cat.set_flag("disable_colocate_balance", True)
@@ -294,11 +294,11 @@ def test_flags_stop_relocation_and_balance(lake):
 
     with pytest.raises(Killed):
         lake.run(on_step=kill)
-    old_map = cat.group("g").bucket_map
+    old_map = cat.groups.get("g").bucket_map
     cat.set_flag("disable_colocate_relocate", True)
     summary = lake.run()
     assert [j.state for j in summary["jobs"]] == ["cancelled"]
-    assert cat.group("g").bucket_map == old_map
+    assert cat.groups.get("g").bucket_map == old_map
     cat.set_flag("disable_colocate_relocate", False)
     cat.set_flag("disable_colocate_balance", False)
     lake.run()
@@ -313,10 +313,10 @@ def test_dry_run_plans_without_changing_anything(lake):
     plans = plan(cat, BalanceOptions(strategy="count"))
     (p,) = plans
     assert p.kind == "balance" and p.moves and all(mv.dst == lake.names["be4"] for mv in p.moves)
-    lines = describe_plans(plans, {b.id: b.name for b in cat.backends()})
+    lines = describe_plans(plans, {b.id: b.name for b in cat.backends.list()})
     assert "-> be4" in "\n".join(lines)
     assert len(cat.events(limit=1000)) == events  # nothing written: no job, no event
-    assert {j.kind for j in cat.jobs()} == {"write"}
+    assert {j.kind for j in cat.jobs.list()} == {"write"}
 
 
 @pytest.mark.postgres
@@ -328,7 +328,7 @@ def test_relocation_and_kill_on_postgres(lake_on):
     sums = fingerprint(lake.catalog)
     cat = lake.catalog
     lake.add_backend("be4")
-    cat.set_backend_state("be3", "down")
+    cat.backends.set_state("be3", "down")
     lake.clock.advance(hours=1)
 
     class Killed(Exception):

@@ -27,8 +27,8 @@ def kill_at(step_name):
 
 
 def every_bucket_has_a_good_replica(catalog):
-    for t in catalog.tables():
-        _, parts = catalog.read_replicas(t.qualified_name)
+    for t in catalog.tables.list():
+        _, parts = catalog.writes.read_replicas(t.qualified_name)
         for p in parts:
             for seq, bucket in enumerate(p.buckets):
                 good = [r for r in bucket if copy_mod.replica_checksum(
@@ -67,24 +67,24 @@ def test_killed_after_each_step_then_resumed(loaded, step):
         with pytest.raises(Killed):
             lake.run(on_step=kill_at(step))
     every_bucket_has_a_good_replica(cat)
-    jobs = cat.jobs(kind="balance")
+    jobs = cat.jobs.list(kinds=["balance"])
     assert len(jobs) == 1
     if step not in ("finished", "dropping", "dropped"):
         assert jobs[0].state == "running"
-        assert not cat.check_group("g").stable  # a job is changing it
+        assert not cat.health.check_group("g").stable  # a job is changing it
 
     summary = lake.run()
-    assert [j for j in cat.jobs(kind="balance") if j.state == "running"] == []
-    assert len(cat.jobs(kind="balance")) == 1  # resumed, never planned twice
+    assert [j for j in cat.jobs.list(kinds=["balance"]) if j.state == "running"] == []
+    assert len(cat.jobs.list(kinds=["balance"])) == 1  # resumed, never planned twice
     assert summary["groups"][0]["stable"]
     assert_whole(cat)
-    g = cat.group("g")
+    g = cat.groups.get("g")
     load = {be: sum(row.count(be) for row in g.bucket_map) for be in lake.names.values()}
     assert sorted(load.values()) == [3, 3, 3, 3]  # 6 buckets x 2 replicas over 4 backends
     assert fingerprint(cat) == before_sums
     assert {t: rows(cat, t) for t in before_rows} == before_rows
     # nothing left behind: exactly the catalog's replicas are on disk
     on_disk = replica_dirs(lake.root)
-    in_catalog = {fs.local_path(r.path) for t in cat.tables() for p in cat.read_replicas(t.qualified_name)[1]
+    in_catalog = {fs.local_path(r.path) for t in cat.tables.list() for p in cat.writes.read_replicas(t.qualified_name)[1]
                   for b in p.buckets for r in b if r.rows}
     assert on_disk == in_catalog

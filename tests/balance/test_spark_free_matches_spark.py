@@ -39,7 +39,7 @@ def test_murmur3_is_sparks_hash(spark):
 def _layout(catalog, table: str, partition: str, plan) -> dict[int, list[tuple]]:
     """bucket seq -> per replica (backend, file names with the write id as W, ids, rows, schema)."""
     write_id = write_id_for(plan)
-    _, (part,) = catalog.read_replicas(table, [partition])
+    _, (part,) = catalog.writes.read_replicas(table, [partition])
     out = {}
     for seq, bucket in enumerate(part.buckets):
         replicas = []
@@ -98,8 +98,8 @@ def test_local_runner_reports_what_the_spark_clone_job_reports(lake, spark):
 
     with pytest.raises(Stop):
         lake.run(on_step=stop)
-    needs, _ = cat.clone_needs(started[0])
-    verifies = [VerifyTask(v.replica_id, v.backend_id, v.path, v.checksum, v.bytes) for v in cat.replicas_to_verify()]
+    needs, _ = cat.balance.clone_needs(started[0])
+    verifies = [VerifyTask(v.replica_id, v.backend_id, v.path, v.checksum, v.bytes) for v in cat.health.replicas_to_verify()]
     plan = clone_plan("same-plan", needs, str(lake.work / "unused.json"), verifies)
     assert len(plan.copies) == 2 and len(plan.verifies) == 8
     # the first copy's source goes bad (same size, other bytes): its copy and its verify must fail

@@ -27,7 +27,7 @@ def test_relocation_brings_the_colocated_join_back(spark_lake, tmp_path):
         ("orders", "o_id bigint, amount double, dt date", {"o_id": list(range(2000)), "amount": [i * 1.5 for i in range(2000)]}),
         ("lines", "l_id bigint, qty bigint, dt date", {"l_id": [i // 3 for i in range(4500)], "qty": [i % 7 for i in range(4500)]}),
     ]:
-        cat.create_table(name, parse_columns(cols), [cols.split()[0]], bucket_num=6, replication_num=2,
+        cat.tables.create(name, parse_columns(cols), [cols.split()[0]], bucket_num=6, replication_num=2,
                          partition_cols=["dt"], colocate_with="g")
         (src / name).mkdir(parents=True)
         pq.write_table(pa.table(data), src / name / "p.parquet")
@@ -40,7 +40,7 @@ def test_relocation_brings_the_colocated_join_back(spark_lake, tmp_path):
     before = {t: rows(cat, t) for t in ("orders", "lines")}
 
     lake.add_backend("be4")
-    cat.set_backend_state("be3", "down", reason="host lost")
+    cat.backends.set_state("be3", "down", reason="host lost")
     lost = join_in_session(spark, cat, QUERY, tables, work_dir=lake.work)
     assert not lost["colocate"] and "group is not stable" in lost["explain"]
     assert lost["rows"] == 4500  # slower, never wrong

@@ -59,7 +59,7 @@ def lake(spark_lake, spark, tmp_path):
                                  "dt": pa.array([date(2026, 11, 1)] * len(keys), pa.date32())}), src / "part.parquet")
         write_in_session(spark, spark_lake.catalog, table, DAY, Source(format="parquet", path=str(src)),
                          work_dir=spark_lake.work)
-    assert spark_lake.catalog.check_group("g").stable
+    assert spark_lake.catalog.health.check_group("g").stable
     return spark_lake
 
 
@@ -159,7 +159,7 @@ def test_a_flipped_byte_fails_the_read_not_a_value(lake, spark, tmp_path):
     summary = verify(cat, session_runner(spark), group="g", work_dir=lake.work)
     assert [(x["table"], x["bucket"], x["path"]) for x in summary["bad"]] == [("default.orders", b, victim)]
     assert "checksum" in summary["bad"][0]["reason"]
-    assert not cat.check_group("g").stable
+    assert not cat.health.check_group("g").stable
     rows, out = joined(spark, lake)
     assert not out["colocate"] and rows == EXPECTED
     repaired(spark, lake)
@@ -181,7 +181,7 @@ def test_a_truncated_file(lake, spark, tmp_path):
 
     summary = verify(cat, session_runner(spark), group="g", work_dir=lake.work)
     assert [(x["table"], x["bucket"], x["path"]) for x in summary["bad"]] == [("default.orders", b, victim)]
-    assert not cat.check_group("g").stable
+    assert not cat.health.check_group("g").stable
     rows, out = joined(spark, lake)
     assert not out["colocate"] and rows == EXPECTED
     repaired(spark, lake)
@@ -199,7 +199,7 @@ def test_rows_in_the_wrong_bucket_with_right_checksums(lake, spark, tmp_path, mo
     monkeypatch.setattr(balance_lake, "spark_bucket", wrong)
     lake.write("orders", DAY, KEYS["orders"])  # a new version, the pyarrow writer
     monkeypatch.undo()
-    assert cat.check_group("g").stable  # nothing a catalog check can see
+    assert cat.health.check_group("g").stable  # nothing a catalog check can see
     expected = sorted((k, f"orders-{DAY}-{k}", f"lineitem-{k}") for k in range(0, 400, 2))  # the lake writer's values
 
     rows, error, _ = spark_join(spark, lake, tmp_path, guard=False)
@@ -221,7 +221,7 @@ def test_rows_in_the_wrong_bucket_with_right_checksums(lake, spark, tmp_path, mo
         join_in_session(spark, cat, QUERY, TABLES, work_dir=lake.work)
 
     lake.write("orders", DAY, KEYS["orders"])  # rewritten right: the bad version is superseded
-    assert cat.check_group("g").stable
+    assert cat.health.check_group("g").stable
     rows, out = joined(spark, lake)
     assert out["colocate"] and rows == expected
     assert verify(cat, session_runner(spark), group="g", work_dir=lake.work)["bad"] == []
@@ -246,7 +246,7 @@ def test_verify_cli(lake, spark, tmp_path, capsys):
                       (["verify", "--group", "g", "--frobnicate"], "unrecognized arguments: --frobnicate")):
         code, out, err = cli(*argv)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and why in err, (argv, err)
-    assert len(cat.events(limit=1000)) == events and cat.check_group("g").stable
+    assert len(cat.events(limit=1000)) == events and cat.health.check_group("g").stable
 
     code, out, err = cli("verify", "--table", "orders", "--json")
     assert code == 0, err
@@ -257,7 +257,7 @@ def test_verify_cli(lake, spark, tmp_path, capsys):
     assert code == 0, err
     assert "verified 16 replicas" in out and "; 1 bad" in out
     assert victim in out and "| false" in out
-    assert cat.check_group("g").stable is False
+    assert cat.health.check_group("g").stable is False
 
 
 def test_verdicts_and_judges():

@@ -26,6 +26,6 @@ def test_bulk_build_equals_the_api_build(catalog_url, tmp_path):
     assert len(got["replicas"]) == shape.replica_rows and len(got["partitions"]) == shape.tables * shape.days
     assert bench_catalog.compare(bench_catalog.snapshot(api), got) == []
     cat = Catalog(bulk)
-    assert cat._tx(summary.drift) == []  # the bulk summaries are a recount, as the write path keeps them
-    assert cat.check_group("lake").stable
+    assert cat.tx(summary.drift) == []  # the bulk summaries are a recount, as the write path keeps them
+    assert cat.health.check_group("lake").stable
     cat.dispose()

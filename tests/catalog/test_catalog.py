@@ -34,13 +34,13 @@ def snapshot(catalog: Catalog) -> dict:
 def create_orders(catalog, **kw):
     args = dict(bucket_num=8, replication_num=2, partition_cols=["o_orderdate"], colocate_with="g_orders")
     args.update(kw)
-    return catalog.create_table("orders", ORDERS, ["o_orderkey"], **args)
+    return catalog.tables.create("orders", ORDERS, ["o_orderkey"], **args)
 
 
 def test_init_is_idempotent_and_creates_default_db(catalog):
     catalog.init()
     catalog.check_schema()
-    assert catalog.tables() == []
+    assert catalog.tables.list() == []
 
 
 def test_uninitialised_catalog_is_refused_with_the_fix(tmp_path):
@@ -51,7 +51,7 @@ def test_uninitialised_catalog_is_refused_with_the_fix(tmp_path):
 
 def test_parent_table_creates_group_and_round_robin_map(catalog, backends):
     t = create_orders(catalog)
-    g = catalog.group("g_orders")
+    g = catalog.groups.get("g_orders")
     assert t.group_id == g.group_id == f"{g.db_id}.{g.grp_id}"
     assert g.full_name == f"{g.db_id}_g_orders"
     assert g.dist_col_types == ("bigint",) and g.bucket_num == 8 and g.replication_num == 2
@@ -60,19 +60,19 @@ def test_parent_table_creates_group_and_round_robin_map(catalog, backends):
         assert len(ids) == 2 and len(set(ids)) == 2
     assert g.stable and g.table_ids == (t.id,)
     # lookup by id, full name and name agree
-    assert catalog.group(g.group_id) == catalog.group(g.full_name) == g
+    assert catalog.groups.get(g.group_id) == catalog.groups.get(g.full_name) == g
 
 
 def test_child_table_names_may_differ_types_may_not(catalog, backends):
     create_orders(catalog)
     # l_orderkey is 'long' = bigint; partitioned by another column; not partitioned would do too
-    li = catalog.create_table("lineitem", LINEITEM, ["l_orderkey"], bucket_num=8, replication_num=2,
+    li = catalog.tables.create("lineitem", LINEITEM, ["l_orderkey"], bucket_num=8, replication_num=2,
                               partition_cols=["l_shipdate"], colocate_with="g_orders")
-    plain = catalog.create_table("orders_daily", ORDERS, ["o_orderkey"], bucket_num=8, replication_num=2,
+    plain = catalog.tables.create("orders_daily", ORDERS, ["o_orderkey"], bucket_num=8, replication_num=2,
                                  colocate_with="g_orders")
-    g = catalog.group("g_orders")
+    g = catalog.groups.get("g_orders")
     assert g.table_ids == (g.table_ids[0], li.id, plain.id)
-    assert catalog.table("lineitem").dist_cols == ("l_orderkey",)
+    assert catalog.tables.get("lineitem").dist_cols == ("l_orderkey",)
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_cgs_mismatch_names_exactly_what_differs(catalog, backends, cols, dist, 
     create_orders(catalog)
     before = snapshot(catalog)
     with pytest.raises(SchemaMismatch) as err:
-        catalog.create_table("lineitem", cols, dist, bucket_num=buckets, replication_num=replicas, colocate_with="g_orders")
+        catalog.tables.create("lineitem", cols, dist, bucket_num=buckets, replication_num=replicas, colocate_with="g_orders")
     assert message in str(err.value)
     assert "g_orders" in str(err.value)
     assert snapshot(catalog) == before
@@ -97,67 +97,67 @@ def test_cgs_mismatch_names_exactly_what_differs(catalog, backends, cols, dist, 
 def test_cgs_mismatch_lists_every_difference(catalog, backends):
     create_orders(catalog)
     with pytest.raises(SchemaMismatch) as err:
-        catalog.create_table("x", [("k", "string")], ["k"], bucket_num=4, replication_num=3, colocate_with="g_orders")
+        catalog.tables.create("x", [("k", "string")], ["k"], bucket_num=4, replication_num=3, colocate_with="g_orders")
     text = str(err.value)
     assert "type string, the group needs bigint" in text and "bucket count is 4" in text and "replication_num is 3" in text
 
 
 def test_type_position_matters(catalog, backends):
     cols = [("a", "bigint"), ("b", "string"), ("d", "date")]
-    catalog.create_table("t1", cols, ["a", "b"], bucket_num=4, replication_num=1, colocate_with="g2")
+    catalog.tables.create("t1", cols, ["a", "b"], bucket_num=4, replication_num=1, colocate_with="g2")
     with pytest.raises(SchemaMismatch, match="column 1 has type string, the group needs bigint; distribution column 2 has type bigint"):
-        catalog.create_table("t2", cols, ["b", "a"], bucket_num=4, replication_num=1, colocate_with="g2")
+        catalog.tables.create("t2", cols, ["b", "a"], bucket_num=4, replication_num=1, colocate_with="g2")
 
 
 def test_partition_add_is_checked_against_the_group(catalog, backends):
     create_orders(catalog)
-    catalog.add_partition("orders", "2026-11-01")
+    catalog.tables.add_partition("orders", "2026-11-01")
     before = snapshot(catalog)
     with pytest.raises(SchemaMismatch, match="bucket count is 4, the group needs 8"):
-        catalog.add_partition("orders", "2026-11-02", bucket_num=4)
+        catalog.tables.add_partition("orders", "2026-11-02", bucket_num=4)
     with pytest.raises(SchemaMismatch, match="replication_num is 1, the group needs 2"):
-        catalog.add_partition("orders", "2026-11-02", replication_num=1)
+        catalog.tables.add_partition("orders", "2026-11-02", replication_num=1)
     with pytest.raises(AlreadyExists):
-        catalog.add_partition("orders", "2026-11-01")
+        catalog.tables.add_partition("orders", "2026-11-01")
     for bad in ("../etc", "a/b", "..", ".hidden", "x y", "", "2026-11-01/../../x"):
         with pytest.raises(InvalidArgument, match="invalid partition value"):
-            catalog.add_partition("orders", bad)
+            catalog.tables.add_partition("orders", bad)
     assert snapshot(catalog) == before
-    assert [p.value for p in catalog.partitions("orders")] == ["2026-11-01"]
+    assert [p.value for p in catalog.tables.partitions("orders")] == ["2026-11-01"]
 
 
 def test_replication_change_of_group_table_is_refused(catalog, backends):
     create_orders(catalog)
     before = snapshot(catalog)
     with pytest.raises(SchemaMismatch, match="replication_num = 2"):
-        catalog.set_replication_num("orders", 3)
+        catalog.tables.set_replication_num("orders", 3)
     assert snapshot(catalog) == before
-    plain = catalog.create_table("plain", ORDERS, ["o_orderkey"], bucket_num=4, replication_num=1)
-    assert catalog.set_replication_num("plain", 3).replication_num == 3
+    plain = catalog.tables.create("plain", ORDERS, ["o_orderkey"], bucket_num=4, replication_num=1)
+    assert catalog.tables.set_replication_num("plain", 3).replication_num == 3
     with pytest.raises(PlacementError, match="needs 4 alive backends on distinct hosts, but only 3"):
-        catalog.set_replication_num(plain.name, 4)
+        catalog.tables.set_replication_num(plain.name, 4)
 
 
 def test_alter_moves_between_groups_and_out(catalog, backends):
     create_orders(catalog)
-    catalog.create_table("li", LINEITEM, ["l_orderkey"], bucket_num=8, replication_num=2, colocate_with="g_orders")
+    catalog.tables.create("li", LINEITEM, ["l_orderkey"], bucket_num=8, replication_num=2, colocate_with="g_orders")
     # to a new group: created with li as its parent
-    t = catalog.alter_colocate_with("li", "g_new")
-    g_new = catalog.group("g_new")
+    t = catalog.tables.alter_colocate_with("li", "g_new")
+    g_new = catalog.groups.get("g_new")
     assert t.group_id == g_new.group_id and g_new.table_ids == (t.id,)
     # into an existing group that does not fit: refused, nothing changes
-    catalog.create_table("small", [("k", "bigint")], ["k"], bucket_num=4, replication_num=2, colocate_with="g_small")
+    catalog.tables.create("small", [("k", "bigint")], ["k"], bucket_num=4, replication_num=2, colocate_with="g_small")
     before = snapshot(catalog)
     with pytest.raises(SchemaMismatch, match="bucket count is 8, the group needs 4"):
-        catalog.alter_colocate_with("li", "g_small")
+        catalog.tables.alter_colocate_with("li", "g_small")
     assert snapshot(catalog) == before
     # out of its group: the group it leaves empty goes with it
-    t = catalog.alter_colocate_with("li", "")
+    t = catalog.tables.alter_colocate_with("li", "")
     assert t.group_id is None
     with pytest.raises(NotFound):
-        catalog.group("g_new")
+        catalog.groups.get("g_new")
     # back into the original group
-    assert catalog.alter_colocate_with("li", "g_orders").group_name == "g_orders"
+    assert catalog.tables.alter_colocate_with("li", "g_orders").group_name == "g_orders"
 
 
 def test_drop_recover_and_purge_with_retention(catalog_url, tmp_path):
@@ -166,51 +166,51 @@ def test_drop_recover_and_purge_with_retention(catalog_url, tmp_path):
     cat.init()
     add_local_backends(cat, tmp_path / "b")
     create_orders(cat)
-    cat.create_table("li", LINEITEM, ["l_orderkey"], bucket_num=8, replication_num=2, colocate_with="g_orders")
-    cat.drop_table("orders")
-    assert [t.name for t in cat.tables()] == ["li"]
-    assert len(cat.group("g_orders").table_ids) == 1
-    cat.recover_table("orders")
-    assert sorted(t.name for t in cat.tables()) == ["li", "orders"]
-    cat.drop_table("orders")
-    cat.drop_table("li")
+    cat.tables.create("li", LINEITEM, ["l_orderkey"], bucket_num=8, replication_num=2, colocate_with="g_orders")
+    cat.tables.drop("orders")
+    assert [t.name for t in cat.tables.list()] == ["li"]
+    assert len(cat.groups.get("g_orders").table_ids) == 1
+    cat.tables.recover("orders")
+    assert sorted(t.name for t in cat.tables.list()) == ["li", "orders"]
+    cat.tables.drop("orders")
+    cat.tables.drop("li")
     now[0] += timedelta(hours=23)
-    assert cat.purge_dropped() == []  # still within the default retention of one day
-    assert cat.group("g_orders")  # a group outlives its tables while they are recoverable
+    assert cat.tables.purge_dropped() == []  # still within the default retention of one day
+    assert cat.groups.get("g_orders")  # a group outlives its tables while they are recoverable
     now[0] += timedelta(hours=2)
-    purged = cat.purge_dropped()
+    purged = cat.tables.purge_dropped()
     assert sorted(t.name for t in purged) == ["li", "orders"]
     with pytest.raises(NotFound):
-        cat.group("g_orders")  # went with its last table
+        cat.groups.get("g_orders")  # went with its last table
     with pytest.raises(NotFound, match="no dropped table"):
-        cat.recover_table("orders")
+        cat.tables.recover("orders")
     cat.dispose()
 
 
 def test_recover_refused_when_name_is_taken(catalog, backends):
     create_orders(catalog)
-    catalog.drop_table("orders")
+    catalog.tables.drop("orders")
     create_orders(catalog, colocate_with=None)
     with pytest.raises(AlreadyExists, match="a new table of that name exists"):
-        catalog.recover_table("orders")
+        catalog.tables.recover("orders")
 
 
 def test_force_drop_purges_now(catalog, backends):
     create_orders(catalog)
-    catalog.drop_table("orders", force=True)
-    assert catalog.tables(include_dropped=True) == []
+    catalog.tables.drop("orders", force=True)
+    assert catalog.tables.list(include_dropped=True) == []
     with pytest.raises(NotFound):
-        catalog.group("g_orders")
+        catalog.groups.get("g_orders")
 
 
 def test_global_group_spans_databases(catalog, backends):
-    a = catalog.create_table("db1.orders", ORDERS, ["o_orderkey"], bucket_num=4, replication_num=1, colocate_with="__global__orders")
-    b = catalog.create_table("db2.orders", ORDERS, ["o_orderkey"], bucket_num=4, replication_num=1, colocate_with="__global__orders")
-    g = catalog.group("__global__orders")
+    a = catalog.tables.create("db1.orders", ORDERS, ["o_orderkey"], bucket_num=4, replication_num=1, colocate_with="__global__orders")
+    b = catalog.tables.create("db2.orders", ORDERS, ["o_orderkey"], bucket_num=4, replication_num=1, colocate_with="__global__orders")
+    g = catalog.groups.get("__global__orders")
     assert g.db_id == 0 and g.full_name == "__global__orders" and g.table_ids == (a.id, b.id)
     # a plain group name is per database
-    c = catalog.create_table("db1.x", ORDERS, ["o_orderkey"], bucket_num=4, replication_num=1, colocate_with="g")
-    d = catalog.create_table("db2.x", ORDERS, ["o_orderkey"], bucket_num=8, replication_num=1, colocate_with="g")
+    c = catalog.tables.create("db1.x", ORDERS, ["o_orderkey"], bucket_num=4, replication_num=1, colocate_with="g")
+    d = catalog.tables.create("db2.x", ORDERS, ["o_orderkey"], bucket_num=8, replication_num=1, colocate_with="g")
     assert c.group_id != d.group_id
 
 
@@ -223,7 +223,7 @@ def test_bad_bucket_counts(catalog, backends, buckets):
 
 
 def test_more_replicas_than_eligible_backends(catalog, backends):
-    catalog.set_backend_state("be3", "down")
+    catalog.backends.set_state("be3", "down")
     before = snapshot(catalog)
     with pytest.raises(PlacementError, match="replication_num 3 needs 3 alive backends on distinct hosts, but only 2"):
         create_orders(catalog, replication_num=3)
@@ -233,12 +233,12 @@ def test_more_replicas_than_eligible_backends(catalog, backends):
 def test_backends_on_one_host_count_once(catalog, tmp_path):
     for i in range(3):
         (tmp_path / f"b{i}").mkdir()
-        catalog.add_backend((tmp_path / f"b{i}").as_uri(), host="node1" if i < 2 else "node2")
+        catalog.backends.add((tmp_path / f"b{i}").as_uri(), host="node1" if i < 2 else "node2")
     with pytest.raises(PlacementError, match="only 2 are eligible"):
         create_orders(catalog, replication_num=3)
     create_orders(catalog, replication_num=2)
-    hosts = {b.id: b.host for b in catalog.backends()}
-    for ids in catalog.group("g_orders").bucket_map:
+    hosts = {b.id: b.host for b in catalog.backends.list()}
+    for ids in catalog.groups.get("g_orders").bucket_map:
         assert len({hosts[i] for i in ids}) == 2
 
 
@@ -246,39 +246,39 @@ def test_backends_on_one_host_count_once(catalog, tmp_path):
 def test_names_with_path_or_sql_metacharacters(catalog, backends, name):
     before = snapshot(catalog)
     with pytest.raises(InvalidArgument, match="invalid"):
-        catalog.create_table(name, ORDERS, ["o_orderkey"], bucket_num=4)
+        catalog.tables.create(name, ORDERS, ["o_orderkey"], bucket_num=4)
     with pytest.raises(InvalidArgument, match="invalid"):
-        catalog.create_table("ok", ORDERS, ["o_orderkey"], bucket_num=4, colocate_with=name or "a/b")
+        catalog.tables.create("ok", ORDERS, ["o_orderkey"], bucket_num=4, colocate_with=name or "a/b")
     assert snapshot(catalog) == before
 
 
 def test_unknown_things_are_named(catalog, backends):
     with pytest.raises(NotFound, match="unknown colocation group 'nope'"):
-        catalog.group("nope")
+        catalog.groups.get("nope")
     with pytest.raises(NotFound, match="unknown table default.nope"):
-        catalog.table("nope")
+        catalog.tables.get("nope")
     with pytest.raises(NotFound, match="unknown backend 'be9': known backends are be1"):
-        catalog.backend("be9")
+        catalog.backends.get("be9")
     with pytest.raises(NotFound):
-        catalog.add_partition("nope", "2026-11-01")
+        catalog.tables.add_partition("nope", "2026-11-01")
     with pytest.raises(InvalidArgument, match="'o_nokey' is not a column"):
-        catalog.create_table("t", ORDERS, ["o_nokey"], bucket_num=4)
+        catalog.tables.create("t", ORDERS, ["o_nokey"], bucket_num=4)
 
 
 def test_column_and_type_validation(catalog, backends):
     with pytest.raises(InvalidArgument, match="unsupported column type 'bigintt'"):
-        catalog.create_table("t", [("a", "bigintt")], ["a"], bucket_num=4)
+        catalog.tables.create("t", [("a", "bigintt")], ["a"], bucket_num=4)
     with pytest.raises(InvalidArgument, match="duplicate column"):
-        catalog.create_table("t", [("a", "int"), ("A", "int")], ["a"], bucket_num=4)
+        catalog.tables.create("t", [("a", "int"), ("A", "int")], ["a"], bucket_num=4)
     with pytest.raises(InvalidArgument, match="both a distribution and a partition column"):
-        catalog.create_table("t", [("a", "int")], ["a"], partition_cols=["a"], bucket_num=4)
+        catalog.tables.create("t", [("a", "int")], ["a"], partition_cols=["a"], bucket_num=4)
     with pytest.raises(AlreadyExists):
-        catalog.create_table("t", [("a", "int")], ["a"], bucket_num=4)
-        catalog.create_table("t", [("a", "int")], ["a"], bucket_num=4)
+        catalog.tables.create("t", [("a", "int")], ["a"], bucket_num=4)
+        catalog.tables.create("t", [("a", "int")], ["a"], bucket_num=4)
 
 
 def test_backend_validation(catalog, tmp_path):
-    b = catalog.add_backend((tmp_path / "be1").as_uri(), name="be1", capacity_bytes=10**12)
+    b = catalog.backends.add((tmp_path / "be1").as_uri(), name="be1", capacity_bytes=10**12)
     assert b.host == "be1" and b.state == "alive"
     before = snapshot(catalog)
     cases = [
@@ -294,24 +294,24 @@ def test_backend_validation(catalog, tmp_path):
     ]
     for root, exc, msg in cases:
         with pytest.raises(exc, match=msg):
-            catalog.add_backend(root)
+            catalog.backends.add(root)
     with pytest.raises(InvalidArgument):
-        catalog.add_backend((tmp_path / "be2").as_uri(), name="be 2")
+        catalog.backends.add((tmp_path / "be2").as_uri(), name="be 2")
     with pytest.raises(InvalidArgument, match="invalid capacity"):
-        catalog.add_backend((tmp_path / "be2").as_uri(), capacity_bytes=0)
+        catalog.backends.add((tmp_path / "be2").as_uri(), capacity_bytes=0)
     assert snapshot(catalog) == before
 
 
 def test_remove_backend_in_use_is_refused(catalog, backends):
     create_orders(catalog)
     with pytest.raises(Conflict, match="decommission"):
-        catalog.remove_backend("be1")
-    assert catalog.decommission_backend("be1").state == "decommissioning"
+        catalog.backends.remove("be1")
+    assert catalog.backends.decommission("be1").state == "decommissioning"
     with pytest.raises(Conflict, match="does not come back"):
-        catalog.set_backend_state("be1", "alive")
-    catalog.add_backend("s3a://spare-bucket/root", name="spare")
-    catalog.remove_backend("spare")
-    assert [b.name for b in catalog.backends()] == ["be1", "be2", "be3"]
+        catalog.backends.set_state("be1", "alive")
+    catalog.backends.add("s3a://spare-bucket/root", name="spare")
+    catalog.backends.remove("spare")
+    assert [b.name for b in catalog.backends.list()] == ["be1", "be2", "be3"]
 
 
 def test_flags_and_events(catalog, backends):
@@ -329,6 +329,6 @@ def test_flags_and_events(catalog, backends):
 
 def test_manual_stability_override(catalog, backends):
     create_orders(catalog)
-    g = catalog.set_group_stable("g_orders", False, reason="maintenance")
+    g = catalog.groups.set_stable("g_orders", False, reason="maintenance")
     assert not g.stable and g.unstable_reason == "maintenance"
-    assert catalog.set_group_stable(g.group_id, True).stable
+    assert catalog.groups.set_stable(g.group_id, True).stable

@@ -24,7 +24,7 @@ def state(cat: Catalog):
                 sorted(s.execute(select(m.PartitionVersion.partition_id, m.PartitionVersion.version,
                                         m.PartitionVersion.job_id)).all()),
                 sorted(s.execute(select(m.Job.id, m.Job.gc_pending)).all()))
-    return cat._tx(run)
+    return cat.tx(run)
 
 
 def test_upgrade_fills_summaries_and_links_from_existing_rows(catalog_url, tmp_path):
@@ -32,18 +32,18 @@ def test_upgrade_fills_summaries_and_links_from_existing_rows(catalog_url, tmp_p
     cat = Catalog(catalog_url, actor="pytest", clock=clock)
     cat.init()
     add_local_backends(cat, tmp_path / "backends", n=3)
-    cat.create_table("a", COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with="g")
-    cat.create_table("loose", COLUMNS, ["id"], bucket_num=2, replication_num=1, partition_cols=["dt"])
+    cat.tables.create("a", COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with="g")
+    cat.tables.create("loose", COLUMNS, ["id"], bucket_num=2, replication_num=1, partition_cols=["dt"])
     for day in ("2026-11-01", "2026-11-02"):
         write(cat, "a", day)
         write(cat, "loose", day)
     write(cat, "a", "2026-11-01", salt="overwrite")  # a superseded version, still on disk
-    bad = next(r for r in cat.replicas_to_verify() if "/a_" in r.path)
-    cat.record_verify([VerifyResult(bad.replica_id, ok=False, error="mismatch")])
+    bad = next(r for r in cat.health.replicas_to_verify() if "/a_" in r.path)
+    cat.health.record_verify([VerifyResult(bad.replica_id, ok=False, error="mismatch")])
     clock.t += timedelta(hours=2)
-    cat.forget_garbage([g for g in cat.garbage() if g.reason == "write staging" and g.job_id % 2])  # some still owed
+    cat.writes.forget_garbage([g for g in cat.writes.garbage() if g.reason == "write staging" and g.job_id % 2])  # some still owed
     before = state(cat)
-    check = cat.check_group("g")
+    check = cat.health.check_group("g")
     assert before[0][0] and any(not pending for _, pending in before[2]) and any(p for _, p in before[2])
 
     cfg = _config()
@@ -57,10 +57,10 @@ def test_upgrade_fills_summaries_and_links_from_existing_rows(catalog_url, tmp_p
     cat.init()  # 'colocate init' upgrades the existing catalog
     cat.check_schema()
     assert state(cat) == before
-    assert cat._tx(summary.drift) == []
-    again = cat.check_group("g")
+    assert cat.tx(summary.drift) == []
+    again = cat.health.check_group("g")
     assert not again.reused and (again.reasons, again.problems) == (check.reasons, check.problems)
-    assert {g.uri for g in cat.garbage()} == {g.uri for g in Catalog(catalog_url, clock=clock).garbage()}
+    assert {g.uri for g in cat.writes.garbage()} == {g.uri for g in Catalog(catalog_url, clock=clock).writes.garbage()}
     cat.dispose()
 
 

@@ -87,71 +87,71 @@ def test_no_operation_scans_the_replicas_table(lake_url, tmp_path):
         captured.step = name
 
     step("group check")
-    cat.check_groups()
+    cat.health.check_groups()
     step("unchanged check")
-    assert all(h.reused for h in cat.check_groups())
+    assert all(h.reused for h in cat.health.check_groups())
     step("backend loads")
-    cat.backend_loads()
+    cat.backends.loads()
     step("balance dry-run, backend added")
     (tmp_path / "new").mkdir()
-    added = cat.add_backend((tmp_path / "new").as_uri(), name="be_new")
+    added = cat.backends.add((tmp_path / "new").as_uri(), name="be_new")
     plan(cat, BalanceOptions())
-    cat.remove_backend(added.id)
+    cat.backends.remove(added.id)
     step("mark-down")
-    cat.set_backend_state("be1", "down", reason="test")
-    cat.check_groups()
+    cat.backends.set_state("be1", "down", reason="test")
+    cat.health.check_groups()
     step("balance dry-run, backend down")
     plan(cat, BalanceOptions(relocate_delay=timedelta(0)))
     step("mark-up")
-    cat.set_backend_state("be1", "alive")
-    cat.check_groups()
+    cat.backends.set_state("be1", "alive")
+    cat.health.check_groups()
     step("probe")
-    for b in cat.backends():
-        cat.record_probe(b.id, True)
-    cat.check_groups()
+    for b in cat.backends.list():
+        cat.health.record_probe(b.id, True)
+    cat.health.check_groups()
     step("gc, steady state")
-    cat.forget_garbage(cat.garbage())
+    cat.writes.forget_garbage(cat.writes.garbage())
     step("daily commit")
     bench_catalog.daily_write(cat, 0, SHAPE.days, (tmp_path / "runs").as_uri())
     step("join plan, 30 days")
     read_plans(cat, {"default.t0": days, "default.t1": days})
     step("a bad replica, and the check that reports it")
-    victim = cat.read_replicas("t1", [days[3]])[1][0].buckets[5][0]
+    victim = cat.writes.read_replicas("t1", [days[3]])[1][0].buckets[5][0]
     step(None)
-    rid = cat._tx(lambda s: s.scalar(select(m.Replica.id).where(m.Replica.path == victim.path)))
+    rid = cat.tx(lambda s: s.scalar(select(m.Replica.id).where(m.Replica.path == victim.path)))
     step("a bad replica, and the check that reports it")
-    cat.record_verify([VerifyResult(rid, ok=False, error="mismatch")])
-    health = cat.check_group("lake")
+    cat.health.record_verify([VerifyResult(rid, ok=False, error="mismatch")])
+    health = cat.health.check_group("lake")
     assert health.problems == 1 and health.reasons[0].partition == days[3]
     step("overwrite, then gc with work")
     bench_catalog.daily_write(cat, 1, SHAPE.days - 3, (tmp_path / "runs").as_uri())
-    garbage = cat.garbage(grace=timedelta(0))
+    garbage = cat.writes.garbage(grace=timedelta(0))
     assert {g.reason for g in garbage} >= {"superseded version"}
-    cat.forget_garbage(garbage)
+    cat.writes.forget_garbage(garbage)
     step("balance job: plan, clone, switch, finish, drop")
-    g = cat.group("lake")
+    g = cat.groups.get("lake")
     old = [list(r) for r in g.bucket_map]
-    dst = next(b.id for b in cat.backends() if b.id not in old[0])
+    dst = next(b.id for b in cat.backends.list() if b.id not in old[0])
     new = [[dst, *row[1:]] if seq == 0 else row for seq, row in enumerate(old)]
-    job = cat.create_balance_job(g.grp_id, "balance", {"old_map": old, "new_map": new, "moves": [
+    job = cat.balance.create(g.grp_id, "balance", {"old_map": old, "new_map": new, "moves": [
         {"bucket_seq": 0, "index": 0, "src": old[0][0], "dst": dst, "bytes": 0, "why": "balance"}]}).id
-    cat.begin_balance(job)
+    cat.balance.begin(job)
     registered = []
     for _ in range(2):
-        needs, _ = cat.clone_needs(job)
+        needs, _ = cat.balance.clone_needs(job)
         step("register clones")
-        registered.append(cat.register_clones(job, [
+        registered.append(cat.balance.register_clones(job, [
             CloneResult(str(i), n.partition_id, n.version, n.bucket_seq, n.backend_id, n.sources[0][0], n.path, True,
                         n.rows, n.bytes, n.checksum) for i, n in enumerate(needs)])[0])
         step("balance job: plan, clone, switch, finish, drop")
-        cat.move_progress(job)
-        cat.switch_map(job)
+        cat.balance.move_progress(job)
+        cat.balance.switch_map(job)
     assert registered[0] >= SHAPE.tables * SHAPE.days + 1
     plan(cat, BalanceOptions())
-    done = cat.finish_balance_job(job, grace=timedelta(0))
+    done = cat.balance.finish(job, grace=timedelta(0))
     assert done.done and done.dropping == SHAPE.tables * SHAPE.days + 1  # bucket 0 of every day, and the daily commit
     step("take droppable")
-    cat.forget_replicas([i.replica_id for i in cat.take_droppable()])
+    cat.balance.forget_replicas([i.replica_id for i in cat.balance.take_droppable()])
     # registering 1,601 clones and dropping 1,601 replicas read the rows they need in a few
     # chunked statements, not a few per replica (a lost disk of a 3-year lake is ~90,000 clones)
     per_step = Counter(st for _, _, st in captured.statements)

@@ -14,12 +14,12 @@ from test_catalog import create_orders, snapshot
 
 
 def test_roots_are_compared_after_collapsing_slashes(catalog, tmp_path):
-    catalog.add_backend(f"file://{tmp_path}/be/be1", name="be1")
+    catalog.backends.add(f"file://{tmp_path}/be/be1", name="be1")
     before = snapshot(catalog)
     with pytest.raises(AlreadyExists, match="is already backend be1"):
-        catalog.add_backend(f"file://{tmp_path}/be//be1", name="be9")
+        catalog.backends.add(f"file://{tmp_path}/be//be1", name="be9")
     with pytest.raises(AlreadyExists, match="overlaps backend be1"):
-        catalog.add_backend(f"file://{tmp_path}//be", name="be9")
+        catalog.backends.add(f"file://{tmp_path}//be", name="be9")
     assert snapshot(catalog) == before
     assert normalize_root("s3a://lake//x///y/") == "s3a://lake/x/y"
 
@@ -29,11 +29,11 @@ def test_partition_value_must_be_a_date_for_a_date_column(catalog, backends, val
     create_orders(catalog)
     before = snapshot(catalog)
     with pytest.raises(InvalidArgument, match=r"for column o_orderdate of type date .*expected '2026-11-01'"):
-        catalog.add_partition("orders", value)
+        catalog.tables.add_partition("orders", value)
     with pytest.raises(InvalidArgument, match="of type date"):
-        catalog.begin_write("orders", value)
+        catalog.writes.begin("orders", value)
     assert snapshot(catalog) == before
-    assert catalog.add_partition("orders", "2026-02-28").value == "2026-02-28"
+    assert catalog.tables.add_partition("orders", "2026-02-28").value == "2026-02-28"
 
 
 @pytest.mark.parametrize("col_type,good,bad", [
@@ -52,47 +52,47 @@ def test_decommission_refused_when_replicas_would_have_nowhere_to_go(catalog, ba
     create_orders(catalog, replication_num=3)  # replication equals the number of backends
     before = snapshot(catalog)
     with pytest.raises(PlacementError, match=r"cannot be decommissioned: group g_orders keeps 3 replicas .* only 2"):
-        catalog.decommission_backend("be1")
+        catalog.backends.decommission("be1")
     assert snapshot(catalog) == before
-    assert catalog.backend("be1").state == "alive"
+    assert catalog.backends.get("be1").state == "alive"
 
 
 def test_decommission_refused_when_the_other_backends_are_down(catalog, backends):
     create_orders(catalog)  # replication 2 on three backends: fine while all are alive
-    catalog.set_backend_state("be2", "down", reason="test")
-    catalog.set_backend_state("be3", "down", reason="test")
+    catalog.backends.set_state("be2", "down", reason="test")
+    catalog.backends.set_state("be3", "down", reason="test")
     before = snapshot(catalog)
     with pytest.raises(PlacementError, match=r"only 0 other alive host\(s\) would remain \(none\)"):
-        catalog.decommission_backend("be1")
+        catalog.backends.decommission("be1")
     assert snapshot(catalog) == before
     # Back up, it is allowed, and an operator can change their mind.
-    catalog.set_backend_state("be2", "alive")
+    catalog.backends.set_state("be2", "alive")
     with pytest.raises(PlacementError, match=r"only 1 other alive host\(s\) would remain \(be2@be2\)"):
-        catalog.decommission_backend("be1")
-    catalog.set_backend_state("be3", "alive")
-    assert catalog.decommission_backend("be1").state == "decommissioning"
-    assert catalog.cancel_decommission("be1").state == "alive"
+        catalog.backends.decommission("be1")
+    catalog.backends.set_state("be3", "alive")
+    assert catalog.backends.decommission("be1").state == "decommissioning"
+    assert catalog.backends.cancel_decommission("be1").state == "alive"
     assert [e.kind for e in catalog.events(limit=2)][0] == "backend.decommission_cancelled"
     with pytest.raises(Conflict, match="not decommissioning"):
-        catalog.cancel_decommission("be1")
+        catalog.backends.cancel_decommission("be1")
 
 
 def test_decommission_of_an_unused_backend_needs_no_room(catalog, backends):
-    assert catalog.decommission_backend("be3").state == "decommissioning"
+    assert catalog.backends.decommission("be3").state == "decommissioning"
 
 
 def test_negative_retention_and_grace_are_refused(catalog, backends):
     create_orders(catalog)
-    catalog.drop_table("orders")
+    catalog.tables.drop("orders")
     before = snapshot(catalog)
     with pytest.raises(InvalidArgument, match="invalid retention -1 day.*must not be negative"):
-        catalog.purge_dropped(retention=timedelta(hours=-1))
+        catalog.tables.purge_dropped(retention=timedelta(hours=-1))
     with pytest.raises(InvalidArgument, match="invalid grace period .*must not be negative"):
-        catalog.garbage(grace=timedelta(minutes=-5))
+        catalog.writes.garbage(grace=timedelta(minutes=-5))
     with pytest.raises(InvalidArgument, match="invalid stale period"):
-        catalog.garbage(stale_after=timedelta(hours=-1))
+        catalog.writes.garbage(stale_after=timedelta(hours=-1))
     assert snapshot(catalog) == before
-    assert catalog.recover_table("orders").name == "orders"
+    assert catalog.tables.recover("orders").name == "orders"
 
 
 def test_negative_relocate_delay_from_the_environment_is_refused(monkeypatch):

@@ -144,27 +144,27 @@ def reference_snapshot(s):
 def compare(cat: Catalog, step: str) -> dict[str, int]:
     """Every answer equals the reference; returns what the state had, so the test can prove that
     its random walk went through interesting states."""
-    assert cat._tx(summary.drift) == [], step
-    want_groups, want_other, want_loads = cat._tx(reference_snapshot)
-    for g in cat.groups():
-        want = cat._tx(lambda s: reference_problems(s, s.get(m.ColocateGroup, g.grp_id)))
-        got = cat.check_group(g.group_id)
+    assert cat.tx(summary.drift) == [], step
+    want_groups, want_other, want_loads = cat.tx(reference_snapshot)
+    for g in cat.groups.list():
+        want = cat.tx(lambda s: reference_problems(s, s.get(m.ColocateGroup, g.grp_id)))
+        got = cat.health.check_group(g.group_id)
         assert (list(got.reasons), got.problems) == want, step
-        again = cat.check_group(g.group_id)
+        again = cat.health.check_group(g.group_id)
         assert again.reused and (list(again.reasons), again.problems) == want, step
-    snap = cat.placement_snapshot()
+    snap = cat.health.placement_snapshot()
     assert {g.grp_id: (g.bucket_bytes, g.repairs, g.redundant) for g in snap.groups} == want_groups, step
     assert snap.other_bytes == want_other, step
-    loads = {be: (v["replicas"], v["bytes"]) for be, v in cat.backend_loads().items() if v["replicas"]}
+    loads = {be: (v["replicas"], v["bytes"]) for be, v in cat.backends.loads().items() if v["replicas"]}
     assert loads == want_loads, step
-    return {"problems": max(cat.check_group(g.group_id).problems for g in cat.groups()),
+    return {"problems": max(cat.health.check_group(g.group_id).problems for g in cat.groups.list()),
             "repairs": max(g.repairs for g in snap.groups), "redundant": max(g.redundant for g in snap.groups),
             "other": len(snap.other_bytes)}
 
 
 def moves_job(cat: Catalog, rng: random.Random, group: str) -> int | None:
-    g = cat.group(group)
-    alive = [b.id for b in cat.backends() if b.state == "alive"]
+    g = cat.groups.get(group)
+    alive = [b.id for b in cat.backends.list() if b.state == "alive"]
     old = [list(r) for r in g.bucket_map]
     new = [list(r) for r in old]
     moves = []
@@ -179,10 +179,10 @@ def moves_job(cat: Catalog, rng: random.Random, group: str) -> int | None:
     if not moves:
         return None
     try:
-        job = cat.create_balance_job(g.grp_id, "balance", {"old_map": old, "new_map": new, "moves": moves})
+        job = cat.balance.create(g.grp_id, "balance", {"old_map": old, "new_map": new, "moves": moves})
     except Exception:  # a job is already running
         return None
-    cat.begin_balance(job.id)
+    cat.balance.begin(job.id)
     return job.id
 
 
@@ -194,8 +194,8 @@ def test_summary_answers_equal_the_replica_scan(catalog_url, tmp_path, seed):
     cat.init()
     add_local_backends(cat, tmp_path / "backends", n=6)
     for name, group in (("a", "g1"), ("b", "g1"), ("c", "g2")):
-        cat.create_table(name, COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with=group)
-    cat.create_table("loose", COLUMNS, ["id"], bucket_num=3, replication_num=2, partition_cols=["dt"])
+        cat.tables.create(name, COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with=group)
+    cat.tables.create("loose", COLUMNS, ["id"], bucket_num=3, replication_num=2, partition_cols=["dt"])
     for flag in ("disable_colocate_balance", "disable_colocate_relocate"):
         cat.set_flag(flag, True)
     for t in ("a", "b", "c", "loose"):
@@ -206,71 +206,71 @@ def test_summary_answers_equal_the_replica_scan(catalog_url, tmp_path, seed):
     for step in range(24):
         action = rng.choice(["overwrite", "bad", "down", "up", "force", "job", "clone", "clone", "switch", "finish"])
         label = f"seed {seed} step {step}: {action}"
-        backends = cat.backends()
+        backends = cat.backends.list()
         if action == "overwrite":
             try:
                 write(cat, rng.choice(["a", "b", "c", "loose"]), rng.choice(DAYS), salt=label)
             except Exception:  # not enough alive backends for the write quorum
                 continue
         elif action == "bad":
-            needs = cat.replicas_to_verify()
+            needs = cat.health.replicas_to_verify()
             picked = rng.sample(needs, k=min(3, len(needs)))
-            cat.record_verify([VerifyResult(r.replica_id, ok=False, error="mismatch") for r in picked])
+            cat.health.record_verify([VerifyResult(r.replica_id, ok=False, error="mismatch") for r in picked])
         elif action == "down":
             alive = [b for b in backends if b.state == "alive"]
             if len(alive) > 3:
-                cat.set_backend_state(rng.choice(alive).name, "down", reason=label)
+                cat.backends.set_state(rng.choice(alive).name, "down", reason=label)
         elif action == "up":
             down = [b for b in backends if b.state == "down"]
             if down:
-                cat.set_backend_state(rng.choice(down).name, "alive")
+                cat.backends.set_state(rng.choice(down).name, "alive")
         elif action == "force":
             group = rng.choice(["g1", "g2"])
             alive = [b.id for b in backends if b.state == "alive"]
-            g = cat.group(group)
-            if len(alive) >= 2 and not cat.active_balance_jobs():
+            g = cat.groups.get(group)
+            if len(alive) >= 2 and not cat.balance.active():
                 new = [sorted(rng.sample(alive, 2)) if rng.random() < 0.6 or set(r) - set(alive) else list(r)
                        for r in g.bucket_map]
-                cat.set_bucket_map(group, new, force=True)
+                cat.groups.set_bucket_map(group, new, force=True)
         elif action == "job":
             job = moves_job(cat, rng, rng.choice(["g1", "g2"]))
             if job is not None:
                 jobs.append(job)
         elif action == "clone":
-            for job in [j for j in jobs if cat.balance_job(j).state == "running"]:
-                needs, _ = cat.clone_needs(job)
+            for job in [j for j in jobs if cat.jobs.get(j).state == "running"]:
+                needs, _ = cat.balance.clone_needs(job)
                 picked = rng.sample(needs, k=rng.choice([len(needs), len(needs) // 2]))
-                cat.register_clones(job, [CloneResult(f"{job}:{i}", n.partition_id, n.version, n.bucket_seq, n.backend_id,
+                cat.balance.register_clones(job, [CloneResult(f"{job}:{i}", n.partition_id, n.version, n.bucket_seq, n.backend_id,
                                                       n.sources[0][0], n.path, True, n.rows, n.bytes, n.checksum)
                                           for i, n in enumerate(picked)])
-                cat.move_progress(job)
+                cat.balance.move_progress(job)
         elif action == "switch":
-            for job in [j for j in jobs if cat.balance_job(j).state == "running"]:
-                cat.switch_map(job)
+            for job in [j for j in jobs if cat.jobs.get(j).state == "running"]:
+                cat.balance.switch_map(job)
         elif action == "finish":
-            for job in [j for j in jobs if cat.balance_job(j).state == "running"]:
-                if cat.switch_map(job).switched and cat.finish_balance_job(job, grace=timedelta(0)).done:
+            for job in [j for j in jobs if cat.jobs.get(j).state == "running"]:
+                if cat.balance.switch_map(job).switched and cat.balance.finish(job, grace=timedelta(0)).done:
                     clock.t += timedelta(minutes=1)
-                    items = cat.take_droppable()
-                    cat.forget_replicas([i.replica_id for i in items[: len(items) // 2]])
+                    items = cat.balance.take_droppable()
+                    cat.balance.forget_replicas([i.replica_id for i in items[: len(items) // 2]])
         seen = {k: max(v, seen[k]) for k, v in compare(cat, label).items()}
     # Then every job runs to its end: clone all, switch (old copies are redundant), finish, drop.
-    for b in cat.backends():
+    for b in cat.backends.list():
         if b.state == "down":
-            cat.set_backend_state(b.name, "alive")
+            cat.backends.set_state(b.name, "alive")
     jobs += [j for j in (moves_job(cat, rng, "g1"), moves_job(cat, rng, "g2")) if j is not None]
-    for job in [j for j in jobs if cat.balance_job(j).state == "running"]:
+    for job in [j for j in jobs if cat.jobs.get(j).state == "running"]:
         for _ in range(2):  # before the switch, and what the switch adds
-            needs, _ = cat.clone_needs(job)
-            cat.register_clones(job, [CloneResult(f"{job}:{i}", n.partition_id, n.version, n.bucket_seq, n.backend_id,
+            needs, _ = cat.balance.clone_needs(job)
+            cat.balance.register_clones(job, [CloneResult(f"{job}:{i}", n.partition_id, n.version, n.bucket_seq, n.backend_id,
                                                   n.sources[0][0], n.path, True, n.rows, n.bytes, n.checksum)
                                       for i, n in enumerate(needs)])
-            cat.switch_map(job)
+            cat.balance.switch_map(job)
         seen = {k: max(v, seen[k]) for k, v in compare(cat, f"seed {seed}: job {job} switched").items()}
-        cat.finish_balance_job(job, grace=timedelta(0))
+        cat.balance.finish(job, grace=timedelta(0))
         compare(cat, f"seed {seed}: job {job} finished")
         clock.t += timedelta(minutes=1)
-        cat.forget_replicas([i.replica_id for i in cat.take_droppable()])
+        cat.balance.forget_replicas([i.replica_id for i in cat.balance.take_droppable()])
         compare(cat, f"seed {seed}: job {job} dropped")
     assert all(seen.values()), seen  # problems, repairs, redundant replicas and loose tables were all met
     cat.dispose()
@@ -282,17 +282,17 @@ def test_many_problems_are_capped_in_check_order(catalog_url, tmp_path):
     cat.init()
     add_local_backends(cat, tmp_path / "backends", n=4)
     for name in ("a", "b"):
-        cat.create_table(name, COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with="g")
+        cat.tables.create(name, COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with="g")
     for t in ("a", "b"):
         for day in DAYS:
             write(cat, t, day)
     for flag in ("disable_colocate_balance", "disable_colocate_relocate"):
         cat.set_flag(flag, True)
-    old = cat.group("g").bucket_map
+    old = cat.groups.get("g").bucket_map
     new = [[be for be in (1, 2, 3, 4) if be not in row] for row in old]  # every replica elsewhere
-    cat.set_bucket_map("g", new)
-    health = cat.check_group("g")
-    want = cat._tx(lambda s: reference_problems(s, s.get(m.ColocateGroup, cat.group("g").grp_id)))
+    cat.groups.set_bucket_map("g", new)
+    health = cat.health.check_group("g")
+    want = cat.tx(lambda s: reference_problems(s, s.get(m.ColocateGroup, cat.groups.get("g").grp_id)))
     assert health.problems == 2 * len(DAYS) * 4 * 2 > MAX_REASONS
     assert (list(health.reasons), health.problems) == want
     assert [r.partition for r in health.reasons[:8]] == [DAYS[0]] * 8  # partition by partition, all buckets of each
@@ -306,34 +306,34 @@ def test_old_copies_count_and_drop_only_where_the_bucket_is_whole(catalog_url, t
     cat = Catalog(catalog_url, actor="pytest", clock=clock)
     cat.init()
     add_local_backends(cat, tmp_path / "backends", n=4)
-    cat.create_table("a", COLUMNS, ["id"], bucket_num=2, replication_num=2, partition_cols=["dt"], colocate_with="g")
+    cat.tables.create("a", COLUMNS, ["id"], bucket_num=2, replication_num=2, partition_cols=["dt"], colocate_with="g")
     for day in DAYS[:3]:
         write(cat, "a", day)
-    g = cat.group("g")
+    g = cat.groups.get("g")
     old = [list(r) for r in g.bucket_map]
     x, y = old[0]
     z = next(be for be in (1, 2, 3, 4) if be not in old[0])
     new = [[x, z], old[1]]
-    job = cat.create_balance_job(g.grp_id, "balance", {"old_map": old, "new_map": new, "moves": [
+    job = cat.balance.create(g.grp_id, "balance", {"old_map": old, "new_map": new, "moves": [
         {"bucket_seq": 0, "index": 1, "src": y, "dst": z, "bytes": 0, "why": "balance"}]}).id
-    cat.begin_balance(job)
-    needs, _ = cat.clone_needs(job)
+    cat.balance.begin(job)
+    needs, _ = cat.balance.clone_needs(job)
     assert len(needs) == 3
-    cat.register_clones(job, [CloneResult(str(i), n.partition_id, n.version, 0, z, y, n.path, True, n.rows, n.bytes,
+    cat.balance.register_clones(job, [CloneResult(str(i), n.partition_id, n.version, 0, z, y, n.path, True, n.rows, n.bytes,
                                           n.checksum) for i, n in enumerate(needs)])
-    assert cat.switch_map(job).switched
-    assert cat.placement_snapshot().groups[0].redundant == 3
-    _, parts = cat.read_replicas("a", [DAYS[1]])
+    assert cat.balance.switch_map(job).switched
+    assert cat.health.placement_snapshot().groups[0].redundant == 3
+    _, parts = cat.writes.read_replicas("a", [DAYS[1]])
     on_x = next(r for r in parts[0].buckets[0] if r.backend_id == x)
-    rid = next(r.replica_id for r in cat.replicas_to_verify() if r.path == on_x.path)
-    cat.record_verify([VerifyResult(rid, ok=False, error="mismatch")])
-    cat.set_backend_state(next(b.name for b in cat.backends() if b.id == x), "down")
+    rid = next(r.replica_id for r in cat.health.replicas_to_verify() if r.path == on_x.path)
+    cat.health.record_verify([VerifyResult(rid, ok=False, error="mismatch")])
+    cat.backends.set_state(next(b.name for b in cat.backends.list() if b.id == x), "down")
     compare(cat, "bad copy on a down backend")
-    assert cat.placement_snapshot().groups[0].redundant == 2  # via the per-partition query
-    done = cat.finish_balance_job(job, grace=timedelta(0))
+    assert cat.health.placement_snapshot().groups[0].redundant == 2  # via the per-partition query
+    done = cat.balance.finish(job, grace=timedelta(0))
     assert done.done and done.dropping == 2
     compare(cat, "finished")
     clock.t += timedelta(minutes=1)
-    kept = cat.read_replicas("a", [DAYS[1]])[1][0].buckets[0]
+    kept = cat.writes.read_replicas("a", [DAYS[1]])[1][0].buckets[0]
     assert {r.backend_id for r in kept} == {y, z}  # be_y's copy of the day not whole on the map stays verified
     cat.dispose()

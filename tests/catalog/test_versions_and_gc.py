@@ -37,16 +37,16 @@ def clocked(catalog_url, tmp_path):
     cat = Catalog(catalog_url, actor="pytest", clock=lambda: now[0])
     cat.init()
     add_local_backends(cat, tmp_path / "b")
-    cat.create_table("orders", [("k", "bigint"), ("dt", "date")], ["k"], bucket_num=3, replication_num=2,
+    cat.tables.create("orders", [("k", "bigint"), ("dt", "date")], ["k"], bucket_num=3, replication_num=2,
                      partition_cols=["dt"], colocate_with="g")
     yield cat, now
     cat.dispose()
 
 
 def commit(cat, payload=b"v", mode="overwrite"):
-    ticket = cat.begin_write("orders", "2026-11-01", mode=mode)
+    ticket = cat.writes.begin("orders", "2026-11-01", mode=mode)
     plan, report = fake_job(ticket, payload)
-    cat.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+    cat.writes.set_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
                           ticket.missing, {"staging_uri": plan.staging_uri})
     return ticket, report
 
@@ -54,23 +54,23 @@ def commit(cat, payload=b"v", mode="overwrite"):
 def test_commit_flips_version_and_gc_removes_superseded(clocked):
     cat, now = clocked
     t1, r1 = commit(cat, b"one")
-    cat.commit_write(t1.job_id, r1)
+    cat.writes.commit(t1.job_id, r1)
     t2, r2 = commit(cat, b"two")
-    assert cat.partitions("orders")[0].visible_version == 1  # staging is invisible
-    cat.commit_write(t2.job_id, r2)
-    assert cat.partitions("orders")[0].visible_version == 2
+    assert cat.tables.partitions("orders")[0].visible_version == 1  # staging is invisible
+    cat.writes.commit(t2.job_id, r2)
+    assert cat.tables.partitions("orders")[0].visible_version == 2
     old_dirs = [r.path for r in r1.replicas]
-    assert cat.garbage() == []  # superseded, but readers get an hour of grace
+    assert cat.writes.garbage() == []  # superseded, but readers get an hour of grace
     now[0] += timedelta(hours=2)
-    garbage = cat.garbage()
+    garbage = cat.writes.garbage()
     assert {p.rsplit("/", 1)[0] for p in old_dirs} <= {g.uri for g in garbage if g.version == 1}
     from airflow_colocate.storage import fs
     for g in garbage:
         fs.delete_tree(g.uri)
-    cat.forget_garbage(garbage)
+    cat.writes.forget_garbage(garbage)
     assert all(not Path(p.removeprefix("file://")).exists() for p in old_dirs)
     assert all(Path(r.path.removeprefix("file://")).exists() for r in r2.replicas)
-    assert cat.garbage() == []
+    assert cat.writes.garbage() == []
 
 
 def test_report_that_disagrees_is_refused_and_aborts(clocked):
@@ -78,53 +78,53 @@ def test_report_that_disagrees_is_refused_and_aborts(clocked):
     t1, r1 = commit(cat)
     r1.replicas[0].checksum = "0" * 64
     with pytest.raises(ColocateError, match="bucket 0 replicas differ.*previous version stays visible|previous version stays visible"):
-        cat.commit_write(t1.job_id, r1)
-    assert cat.partitions("orders")[0].visible_version == 0
-    assert cat.job(t1.job_id)["state"] == "failed"
+        cat.writes.commit(t1.job_id, r1)
+    assert cat.tables.partitions("orders")[0].visible_version == 0
+    assert cat.jobs.get(t1.job_id).state == "failed"
     t2, r2 = commit(cat)
     r2.replicas.pop()
     with pytest.raises(ColocateError, match="expected"):
-        cat.commit_write(t2.job_id, r2)
+        cat.writes.commit(t2.job_id, r2)
 
 
 def test_append_that_raced_an_overwrite_is_refused(clocked):
     cat, _ = clocked
     t1, r1 = commit(cat)
-    cat.commit_write(t1.job_id, r1)
+    cat.writes.commit(t1.job_id, r1)
     ta, ra = commit(cat, b"a", mode="append")
     assert ta.base_version == 1 and all(p for b in ta.base_paths for p in b)
     to, ro = commit(cat, b"o")
-    cat.commit_write(to.job_id, ro)
+    cat.writes.commit(to.job_id, ro)
     with pytest.raises(ColocateError, match="while this append ran"):
-        cat.commit_write(ta.job_id, ra)
+        cat.writes.commit(ta.job_id, ra)
 
 
 def test_dead_write_is_aborted_and_collected_after_stale_period(clocked):
     cat, now = clocked
     t1, r1 = commit(cat)  # never committed: the job "died"
     now[0] += timedelta(hours=25)
-    garbage = cat.garbage()  # marks it aborted
+    garbage = cat.writes.garbage()  # marks it aborted
     now[0] += timedelta(hours=2)
-    garbage = cat.garbage()
+    garbage = cat.writes.garbage()
     assert {g.reason for g in garbage} >= {"aborted version"}
     with pytest.raises(ColocateError, match="not running"):
-        cat.commit_write(t1.job_id, r1)
+        cat.writes.commit(t1.job_id, r1)
 
 
 def test_write_needs_enough_alive_backends(clocked):
     cat, _ = clocked
-    cat.set_backend_state("be1", "down")
-    cat.set_backend_state("be2", "down")
+    cat.backends.set_state("be1", "down")
+    cat.backends.set_state("be2", "down")
     with pytest.raises(PlacementError, match="needs 2 alive backends"):
-        cat.begin_write("orders", "2026-11-01")
+        cat.writes.begin("orders", "2026-11-01")
 
 
 def test_gc_cli_dry_run_and_run(clocked, capsys):
     cat, now = clocked
     t1, r1 = commit(cat)
-    cat.commit_write(t1.job_id, r1)
+    cat.writes.commit(t1.job_id, r1)
     t2, r2 = commit(cat)
-    cat.commit_write(t2.job_id, r2)
+    cat.writes.commit(t2.job_id, r2)
     assert main(["--catalog", cat.url, "gc", "--grace-minutes", "0", "--dry-run", "--json"]) == 0
     assert all(Path(r.path.removeprefix("file://")).exists() for r in r1.replicas)
     assert main(["--catalog", cat.url, "gc", "--grace-minutes", "0"]) == 0
@@ -139,22 +139,22 @@ def test_commit_writes_commits_many_in_one_transaction_and_refuses_each_bad_one_
     cat, _ = clocked
     tickets = {}
     for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
-        ticket = cat.begin_write("orders", day)
+        ticket = cat.writes.begin("orders", day)
         plan, report = fake_job(ticket, day.encode())
-        cat.set_write_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
+        cat.writes.set_targets(ticket.job_id, {b.bucket_seq: [r.backend_id for r in b.replicas] for b in plan.buckets},
                               ticket.missing, {"staging_uri": plan.staging_uri})
         tickets[day] = (ticket, report)
     bad_ticket, bad_report = tickets["2026-11-02"]
     bad_report.replicas[0].checksum = "0" * 64
     good = [tickets[d] for d in ("2026-11-01", "2026-11-03")]
     items = [(t.job_id, r) for t, r in (*good, (bad_ticket, bad_report))] + [(999_999, good[0][1])]
-    out = cat.commit_writes(items)
+    out = cat.writes.commit_many(items)
     assert [out[t.job_id].visible_version for t, _ in good] == [1, 1]
     assert isinstance(out[bad_ticket.job_id], ColocateError) and "replicas differ" in str(out[bad_ticket.job_id])
     assert isinstance(out[999_999], NotFound)
-    visible = {p.value: p.visible_version for p in cat.partitions("orders")}
+    visible = {p.value: p.visible_version for p in cat.tables.partitions("orders")}
     assert visible == {"2026-11-01": 1, "2026-11-02": 0, "2026-11-03": 1}
-    assert [j["state"] for j in cat.list_jobs(kinds=["write"], limit=10) if j["id"] == bad_ticket.job_id] == ["failed"]
-    again = cat.commit_writes([(good[0][0].job_id, good[0][1])])  # committed already: refused, nothing changes
+    assert [j.state for j in cat.jobs.list(kinds=["write"], limit=10) if j.id == bad_ticket.job_id] == ["failed"]
+    again = cat.writes.commit_many([(good[0][0].job_id, good[0][1])])  # committed already: refused, nothing changes
     assert isinstance(again[good[0][0].job_id], Conflict)
-    assert {p.value: p.visible_version for p in cat.partitions("orders")} == visible
+    assert {p.value: p.visible_version for p in cat.tables.partitions("orders")} == visible

@@ -53,14 +53,14 @@ def test_daily_dag_backfills_two_dates_end_to_end(pipeline_env, spark):
         assert run.state == "success", f"{date}: {run.state}"
         join = task_xcom(run, "revenue_by_priority")
         assert join["colocate"] is True and "colocate: true" in join["explain"], join["explain"]
-        group = catalog.group("g_tpch").group_id  # the task's "Colocation" button opens its group
+        group = catalog.groups.get("g_tpch").group_id  # the task's "Colocation" button opens its group
         for task_id in ("load_orders", "revenue_by_priority"):
             assert task_xcom(run, task_id, key="_link_ColocationLink") == f"/plugin/colocation/api/colocate/ui?group={group}"
 
     for date in DATES:
         ds = date.to_date_string()
         check_day(catalog, spark, tmp / "landing" / ds, ds)
-    assert all(g.stable for g in catalog.groups())
+    assert all(g.stable for g in catalog.groups.list())
     # each committed write (and join output) is an Asset event a downstream DAG can be scheduled on
     for table in ("orders", "lineitem", "revenue_by_priority"):  # writes, and the join into its output table
         extras = asset_event_extras(f"colocate://default/{table}", since=started)

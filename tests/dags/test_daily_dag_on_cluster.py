@@ -94,7 +94,7 @@ def test_daily_dag_on_a_standalone_cluster_with_the_catalog_in_postgres(cluster_
 
     ds = DATE.to_date_string()
     check_day(catalog, spark, tmp / "landing" / ds, ds)
-    assert all(g.stable for g in catalog.groups())
+    assert all(g.stable for g in catalog.groups.list())
 
     reports = [p for p in (tmp / "runs").glob("*/report.json") if json.loads(p.read_text()).get("kind") == "join"]
     joins = [load_report(JoinReport, str(p)) for p in reports]

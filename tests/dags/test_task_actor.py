@@ -28,14 +28,14 @@ def test_changes_made_by_a_task_name_its_dag_task_and_run(airflow_db, tmp_path, 
     cat.init()
     for name in ("be1", "be2"):
         (tmp_path / name).mkdir()
-        cat.add_backend((tmp_path / name).as_uri(), name=name)
+        cat.backends.add((tmp_path / name).as_uri(), name=name)
 
     dag = DagBag(dag_folder=str(DAGS)).dags["colocate_maintenance"]
     run = dag.test(logical_date=pendulum.datetime(2026, 11, 23, tz="UTC"),
                    run_conf={"action": "decommission", "backend": "be2", "group": None, "table": None})
     assert run.state == "success", {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.get_task_instance("decommission").state == "success"
-    assert cat.backend("be2").state == "decommissioned"  # it held nothing: the same run drained it
+    assert cat.backends.get("be2").state == "decommissioned"  # it held nothing: the same run drained it
     who = [(e.kind, e.detail.get("new"), parse_task_actor(e.actor)) for e in reversed(cat.events(limit=50))
            if e.subject == "be2" and e.kind in ("backend.decommission", "backend.state")]
     run_of = {"dag_id": "colocate_maintenance", "run_id": run.run_id}

@@ -23,7 +23,7 @@ def lake(catalog_url, tmp_path):
     for i in (1, 2, 3):
         (tmp_path / f"be{i}").mkdir()
         add_backend(cat, (tmp_path / f"be{i}").as_uri(), name=f"be{i}")
-    cat.create_table("t", [("id", "bigint")], ["id"], bucket_num=3, replication_num=2, colocate_with="g")
+    cat.tables.create("t", [("id", "bigint")], ["id"], bucket_num=3, replication_num=2, colocate_with="g")
     yield cat, tmp_path
     cat.dispose()
 
@@ -35,8 +35,8 @@ def probe(cat) -> dict:
 def test_add_writes_a_marker_with_the_catalog_and_backend_ids(lake):
     cat, root = lake
     marker = json.loads((root / "be2" / MARKER).read_text())
-    assert marker["backend_id"] == cat.backend("be2").id and marker["catalog_id"] == cat.catalog_uid()
-    assert marker["token"] == cat.backend_markers()[cat.backend("be2").id]
+    assert marker["backend_id"] == cat.backends.get("be2").id and marker["catalog_id"] == cat.backends.catalog_uid()
+    assert marker["token"] == cat.backends.markers()[cat.backends.get("be2").id]
     assert all(r.ok for r in probe(cat).values())
 
 
@@ -46,9 +46,9 @@ def test_a_deleted_root_is_down_and_never_recreated(lake):
     result = probe(cat)["be2"]
     assert not result.ok and "is missing" in result.error
     assert not (root / "be2").exists()  # the probe did not bring an empty disk back
-    b = cat.backend("be2")
+    b = cat.backends.get("be2")
     assert b.state == "down"
-    assert not cat.group("g").stable and "be2" in cat.group("g").unstable_reason
+    assert not cat.groups.get("g").stable and "be2" in cat.groups.get("g").unstable_reason
 
 
 def test_an_empty_disk_in_its_place_is_down_until_reinitialised(lake):
@@ -60,7 +60,7 @@ def test_an_empty_disk_in_its_place_is_down_until_reinitialised(lake):
     assert not (root / "be2" / MARKER).exists()
     b, lost = reinit_backend(cat, "be2", reason="disk sdb replaced")
     assert lost == 0  # a table without data has no replicas to lose
-    assert probe(cat)["be2"].ok and cat.backend("be2").state == "alive"
+    assert probe(cat)["be2"].ok and cat.backends.get("be2").state == "alive"
     events = [(e.kind, e.detail.get("reason")) for e in cat.events(limit=10)]
     assert ("backend.reinit", "disk sdb replaced") in events
 
@@ -83,7 +83,7 @@ def test_add_refuses_a_missing_root_and_leaves_no_backend(lake, tmp_path):
     cat, _ = lake
     with pytest.raises(ColocateError, match="does not exist: create it"):
         add_backend(cat, (tmp_path / "nowhere").as_uri(), name="be9")
-    assert [b.name for b in cat.backends()] == ["be1", "be2", "be3"]
+    assert [b.name for b in cat.backends.list()] == ["be1", "be2", "be3"]
 
 
 def test_reinit_needs_a_reason(lake):

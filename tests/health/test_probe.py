@@ -32,43 +32,43 @@ def test_probe_writes_reads_and_deletes_a_heartbeat(clocked):
 
 def test_failed_probe_marks_down_and_after_the_delay_unavailable(clocked):
     cat, now, root = clocked
-    cat.create_table("t", [("id", "bigint")], ["id"], bucket_num=3, replication_num=2, colocate_with="g")
+    cat.tables.create("t", [("id", "bigint")], ["id"], bucket_num=3, replication_num=2, colocate_with="g")
     broken = root / "be2"
     broken.rename(root / "be2.gone")
     broken.write_text("not a directory")  # every write under the root fails
     results = {r.backend.name: r for r in health.probe_backends(cat, timeout=10)}
     assert not results["be2"].ok and results["be2"].error
-    be2 = cat.backend_health()[1]
+    be2 = cat.health.backends()[1]
     assert be2.state == "down" and be2.state_since == now[0] and be2.state_reason.startswith("probe:")
     assert not be2.unavailable and be2.transiently_down
-    g = cat.group("g")
+    g = cat.groups.get("g")
     assert not g.stable and "be2 is down" in g.unstable_reason  # recorded by the probe run
     now[0] += timedelta(minutes=29)
-    assert not cat.backend_health()[1].unavailable
+    assert not cat.health.backends()[1].unavailable
     now[0] += timedelta(minutes=2)
-    assert cat.backend_health()[1].unavailable
-    assert not cat.backend_health(relocate_delay=timedelta(hours=2))[1].unavailable
+    assert cat.health.backends()[1].unavailable
+    assert not cat.health.backends(relocate_delay=timedelta(hours=2))[1].unavailable
     # it comes back: the next probe brings it up, and the group with it
     broken.unlink()
     (root / "be2.gone").rename(broken)
     assert all(r.ok for r in health.probe_backends(cat, timeout=10))
-    assert cat.backend("be2").state == "alive" and cat.group("g").stable
+    assert cat.backends.get("be2").state == "alive" and cat.groups.get("g").stable
     kinds = [(e.kind, e.detail.get("new")) for e in cat.events(limit=20)]
     assert ("backend.state", "down") in kinds and ("backend.state", "alive") in kinds
 
 
 def test_admin_marks_hold_against_the_probe(clocked):
     cat, now, root = clocked
-    cat.set_backend_state("be1", "down", reason="replacing a disk")
-    assert cat.backend_health()[0].state_reason == "admin: replacing a disk"
+    cat.backends.set_state("be1", "down", reason="replacing a disk")
+    assert cat.health.backends()[0].state_reason == "admin: replacing a disk"
     health.probe_backends(cat, timeout=10)
-    assert cat.backend("be1").state == "down"  # the heartbeat works, but the admin said down
-    assert cat.backend_health()[0].last_heartbeat == now[0]
-    cat.set_backend_state("be1", "alive")
-    cat.decommission_backend("be3")
+    assert cat.backends.get("be1").state == "down"  # the heartbeat works, but the admin said down
+    assert cat.health.backends()[0].last_heartbeat == now[0]
+    cat.backends.set_state("be1", "alive")
+    cat.backends.decommission("be3")
     health.probe_backends(cat, timeout=10)
-    assert [b.state for b in cat.backends()] == ["alive", "alive", "decommissioning"]
-    assert cat.backend_health()[2].unavailable  # decommissioning is unavailable at once
+    assert [b.state for b in cat.backends.list()] == ["alive", "alive", "decommissioning"]
+    assert cat.health.backends()[2].unavailable  # decommissioning is unavailable at once
 
 
 def test_a_hung_backend_times_out(clocked, monkeypatch):

@@ -86,12 +86,12 @@ def tpch_catalog(spark, tpch_sources, tmp_path_factory):
     from airflow_colocate.core.sqltypes import parse_columns
 
     for name, (cols, dist, group) in schema.items():
-        cat.create_table(name, parse_columns(cols), dist, bucket_num=8, replication_num=2, partition_cols=["dt"],
+        cat.tables.create(name, parse_columns(cols), dist, bucket_num=8, replication_num=2, partition_cols=["dt"],
                          colocate_with=group)
         for day in DATES:
             write_in_session(spark, cat, name, day, Source(format="parquet", path=str(tpch_sources[name][day])),
                              work_dir=root / "runs")
-    cat.create_table("customer", parse_columns("c_custkey bigint, c_name string, c_mktsegment string"), ["c_custkey"],
+    cat.tables.create("customer", parse_columns("c_custkey bigint, c_name string, c_mktsegment string"), ["c_custkey"],
                      bucket_num=4, replication_num=1)
     src = root / "customer_src"
     src.mkdir()

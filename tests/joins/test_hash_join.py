@@ -53,7 +53,7 @@ def lake(spark, tmp_path_factory):
     cat.init()
     add_local_backends(cat, root / "backends", n=2)
     for name, cols in (("ha", "k bigint, v string, dt date"), ("hb", "k bigint, w bigint, dt date")):
-        cat.create_table(name, parse_columns(cols), ["k"], bucket_num=4, replication_num=1, partition_cols=["dt"],
+        cat.tables.create(name, parse_columns(cols), ["k"], bucket_num=4, replication_num=1, partition_cols=["dt"],
                          colocate_with="g_hash")
         for d, day in enumerate(DAYS):
             write_in_session(spark, cat, name, day, Source(query=SOURCES[name].format(d=d)), work_dir=root / "runs")

@@ -85,7 +85,7 @@ def test_one_partition_of_several(spark, tpch_catalog, plain):
 def test_unstable_group_and_down_backend_fall_back_with_reason(spark, tpch_catalog, plain):
     q = "SELECT o.o_orderkey, l.l_linenumber FROM {o} o JOIN {l} l ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey"
     ours, ref = q.format(o="orders", l="lineitem"), q.format(o="ref_orders", l="ref_lineitem")
-    tpch_catalog.set_group_stable("g_tpch", False, reason="maintenance")
+    tpch_catalog.groups.set_stable("g_tpch", False, reason="maintenance")
     try:
         result = same_rows(spark, ours, ref, BOTH, tpch_catalog)
         assert not result["colocate"] and "colocate: false, reason: group is not stable: maintenance" in result["explain"]
@@ -93,13 +93,13 @@ def test_unstable_group_and_down_backend_fall_back_with_reason(spark, tpch_catal
         with pytest.raises(ColocateError, match="require_colocate"):
             join_in_session(spark, tpch_catalog, ours, BOTH, require_colocate=True)
     finally:
-        tpch_catalog.set_group_stable("g_tpch", True)
-    tpch_catalog.set_backend_state("be2", "down")
+        tpch_catalog.groups.set_stable("g_tpch", True)
+    tpch_catalog.backends.set_state("be2", "down")
     try:
         result = same_rows(spark, ours, ref, BOTH, tpch_catalog)
         assert not result["colocate"] and "group is not stable" in result["joins"][0]["reason"]
     finally:
-        tpch_catalog.set_backend_state("be2", "alive")
+        tpch_catalog.backends.set_state("be2", "alive")
     result = same_rows(spark, ours, ref, BOTH, tpch_catalog, disable_colocate_join=True)
     assert result["joins"][0]["reason"] == "colocate join is disabled"
     tpch_catalog.set_flag("disable_colocate_join", True)  # the global flag, as an operator sets it
@@ -115,7 +115,7 @@ def test_unstable_group_and_down_backend_fall_back_with_reason(spark, tpch_catal
 def test_output_into_the_group_is_colocated_next_time(spark, tpch_catalog, plain):
     from airflow_colocate.core.sqltypes import parse_columns
 
-    tpch_catalog.create_table("order_revenue", parse_columns("r_orderkey bigint, revenue decimal(25,2), dt date"),
+    tpch_catalog.tables.create("order_revenue", parse_columns("r_orderkey bigint, revenue decimal(25,2), dt date"),
                               ["r_orderkey"], bucket_num=8, replication_num=2, partition_cols=["dt"],
                               colocate_with="g_tpch", if_not_exists=True)
     q = ("SELECT l.l_orderkey AS r_orderkey, sum(l.l_extendedprice) AS revenue, l.dt FROM lineitem l "
@@ -138,7 +138,7 @@ def test_tables_of_two_groups_fall_back_with_reason(spark, tpch_catalog, tpch_so
     from airflow_colocate.core.sqltypes import parse_columns
     from airflow_colocate.jobs.write import write_in_session
 
-    tpch_catalog.create_table("flags_g", parse_columns("f_orderkey bigint, f_flag string, dt date"), ["f_orderkey"],
+    tpch_catalog.tables.create("flags_g", parse_columns("f_orderkey bigint, f_flag string, dt date"), ["f_orderkey"],
                               bucket_num=8, replication_num=2, partition_cols=["dt"], colocate_with="g_flags",
                               if_not_exists=True)
     for day in TWO_DAYS:

@@ -47,7 +47,7 @@ def lake(spark, tmp_path):
     add_local_backends(cat, tmp_path / "backends")
     rows = {"orders": [(k, f"o{k}") for k in range(2000)], "lines": [(k, f"l{k}") for k in range(0, 4000, 2)]}
     for table, data in rows.items():
-        cat.create_table(table, COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"],
+        cat.tables.create(table, COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"],
                          colocate_with="g")
         src = tmp_path / "src" / table
         src.mkdir(parents=True)
@@ -105,7 +105,7 @@ def test_removed_and_truncated_files_read_from_the_other_replica_then_balance_re
     assert replica_states(cat, reasons) == {removed.path: "bad", truncated.path: "bad"}
     events = {e.subject: e.detail["reason"] for e in cat.events(kind="replica.bad")}
     assert "missing file" in events[removed.path] and "holds" in events[truncated.path]
-    g = cat.group("g")
+    g = cat.groups.get("g")
     assert not g.stable and "does not hold the files the catalog recorded" in g.unstable_reason
     # a bad replica is never chosen again, and reads stay whole
     assert first_choice(cat, "orders", 1)[0].path == others_a[0].path
@@ -113,7 +113,7 @@ def test_removed_and_truncated_files_read_from_the_other_replica_then_balance_re
 
     summary = Balancer(cat, local_runner(), BalanceOptions(grace=timedelta(0)), work_dir=tmp / "runs").run()
     assert [j.state for j in summary["jobs"]] == ["done"]
-    assert cat.check_group("g").stable and cat.group("g").stable
+    assert cat.health.check_group("g").stable and cat.groups.get("g").stable
     assert replica_states(cat, reasons) == {removed.path: "verified", truncated.path: "verified"}
     assert gone.exists() and short.stat().st_size == truncated.files[0][1]
     assert read_back(spark, cat) == rows
@@ -131,7 +131,7 @@ def test_no_exact_replica_left_fails_clearly_never_fewer_rows(spark, lake):
     for r in replicas:
         assert f"backend {r.backend_id} ({r.path}): missing file {r.files[0][0]}" in message
     assert set(replica_states(cat, [r.path for r in replicas]).values()) == {"bad"}
-    assert not cat.group("g").stable
+    assert not cat.groups.get("g").stable
 
     # the join job (through the control plane) refuses too, and writes nothing
     out = tmp / "out"
@@ -140,7 +140,7 @@ def test_no_exact_replica_left_fails_clearly_never_fewer_rows(spark, lake):
     assert not out.exists()
     # balance cannot invent the lost bucket: it says so, and the read keeps failing
     summary = Balancer(cat, local_runner(), BalanceOptions(grace=timedelta(0)), work_dir=tmp / "runs").run()
-    assert not cat.check_group("g").stable
+    assert not cat.health.check_group("g").stable
     with pytest.raises(ColocateError):
         read_back(spark, cat)
     assert summary is not None and os.path.exists(tmp / "catalog.db")

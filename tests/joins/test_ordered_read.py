@@ -47,7 +47,7 @@ def lake(spark, tmp_path_factory):
     cat.init()
     add_local_backends(cat, root / "backends", n=2)
     for name, cols in (("oa", "k bigint, v string, dt date"), ("ob", "k bigint, w bigint, dt date")):
-        cat.create_table(name, parse_columns(cols), ["k"], bucket_num=4, replication_num=1, partition_cols=["dt"],
+        cat.tables.create(name, parse_columns(cols), ["k"], bucket_num=4, replication_num=1, partition_cols=["dt"],
                          colocate_with="g_ordered")
         refs = []
         for d, day in enumerate(DAYS):
@@ -154,8 +154,8 @@ def test_string_keys_are_checked_too(spark, lake, tmp_path):
     """A string bucket key takes the check's other path (keys kept by projections): in order, the
     self-join returns plain Spark's rows with no sort; a reversed replica stops the query."""
     cat, root = lake
-    if "os" not in {t.name for t in cat.tables()}:
-        cat.create_table("os", parse_columns("k string, v bigint, dt date"), ["k"], bucket_num=4, replication_num=1,
+    if "os" not in {t.name for t in cat.tables.list()}:
+        cat.tables.create("os", parse_columns("k string, v bigint, dt date"), ["k"], bucket_num=4, replication_num=1,
                          partition_cols=["dt"], colocate_with="g_ordered_s")
         write_in_session(spark, cat, "os", DAYS[0], Source(query="SELECT concat('s', id % 50) AS k, id AS v FROM range(200)"),
                          work_dir=root / "runs")

@@ -20,8 +20,8 @@ def logged(capfd) -> list[tuple[str, str]]:
 
 def test_repair_says_it_waits_for_the_relocate_delay(colocate_env, tmp_path, monkeypatch, capfd):
     cat = colocate_env
-    cat.create_table("orders", parse_columns("id bigint"), ["id"], bucket_num=6, replication_num=2, colocate_with="g")
-    be2 = next(b for b in cat.backends() if b.name == "be2")
+    cat.tables.create("orders", parse_columns("id bigint"), ["id"], bucket_num=6, replication_num=2, colocate_with="g")
+    be2 = next(b for b in cat.backends.list() if b.name == "be2")
     root = be2.root_uri.removeprefix("file://")
     (tmp_path / "backends" / "be2").rename(tmp_path / "be2-unplugged")  # the disk is gone: the probe fails
     assert root.endswith("be2")

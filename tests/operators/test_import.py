@@ -60,7 +60,7 @@ def source_rows(root: Path, day: str) -> list[tuple]:
 def make_table(catalog):
     from airflow_colocate.core.sqltypes import parse_columns
 
-    catalog.create_table("orders", parse_columns(COLUMNS), ["o_orderkey"], bucket_num=4, replication_num=2,
+    catalog.tables.create("orders", parse_columns(COLUMNS), ["o_orderkey"], bucket_num=4, replication_num=2,
                          partition_cols=["dt"], colocate_with="g_orders")
 
 
@@ -70,7 +70,7 @@ def committed(catalog) -> list[str]:
 
 def _visible(catalog, day) -> bool:
     try:
-        catalog.read_replicas("orders", [day])
+        catalog.writes.read_replicas("orders", [day])
         return True
     except Exception:
         return False
@@ -80,7 +80,7 @@ def assert_complete(catalog, root: Path, day: str) -> None:
     """The visible version holds exactly the source rows, and every replica of a bucket is
     byte-identical (the checksum the catalog recorded)."""
     assert read_back(catalog, day) == source_rows(root, day)
-    _, parts = catalog.read_replicas("orders", [day])
+    _, parts = catalog.writes.read_replicas("orders", [day])
     for bucket in parts[0].buckets:
         assert len(bucket) == 2
         for r in bucket:
@@ -135,8 +135,8 @@ def test_import_12_partitions_one_spark_job_failed_partition_rerun(colocate_env,
 
     # Spark reads every imported partition back as a bucketed table, with the on-read bucket guard
     # (each row's pmod(hash(o_orderkey), 4) is its bucket): the same rows as the source
-    view, parts = catalog.read_replicas("orders", DAYS)
-    register_tables(spark, [read_table(view, parts, available={b.id for b in catalog.backends()}, name="imported")])
+    view, parts = catalog.writes.read_replicas("orders", DAYS)
+    register_tables(spark, [read_table(view, parts, available={b.id for b in catalog.backends.list()}, name="imported")])
     got = sorted(tuple(r) for r in spark.sql(
         "SELECT o_orderkey, o_custkey, o_totalprice, o_orderstatus, CAST(dt AS STRING) FROM imported").collect())
     assert got == sorted(row + (day,) for day in DAYS for row in source_rows(root, day))

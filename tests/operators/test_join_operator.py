@@ -20,9 +20,9 @@ CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
 @pytest.fixture
 def loaded(colocate_env, spark, tmp_path):
     cat = colocate_env
-    cat.create_table("orders", parse_columns("o_orderkey bigint, o_priority string, dt date"), ["o_orderkey"],
+    cat.tables.create("orders", parse_columns("o_orderkey bigint, o_priority string, dt date"), ["o_orderkey"],
                      bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with="g")
-    cat.create_table("lineitem", parse_columns("l_orderkey bigint, l_price bigint, dt date"), ["l_orderkey"],
+    cat.tables.create("lineitem", parse_columns("l_orderkey bigint, l_price bigint, dt date"), ["l_orderkey"],
                      bucket_num=4, replication_num=2, partition_cols=["dt"], colocate_with="g")
     o, li = tmp_path / "o", tmp_path / "l"
     o.mkdir(), li.mkdir()
@@ -37,7 +37,7 @@ def loaded(colocate_env, spark, tmp_path):
 
 def test_sql_join_into_a_catalog_table_and_structured_join(loaded, tmp_path):
     cat = loaded
-    cat.create_table("revenue", parse_columns("o_priority string, revenue bigint"), ["o_priority"], bucket_num=2)
+    cat.tables.create("revenue", parse_columns("o_priority string, revenue bigint"), ["o_priority"], bucket_num=2)
     op = ColocateJoinOperator(
         task_id="revenue", conf=CONF, require_colocate=True,
         query=("SELECT o.o_priority, sum(l.l_price) AS revenue FROM orders o JOIN lineitem l "
@@ -48,7 +48,7 @@ def test_sql_join_into_a_catalog_table_and_structured_join(loaded, tmp_path):
     assert result["joins"][0]["exchanges_left"] == 0 and result["joins"][0]["exchanges_right"] == 0
     assert result["output"]["rows"] == 3 and result["output"]["version"] == 1
     expected = {f"{p}-PRIO": sum(i for i in range(300) if (i // 3) % 3 == p) for p in range(3)}
-    _, parts = cat.read_replicas("revenue")
+    _, parts = cat.writes.read_replicas("revenue")
     got = {}
     for bucket in parts[0].buckets:
         for f in Path(bucket[0].path.removeprefix("file://")).glob("*.parquet"):

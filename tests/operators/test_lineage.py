@@ -40,9 +40,9 @@ def committed(sqlite_catalog, spark, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     pq.write_table(pa.table({"id": pa.array(range(300), pa.int64())}), src / "p.parquet")
-    cat.create_table("events", parse_columns("id bigint"), ["id"], bucket_num=2, replication_num=2)
+    cat.tables.create("events", parse_columns("id bigint"), ["id"], bucket_num=2, replication_num=2)
     write = write_in_session(spark, cat, "events", "all", Source(format="parquet", path=str(src)), work_dir=tmp_path / "runs")
-    cat.create_table("sales.counts", parse_columns("k bigint, n bigint"), ["k"], bucket_num=2)
+    cat.tables.create("sales.counts", parse_columns("k bigint, n bigint"), ["k"], bucket_num=2)
     join = join_in_session(spark, cat, "SELECT a.id % 3 AS k, count(*) AS n FROM events a JOIN events b ON a.id = b.id "
                            "GROUP BY a.id % 3",
                            {"events": None}, output_table="sales.counts", work_dir=tmp_path / "runs")

@@ -59,7 +59,7 @@ def test_write_task_log_is_short_and_ends_with_the_summary(lake, tmp_path, monke
     (dags / "log_dag.py").write_text(DAG_FILE.format(source=str(source)))
     monkeypatch.setattr("airflow.settings.DAGS_FOLDER", str(dags))  # read by the dags-folder bundle
     dag = DagBag(dag_folder=str(dags)).get_dag("colocate_task_log")
-    lake.create_table("event_pairs", parse_columns("v string, n bigint"), ["v"], bucket_num=2)
+    lake.tables.create("event_pairs", parse_columns("v string, n bigint"), ["v"], bucket_num=2)
     started = pendulum.now("UTC")
     capfd.readouterr()
     run = dag.test(logical_date=pendulum.datetime(2026, 11, 21, tz="UTC"))
@@ -89,7 +89,7 @@ def test_write_task_log_is_short_and_ends_with_the_summary(lake, tmp_path, monke
     expected = {}
     for r in xcom["buckets"]:  # one entry per replica
         expected.setdefault(r["bucket"], (r["rows"], set()))[1].add(r["backend"])
-    names = {b.id: b.name for b in lake.backends()}
+    names = {b.id: b.name for b in lake.backends.list()}
     table = [BUCKET_ROW.fullmatch(line) for line in summary[2:-1]]
     assert all(table) and len(table) == 4, summary
     for m in table:

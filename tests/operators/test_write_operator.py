@@ -42,7 +42,7 @@ def write_op(source: Path, partition: str, mode: str = "overwrite", **kw) -> Col
 
 def read_back(catalog, partition: str) -> list[tuple]:
     """Rows of the visible version, read from each bucket's first replica with pyarrow."""
-    _, parts = catalog.read_replicas("orders", [partition])
+    _, parts = catalog.writes.read_replicas("orders", [partition])
     rows = []
     for bucket in parts[0].buckets:
         directory = Path(bucket[0].path.removeprefix("file://"))
@@ -61,8 +61,8 @@ def test_write_overwrite_append_and_replicas(colocate_env, spark, tmp_path):
     src = make_source(tmp_path / "src1", 3000)
     result = write_op(src, "2026-11-01").execute(context={})
     assert result["rows"] == 3000 and result["version"] == 1 and result["replicas"] == 8
-    group = catalog.group("g_orders")
-    _, parts = catalog.read_replicas("orders", ["2026-11-01"])
+    group = catalog.groups.get("g_orders")
+    _, parts = catalog.writes.read_replicas("orders", ["2026-11-01"])
     for seq, replicas in enumerate(parts[0].buckets):
         assert sorted(r.backend_id for r in replicas) == sorted(group.bucket_map[seq])
         assert len({r.checksum for r in replicas}) == 1
@@ -108,15 +108,15 @@ def test_bad_inputs_commit_nothing(colocate_env, spark, tmp_path):
     pq.write_table(pq.read_table(src).drop(["o_orderkey"]), no_key / "p.parquet")
     with pytest.raises(ColocateError, match="o_orderkey"):  # the distribution column is missing
         write_op(no_key, "2026-11-01").execute(context={})
-    tables, events = [t.name for t in catalog.tables()], len(catalog.events(limit=10_000))
+    tables, events = [t.name for t in catalog.tables.list()], len(catalog.events(limit=10_000))
     with pytest.raises(SchemaMismatch, match="bucket"):  # a new table that does not fit the group's schema
         ColocateWriteOperator(task_id="load_o2", table="o2", source=str(src), partition="2026-11-01",
                               columns=COLUMNS, dist_cols=["o_orderkey"], bucket_num=8, replication_num=2,
                               partition_col="dt", colocate_with="g_orders").execute(context={})
-    assert [t.name for t in catalog.tables()] == tables and len(catalog.events(limit=10_000)) == events
-    for backend in catalog.backends()[1:]:
-        catalog.set_backend_state(backend.name, "down")
+    assert [t.name for t in catalog.tables.list()] == tables and len(catalog.events(limit=10_000)) == events
+    for backend in catalog.backends.list()[1:]:
+        catalog.backends.set_state(backend.name, "down")
     with pytest.raises(ColocateError, match="needs 2 alive backends"):
         write_op(src, "2026-11-01").execute(context={})
-    assert catalog.partitions("orders")[0].visible_version == 1
+    assert catalog.tables.partitions("orders")[0].visible_version == 1
     assert read_back(catalog, "2026-11-01") == before

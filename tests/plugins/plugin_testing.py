@@ -11,13 +11,13 @@ from airflow_colocate.core.contract import ReplicaReport, WriteReport
 def commit_fake_write(cat: Catalog, table: str, partition: str, *, bytes_per_replica: int = 1000) -> None:
     """Commit a partition version as the Spark write job would report it (no files are needed by
     the catalog), so that backends hold verified replicas with sizes."""
-    ticket = cat.begin_write(table, partition)
+    ticket = cat.writes.begin(table, partition)
     targets = {seq: [be for be, _ in bucket] for seq, bucket in enumerate(ticket.targets)}
-    cat.set_write_targets(ticket.job_id, targets, ticket.missing, {})
+    cat.writes.set_targets(ticket.job_id, targets, ticket.missing, {})
     replicas = [ReplicaReport(seq, be, f"{root}/{table}/{partition}/v{ticket.version}/b{seq}", ["part-0.parquet"],
                               10, bytes_per_replica, f"{seq:064x}")
                 for seq, bucket in enumerate(ticket.targets) for be, root in bucket]
-    cat.commit_write(ticket.job_id, WriteReport(str(ticket.job_id), ticket.table.qualified_name, partition,
+    cat.writes.commit(ticket.job_id, WriteReport(str(ticket.job_id), ticket.table.qualified_name, partition,
                                                 ticket.version, 10 * len(ticket.targets), replicas, 0.1, "test"))
 
 
@@ -27,25 +27,25 @@ def build_demo_catalog(url: str, root: Path) -> Catalog:
     cat.init()
     for i in range(1, 5):
         (root / f"be{i}").mkdir(parents=True, exist_ok=True)
-        cat.add_backend((root / f"be{i}").as_uri(), name=f"be{i}", capacity_bytes=100_000 * i)
-    cat.create_table("orders", [("o_orderkey", "bigint"), ("dt", "date")], ["o_orderkey"], bucket_num=8,
+        cat.backends.add((root / f"be{i}").as_uri(), name=f"be{i}", capacity_bytes=100_000 * i)
+    cat.tables.create("orders", [("o_orderkey", "bigint"), ("dt", "date")], ["o_orderkey"], bucket_num=8,
                      replication_num=2, partition_cols=["dt"], colocate_with="g_orders")
-    cat.create_table("lineitem", [("l_orderkey", "bigint"), ("l_qty", "decimal(15,2)"), ("dt", "date")], ["l_orderkey"],
+    cat.tables.create("lineitem", [("l_orderkey", "bigint"), ("l_qty", "decimal(15,2)"), ("dt", "date")], ["l_orderkey"],
                      bucket_num=8, replication_num=2, partition_cols=["dt"], colocate_with="g_orders")
-    cat.create_table("users", [("user_id", "int"), ("name", "string")], ["user_id"], bucket_num=4,
+    cat.tables.create("users", [("user_id", "int"), ("name", "string")], ["user_id"], bucket_num=4,
                      replication_num=1, colocate_with="g_users")
-    cat.create_table("dim.region", [("r_id", "int")], ["r_id"], bucket_num=2, replication_num=1,
+    cat.tables.create("dim.region", [("r_id", "int")], ["r_id"], bucket_num=2, replication_num=1,
                      colocate_with="__global__regions")
     commit_fake_write(cat, "orders", "2026-11-01", bytes_per_replica=2000)
     commit_fake_write(cat, "lineitem", "2026-11-01", bytes_per_replica=5000)
     commit_fake_write(cat, "users", "all", bytes_per_replica=700)
-    cat.set_backend_state("be4", "down", reason="test: disk failed")
+    cat.backends.set_state("be4", "down", reason="test: disk failed")
     # A running relocate job of g_users: bucket 3 leaves be4 for be1.
-    users = cat.group("g_users")
+    users = cat.groups.get("g_users")
     new_map = [list(r) for r in users.bucket_map]
     new_map[3] = [1]
-    job = cat.create_balance_job(users.grp_id, "relocate", {
+    job = cat.balance.create(users.grp_id, "relocate", {
         "old_map": [list(r) for r in users.bucket_map], "new_map": new_map,
         "moves": [{"bucket_seq": 3, "src": 4, "dst": 1, "bytes": 700}]})
-    cat.begin_balance(job.id)
+    cat.balance.begin(job.id)
     return cat

@@ -48,9 +48,9 @@ READS = ["/api/colocate", "/api/colocate/", "/api/colocate/groups", "/api/coloca
 
 def snapshot(cat: Catalog):
     """Everything a refused call must leave as it was."""
-    return ([(g.group_id, g.stable, g.unstable_reason, g.version, g.bucket_map) for g in cat.groups()],
-            cat.flags(), [(e.id, e.kind) for e in cat.events(limit=1000)], [(b.id, b.state) for b in cat.backends()],
-            [(j["id"], j["state"], j["progress"]) for j in cat.list_jobs(limit=1000)])
+    return ([(g.group_id, g.stable, g.unstable_reason, g.version, g.bucket_map) for g in cat.groups.list()],
+            cat.flags(), [(e.id, e.kind) for e in cat.events(limit=1000)], [(b.id, b.state) for b in cat.backends.list()],
+            [(j.id, j.state, j.progress) for j in cat.jobs.list(limit=1000)])
 
 
 def ids(g) -> dict:
@@ -83,12 +83,12 @@ def test_index_has_the_seeds_shape_and_the_catalogs_content(client, as_user, dem
     assert shape(meta["group2Schema"]["1.1"]) == shape(seed["group2Schema"]["10005.10008"])
     assert shape(meta["group2BackendsPerBucketSeq"]["1.1"]) == shape(seed["group2BackendsPerBucketSeq"]["10005.10008"])
 
-    groups = demo.groups()
+    groups = demo.groups.list()
     assert meta["groupName2Id"] == {g.full_name: ids(g) for g in groups}
     assert set(meta["groupName2Id"]) == {"1_g_orders", "1_g_users", "__global__regions"}
     assert meta["group2BackendsPerBucketSeq"] == {g.group_id: [list(r) for r in g.bucket_map] for g in groups}
     assert meta["group2Tables"] == {g.group_id: list(g.table_ids) for g in groups}
-    in_groups = {t.id: t for t in demo.tables() if t.group_id}
+    in_groups = {t.id: t for t in demo.tables.list() if t.group_id}
     assert meta["table2Group"] == {str(t.id): {"dbId": int(t.group_id.split(".")[0]), "grpId": int(t.group_id.split(".")[1])}
                                    for t in in_groups.values()}
     orders = meta["group2Schema"]["1.1"]
@@ -104,7 +104,7 @@ def test_groups_list_and_one_group_with_map_and_reasons(client, as_user, demo):
     r = client.get("/api/colocate/groups", headers=as_user("viewer"))
     assert r.status_code == 200
     listed = {g["group_id"]: g for g in r.json()}
-    for g in demo.groups():
+    for g in demo.groups.list():
         row = listed[g.group_id]
         assert (row["full_name"], row["stable"], row["bucket_num"], row["replication_num"], row["table_ids"]) == \
                (g.full_name, g.stable, g.bucket_num, g.replication_num, list(g.table_ids))
@@ -115,7 +115,7 @@ def test_groups_list_and_one_group_with_map_and_reasons(client, as_user, demo):
     assert all(r.status_code == 200 for r in by_ref)
     assert by_ref[0].json() == by_ref[1].json() == by_ref[2].json()
     orders = by_ref[0].json()
-    assert orders["bucket_map"] == [list(r) for r in demo.group("g_orders").bucket_map]
+    assert orders["bucket_map"] == [list(r) for r in demo.groups.get("g_orders").bucket_map]
     assert sum(orders["slots"].values()) == 8 * 2 and orders["reasons"] == []
 
     users = client.get("/api/colocate/groups/g_users", headers=as_user("viewer")).json()
@@ -133,16 +133,16 @@ def test_backends_with_load_and_capacity(client, as_user, demo):
     r = client.get("/api/colocate/backends", headers=as_user("viewer"))
     assert r.status_code == 200
     got = {b["name"]: b for b in r.json()}
-    slots = Counter(be for g in demo.groups() for row in g.bucket_map for be in row)
+    slots = Counter(be for g in demo.groups.list() for row in g.bucket_map for be in row)
     held: Counter = Counter()
     count: Counter = Counter()
-    for t in demo.tables():
-        for p in demo.read_replicas(t.qualified_name)[1]:
+    for t in demo.tables.list():
+        for p in demo.writes.read_replicas(t.qualified_name)[1]:
             for bucket in p.buckets:
                 for rep in bucket:
                     held[rep.backend_id] += rep.bytes
                     count[rep.backend_id] += 1
-    for b in demo.backends():
+    for b in demo.backends.list():
         row = got[b.name]
         assert (row["id"], row["state"], row["capacity_bytes"]) == (b.id, b.state, b.capacity_bytes)
         assert row["slots"] == slots[b.id] and row["bytes"] == held[b.id] and row["replicas"] == count[b.id]
@@ -178,7 +178,7 @@ def test_mark_unstable_then_stable_is_logged_with_the_user(client, as_user, demo
                     headers=as_user("admin"))
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "OK" and r.json()["group"]["stable"] is False
-    g = demo.group("1.1")
+    g = demo.groups.get("1.1")
     assert (g.stable, g.unstable_reason) == (False, "disk swap on be2")
     [e] = demo.events(limit=1)
     assert (e.kind, e.subject, e.actor, e.detail["reason"]) == ("group.mark_unstable", "1_g_orders", "airflow:admin",
@@ -188,18 +188,18 @@ def test_mark_unstable_then_stable_is_logged_with_the_user(client, as_user, demo
 
     r = client.post("/api/colocate/group_stable?db_id=1&group_id=1", headers=as_user("admin"))
     assert r.status_code == 200 and r.json()["group"]["stable"] is True
-    assert demo.group("1.1").stable
+    assert demo.groups.get("1.1").stable
     [e] = demo.events(limit=1)
     assert (e.kind, e.actor) == ("group.mark_stable", "airflow:admin")
 
     # Without a reason the event still says who.
     client.post("/api/colocate/group_unstable?db_id=0&group_id=3", headers=as_user("admin"))
-    assert demo.group("0.3").unstable_reason == "marked unstable by airflow:admin"
+    assert demo.groups.get("0.3").unstable_reason == "marked unstable by airflow:admin"
 
 
 def swapped(cat: Catalog, ref: str) -> list[list[int]]:
     """A valid new map for g_orders: be4 is down, so its buckets go to be1."""
-    return [[2, 1] if row == (1, 2) else [3, 1] for row in cat.group(ref).bucket_map]
+    return [[2, 1] if row == (1, 2) else [3, 1] for row in cat.groups.get(ref).bucket_map]
 
 
 def test_bucketseq_is_refused_while_repair_and_balance_may_undo_it(client, as_user, demo):
@@ -218,12 +218,12 @@ def test_bucketseq_is_refused_while_repair_and_balance_may_undo_it(client, as_us
 def test_bucketseq_with_flags_set_changes_the_map_and_logs_the_user(client, as_user, demo):
     demo.set_flag("disable_colocate_balance", True)
     demo.set_flag("disable_colocate_relocate", True)
-    old = [list(r) for r in demo.group("1.1").bucket_map]
+    old = [list(r) for r in demo.groups.get("1.1").bucket_map]
     new = [[2, 3] if row == [1, 2] else [3, 1] for row in old]  # off be4 (down), and be1 -> be3
     r = client.post("/api/colocate/bucketseq?db_id=1&group_id=1", json=new, headers=as_user("admin"))
     assert r.status_code == 200, r.text
-    assert r.json()["group"]["bucket_map"] == new == [list(x) for x in demo.group("1.1").bucket_map]
-    g = demo.group("1.1")
+    assert r.json()["group"]["bucket_map"] == new == [list(x) for x in demo.groups.get("1.1").bucket_map]
+    g = demo.groups.get("1.1")
     # The committed replicas are not where the new map says: joins must fall back until a repair.
     assert not g.stable and g.unstable_reason.startswith("bucket map forced by airflow:admin: ")
     [e] = demo.events(limit=1)
@@ -241,7 +241,7 @@ def test_bucketseq_force_overrides_flags_and_a_running_job(client, as_user, demo
     assert r.status_code == 409 and "balance job" in r.json()["detail"] and "is changing the group" in r.json()["detail"]
     r = client.post("/api/colocate/bucketseq?db_id=1&group_id=2&force=true", json=new, headers=as_user("admin"))
     assert r.status_code == 200, r.text
-    assert [list(x) for x in demo.group("1.2").bucket_map] == new
+    assert [list(x) for x in demo.groups.get("1.2").bucket_map] == new
     assert demo.events(limit=1)[0].detail["force"] is True
 
 
@@ -255,7 +255,7 @@ def test_bucketseq_force_overrides_flags_and_a_running_job(client, as_user, demo
 ])
 def test_bucketseq_validation(client, as_user, demo, tmp_path, bucket_map, message):
     (tmp_path / "be5").mkdir()
-    demo.add_backend((tmp_path / "be5").as_uri(), name="be5", host="be1")  # same failure domain as be1
+    demo.backends.add((tmp_path / "be5").as_uri(), name="be5", host="be1")  # same failure domain as be1
     demo.set_flag("disable_colocate_balance", True)
     demo.set_flag("disable_colocate_relocate", True)
     before = snapshot(demo)
@@ -431,14 +431,14 @@ def parse_page(html: str) -> PageParser:
 
 
 def map_cells(cat: Catalog, ref: str) -> list[tuple[int, int, int]]:
-    return [(seq, i, be) for seq, row in enumerate(cat.group(ref).bucket_map) for i, be in enumerate(row)]
+    return [(seq, i, be) for seq, row in enumerate(cat.groups.get(ref).bucket_map) for i, be in enumerate(row)]
 
 
 def test_page_shows_groups_and_the_map_as_the_catalog_has_them(client, as_user, demo):
     r = client.get("/api/colocate/ui", headers=as_user("viewer"))
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     page = parse_page(r.text)
-    assert page.groups == {g.group_id: str(g.stable).lower() for g in demo.groups()}
+    assert page.groups == {g.group_id: str(g.stable).lower() for g in demo.groups.list()}
     assert page.map_group == "1.2"  # the unstable group first
     assert sorted(page.cells) == map_cells(demo, "1.2")
     assert "balance job" in r.text and "is moving 1 bucket replicas" in r.text

@@ -216,8 +216,8 @@ def api_server(chromium, airflow_home, tmp_path_factory, output_dir):
     run_cat.init()
     for name in ("be1", "be2"):
         (tmp / "run-backends" / name).mkdir(parents=True)
-        run_cat.add_backend((tmp / "run-backends" / name).as_uri(), name=name)
-    run_cat.create_table("clicks", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1, colocate_with="g")
+        run_cat.backends.add((tmp / "run-backends" / name).as_uri(), name=name)
+    run_cat.tables.create("clicks", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1, colocate_with="g")
     run_cat.dispose()
     runner_env = {**env, "COLOCATE_CATALOG_URL": run_url, "COLOCATE_HOME": str(tmp / "home"),
                   "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"})}
@@ -302,14 +302,14 @@ ON_ITS_OWN = READ_PAGE % "document"
 
 
 def expected_cells(cat, ref: str) -> list[list]:
-    alive = {b.id for b in cat.backends() if b.state == "alive"}
+    alive = {b.id for b in cat.backends.list() if b.state == "alive"}
     return sorted([seq, i, be, "down" if be not in alive else ("primary" if i == 0 else "replica")]
-                  for seq, row in enumerate(cat.group(ref).bucket_map) for i, be in enumerate(row))
+                  for seq, row in enumerate(cat.groups.get(ref).bucket_map) for i, be in enumerate(row))
 
 
 def totals(cat, ref: str) -> dict[str, int]:
     out: dict[str, int] = {}
-    for row in cat.group(ref).bucket_map:
+    for row in cat.groups.get(ref).bucket_map:
         for be in row:
             out[str(be)] = out.get(str(be), 0) + 1
     return out
@@ -326,15 +326,15 @@ def test_colocation_page_in_the_airflow_ui(api_server, browser, output_dir):
     browser.wait_for("[...document.querySelectorAll('a[href]')].some(a => a.getAttribute('href').endsWith('plugin/colocation'))",
                      "a 'Colocation' link in Airflow's navigation")
     seen = browser.wait_for(IN_FRAME, "the group table and the map inside the Colocation view")
-    groups = cat.groups()
+    groups = cat.groups.list()
     assert seen["groups"] == [[g.group_id, g.full_name, str(g.stable).lower()] for g in groups]
     assert seen["mapGroup"] == "1.2"  # the unstable group is shown first
     assert sorted(seen["cells"]) == expected_cells(cat, "1.2")
-    assert seen["backends"] == [b.id for b in cat.backends()]
+    assert seen["backends"] == [b.id for b in cat.backends.list()]
     # writes are listed with the balance jobs, running first
-    assert seen["jobs"] == [[j["id"], j["kind"], j["state"]] for j in
-                            sorted(cat.list_jobs(kinds=["write", "relocate", "balance", "repair"]),
-                                   key=lambda j: (j["state"] != "running", -j["id"]))]
+    assert seen["jobs"] == [[j.id, j.kind, j.state] for j in
+                            sorted(cat.jobs.list(kinds=["write", "relocate", "balance", "repair"]),
+                                   key=lambda j: (j.state != "running", -j.id))]
     assert not dark(seen["background"]) and seen["theme"] == "light"  # Airflow's light theme, passed on
     shoot(browser, output_dir, "colocation-in-airflow.png")
 
@@ -375,12 +375,12 @@ def test_the_page_on_its_own_in_dark_mode_and_at_512_buckets(api_server, browser
     cat = api_server.cat
     for i in range(5, 17):  # 16 backends, one group of 512 buckets with two replicas
         (tmp_path / f"be{i}").mkdir()
-        cat.add_backend((tmp_path / f"be{i}").as_uri(), name=f"be{i}")
-    cat.set_backend_state("be4", "alive")
-    cat.create_table("events", [("user_id", "bigint")], ["user_id"], bucket_num=512, replication_num=2,
+        cat.backends.add((tmp_path / f"be{i}").as_uri(), name=f"be{i}")
+    cat.backends.set_state("be4", "alive")
+    cat.tables.create("events", [("user_id", "bigint")], ["user_id"], bucket_num=512, replication_num=2,
                      colocate_with="g_events")
     commit_fake_write(cat, "events", "all")
-    ref = cat.group("g_events").group_id
+    ref = cat.groups.get("g_events").group_id
 
     # The browser prefers dark: the page on its own (no Airflow around it) follows that.
     browser.send("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "dark"}])

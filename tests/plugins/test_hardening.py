@@ -17,7 +17,7 @@ CHANGES = ["/api/colocate/group_stable?db_id=1&group_id=1", "/api/colocate/group
 
 
 def state(cat):
-    return ([(g.group_id, g.stable, g.version, g.bucket_map) for g in cat.groups()],
+    return ([(g.group_id, g.stable, g.version, g.bucket_map) for g in cat.groups.list()],
             [e.id for e in cat.events(limit=1000)])
 
 

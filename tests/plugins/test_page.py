@@ -48,17 +48,17 @@ def big(tmp_path) -> Catalog:
     cat.init()
     for i in range(1, 17):
         (tmp_path / f"be{i}").mkdir()
-        cat.add_backend((tmp_path / f"be{i}").as_uri(), name=f"be{i}")
-    cat.create_table("events", [("user_id", "bigint")], ["user_id"], bucket_num=512, replication_num=2,
+        cat.backends.add((tmp_path / f"be{i}").as_uri(), name=f"be{i}")
+    cat.tables.create("events", [("user_id", "bigint")], ["user_id"], bucket_num=512, replication_num=2,
                      colocate_with="g_events")
     commit_fake_write(cat, "events", "all")
-    cat.set_backend_state("be7", "down", reason="test")
+    cat.backends.set_state("be7", "down", reason="test")
     yield cat
     cat.dispose()
 
 
 def test_a_512_by_16_map_is_a_heatmap_with_every_total_on_top(big):
-    g = big.group("g_events")
+    g = big.groups.get("g_events")
     page = parse(render_page(big, "g_events", base="/api/colocate"))
     svg = page.all("svg", **{"class": "bucket-map"})[0]
     assert svg["data-view"] == "heatmap" and int(svg["data-buckets"]) == 512 > EXACT_MAX_BUCKETS
@@ -80,7 +80,7 @@ def test_a_512_by_16_map_is_a_heatmap_with_every_total_on_top(big):
     assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))  # the ranges tile the buckets
     for be, total in want_total.items():  # every replica is counted in exactly one cell
         assert sum(int(c["data-count"]) for c in cells if int(c["data-backend"]) == be) == total
-    down = big.backend("be7").id
+    down = big.backends.get("be7").id
     assert {c["class"] for c in cells if int(c["data-backend"]) == down} == {"heat down"}
     assert page.all("p", id="heatmap-note")
 
@@ -91,24 +91,24 @@ def test_a_small_map_keeps_one_row_per_bucket(tmp_path):
     assert page.all("svg", **{"class": "bucket-map"})[0]["data-view"] == "exact"
     cells = [(int(c["data-bucket"]), int(c["data-replica"]), int(c["data-backend"]))
              for c in page.all("rect", **{"class": "cell"}) if "data-bucket" in c]
-    assert sorted(cells) == sorted((s, i, be) for s, row in enumerate(cat.group("1.1").bucket_map)
+    assert sorted(cells) == sorted((s, i, be) for s, row in enumerate(cat.groups.get("1.1").bucket_map)
                                    for i, be in enumerate(row))
     cat.dispose()
 
 
 def test_write_jobs_are_listed_with_balance_jobs(tmp_path):
     cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
-    running = cat.begin_write("dim.region", "all")  # a write in flight (its backends are alive)
+    running = cat.writes.begin("dim.region", "all")  # a write in flight (its backends are alive)
     page = parse(render_page(cat, None))
     rows = [(int(r["data-job-id"]), r["data-kind"], r["data-state"]) for r in page.all("tr") if "data-job-id" in r]
-    jobs = {j["id"]: j for j in cat.list_jobs()}
-    assert {(i, j["kind"], j["state"]) for i, j in jobs.items()} == set(rows)
+    jobs = {j.id: j for j in cat.jobs.list()}
+    assert {(i, j.kind, j.state) for i, j in jobs.items()} == set(rows)
     assert [state for _, _, state in rows][:2] == ["running", "running"]  # running ones first
     assert {kind for _, kind, _ in rows} == {"write", "relocate"}
     html = render_page(cat, None)
     assert "dim.region/all v1" in html and "default.lineitem/2026-11-01 v1" in html
     assert "80 rows" in html  # a committed write's rows
-    assert jobs[running.job_id]["subject"] == "dim.region/all v1"
+    assert jobs[running.job_id].subject == "dim.region/all v1"
     cat.dispose()
 
 
@@ -119,7 +119,7 @@ def test_an_event_made_by_a_task_names_its_dag_task_and_run(tmp_path):
     assert parse_task_actor(actor) == {"dag_id": "colocate_maintenance", "task_id": "balance", "run_id": run_id}
     assert parse_task_actor("pytest") is None and parse_task_actor("airflow") is None
     as_task = Catalog(cat.url, actor=actor)
-    as_task.set_backend_state("be3", "down", reason="probe: root missing")
+    as_task.backends.set_state("be3", "down", reason="probe: root missing")
     page = parse(render_page(cat, None, base="/airflow/api/colocate"))
     links = [a for a in page.all("a") if a.get("title") == actor]
     assert len(links) == 1

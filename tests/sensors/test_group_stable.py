@@ -41,7 +41,7 @@ def env(tmp_path, monkeypatch):
     cat = Catalog(url, actor="pytest")
     cat.init()
     add_local_backends(cat, tmp_path / "backends")
-    cat.create_table("orders", [("id", "bigint")], ["id"], bucket_num=4, replication_num=2, colocate_with="g")
+    cat.tables.create("orders", [("id", "bigint")], ["id"], bucket_num=4, replication_num=2, colocate_with="g")
     yield cat, url
     cat.dispose()
 
@@ -72,9 +72,9 @@ def test_poke_returns_the_state_and_pushes_it(env):
 
 def test_poke_waits_with_reasons_until_stable(env, capsys):
     cat, _ = env
-    cat.set_backend_state("be2", "down", reason="disk")
+    cat.backends.set_state("be2", "down", reason="disk")
     ti = FakeTI()
-    t = later(0.4, lambda: cat.set_backend_state("be2", "alive"))
+    t = later(0.4, lambda: cat.backends.set_state("be2", "alive"))
     state = sensor().execute({"ti": ti})
     t.join()
     assert state["stable"]
@@ -86,7 +86,7 @@ def test_poke_waits_with_reasons_until_stable(env, capsys):
 
 def test_timeout_and_soft_fail(env):
     cat, _ = env
-    cat.set_backend_state("be1", "down")
+    cat.backends.set_state("be1", "down")
     with pytest.raises(AirflowSensorTimeout):
         sensor(timeout=0.2).execute({"ti": FakeTI()})
     with pytest.raises(AirflowSkipException):
@@ -95,12 +95,12 @@ def test_timeout_and_soft_fail(env):
 
 def test_reschedule_mode_frees_the_slot_between_pokes(env):
     cat, _ = env
-    cat.set_backend_state("be1", "down")
+    cat.backends.set_state("be1", "down")
     op = sensor(mode="reschedule", poke_interval=30, timeout=600)
     with pytest.raises(AirflowRescheduleException) as info:
         op.execute({"ti": FakeTI()})
     assert info.value.reschedule_date > datetime.now(timezone.utc) + timedelta(seconds=20)
-    cat.set_backend_state("be1", "alive")
+    cat.backends.set_state("be1", "alive")
     assert op.execute({"ti": FakeTI()})["stable"]
 
 
@@ -108,7 +108,7 @@ def test_deferrable_hands_over_to_the_trigger_and_resumes(env):
     cat, url = env
     op = sensor(deferrable=True, poke_interval=7, timeout=120)
     assert op.execute({"ti": FakeTI()})["stable"]  # stable at once: no deferral
-    cat.set_backend_state("be3", "down")
+    cat.backends.set_state("be3", "down")
     with pytest.raises(TaskDeferred) as info:
         op.execute({"ti": FakeTI()})
     trigger = info.value.trigger
@@ -143,7 +143,7 @@ async def first_event(trigger: GroupStableTrigger, timeout: float = 10):
 
 def test_trigger_polls_asynchronously_until_stable(env):
     cat, url = env
-    cat.set_backend_state("be3", "down")
+    cat.backends.set_state("be3", "down")
 
     async def main():
         trigger = GroupStableTrigger("g", catalog_url=url, poll_interval=0.05)
@@ -156,7 +156,7 @@ def test_trigger_polls_asynchronously_until_stable(env):
                 await asyncio.sleep(0.01)
 
         beat = asyncio.create_task(heartbeat())
-        later(0.3, lambda: cat.set_backend_state("be3", "alive"))
+        later(0.3, lambda: cat.backends.set_state("be3", "alive"))
         event = await first_event(trigger)
         beat.cancel()
         return event, ticks
@@ -168,7 +168,7 @@ def test_trigger_polls_asynchronously_until_stable(env):
 
 def test_trigger_timeout_and_error_events(env):
     cat, url = env
-    cat.set_backend_state("be3", "down")
+    cat.backends.set_state("be3", "down")
     past = (datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat()
     event = asyncio.run(first_event(GroupStableTrigger("g", catalog_url=url, poll_interval=0.05, timeout_at=past)))
     assert event.payload["status"] == "timeout" and "be3 is down" in event.payload["reason"]
@@ -212,7 +212,7 @@ def test_deferrable_sensor_in_a_dag_run_defers_to_its_trigger_and_resumes(env, a
     (dags / "sensor_dag.py").write_text(SENSOR_DAG)
     monkeypatch.setattr("airflow.settings.DAGS_FOLDER", str(dags))  # read by the dags-folder bundle
     dag = DagBag(dag_folder=str(dags)).get_dag("colocate_sensor_deferral")
-    cat.set_backend_state("be3", "down")
+    cat.backends.set_state("be3", "down")
     seen: list[str] = []
 
     def mend_once_deferred():
@@ -229,7 +229,7 @@ def test_deferrable_sensor_in_a_dag_run_defers_to_its_trigger_and_resumes(env, a
                     return
                 time.sleep(0.1)
         finally:
-            cat.set_backend_state("be3", "alive")  # also when it never deferred: the run must end
+            cat.backends.set_state("be3", "alive")  # also when it never deferred: the run must end
 
     mender = threading.Thread(target=mend_once_deferred, daemon=True)
     mender.start()
