@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from functools import lru_cache
 from importlib import metadata
+from urllib.parse import urlsplit
 
 DIST = "airflow-colocate"
 
@@ -36,7 +37,8 @@ def _slug(title: str) -> str:
 
 @lru_cache(maxsize=1)
 def render() -> str:
-    """The README as one HTML page, headings anchored as on a code host (``#airflow-provider``)."""
+    """The README as one HTML page, headings anchored as on a code host (``#airflow-provider``);
+    links to the repository's other files name their path instead."""
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark").enable("table")
@@ -47,6 +49,25 @@ def render() -> str:
         return renderer.renderToken(tokens, idx, options, env)
 
     md.add_render_rule("heading_open", heading_open)
+
+    # The README links docs/*.md and ARCHITECTURE.md relative to the repository. Those files are not
+    # in the installed package, so served from here such a link would be dead: it names the path.
+    def link_open(renderer, tokens, idx, options, env):
+        href = tokens[idx].attrGet("href") or ""
+        relative = not href.startswith(("#", "/")) and not urlsplit(href).scheme
+        env.setdefault("links", []).append(href.split("#", 1)[0] if relative else None)
+        return "" if relative else renderer.renderToken(tokens, idx, options, env)
+
+    def link_close(renderer, tokens, idx, options, env):
+        path = env["links"].pop()
+        if path is None:
+            return renderer.renderToken(tokens, idx, options, env)
+        if tokens[idx - 1].content == path and tokens[idx - 2].type == "link_open":  # [docs/x.md](docs/x.md)
+            return " (in the source repository)"
+        return f" (<code>{html.escape(path)}</code> in the source repository)"
+
+    md.add_render_rule("link_open", link_open)
+    md.add_render_rule("link_close", link_close)
     body = md.render(readme())
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width'>"
             f"<title>{html.escape(DIST)} guide</title><style>"
