@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_colocate import _moved
-
 __version__ = "0.2.0"
-
-_moved.install()  # old module paths keep working for one release, with a DeprecationWarning
 
 
 # The `colocate` connection's form in Airflow's UI, declared here so the UI knows it without
