@@ -16,8 +16,8 @@ point is picked up by the next run, which redoes only what is not recorded. Noth
 before its replacement is verified, and a bucket never loses its last verified replica (see
 :meth:`Catalog.finish_balance_job` and :meth:`Catalog.take_droppable`).
 
-The Spark part is a ``runner``: a function from :class:`~airflow_colocate.planner.contract.ClonePlan` to
-:class:`~airflow_colocate.planner.contract.CloneReport` (:mod:`airflow_colocate.jobs.runners`): in a
+The Spark part is a ``runner``: a function from :class:`~airflow_colocate.core.contract.ClonePlan` to
+:class:`~airflow_colocate.core.contract.CloneReport` (:mod:`airflow_colocate.jobs.runners`): in a
 Spark session, through ``spark-submit`` (the operator), or in this process.
 """
 

@@ -13,8 +13,8 @@ writer that misplaced rows). Verify therefore checks both:
    ``bad`` — never chosen for a read again — its group unstable with the reason, and the next
    ``colocate balance`` repairs it from a good replica; the others are stamped verified now.
 
-The runner is a function from :class:`~airflow_colocate.planner.contract.VerifyPlan` to
-:class:`~airflow_colocate.planner.contract.VerifyReport`: :func:`session_runner` in a Spark session
+The runner is a function from :class:`~airflow_colocate.core.contract.VerifyPlan` to
+:class:`~airflow_colocate.core.contract.VerifyReport`: :func:`session_runner` in a Spark session
 (the CLI), or spark-submit (:class:`~airflow_colocate.operators.verify.ColocateVerifyOperator`).
 """
 

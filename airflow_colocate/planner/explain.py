@@ -5,7 +5,7 @@ and keys as the query does.
 Spark's own plan line (``SortMergeJoin [o_orderkey#12L], [l_orderkey#40L], Inner``) carries
 attribute ids that change with every run and say nothing to the reader; the raw physical plan stays
 in the report (and XCom) for whoever needs it. Pure: it renders what the join job decided
-(:class:`~airflow_colocate.planner.contract.JoinExplain`), so a new decision is one more line here.
+(:class:`~airflow_colocate.core.contract.JoinExplain`), so a new decision is one more line here.
 """
 
 from __future__ import annotations
