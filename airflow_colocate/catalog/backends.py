@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog import summary
-from airflow_colocate.catalog.checks import BACKEND_STATES, _nested, normalize_root
+from airflow_colocate.catalog.checks import BACKEND_STATES, nested, normalize_root
 from airflow_colocate.catalog.rows import backend_row, backend_view
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.views import BackendView, Reason
@@ -44,7 +44,7 @@ class Backends:
 
         def run(s: Session) -> BackendView:
             for other in s.scalars(select(m.Backend)):
-                if _nested(other.root_uri, root):
+                if nested(other.root_uri, root):
                     what = "is already" if other.root_uri == root else "overlaps"
                     raise AlreadyExists(
                         f"backend root {root!r} {what} backend {other.name} (id {other.id}, root {other.root_uri!r}): "

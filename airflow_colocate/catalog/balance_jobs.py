@@ -12,19 +12,20 @@ from sqlalchemy.orm import Session
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.buckets import Buckets, lacking_rows, load_buckets, whole
 from airflow_colocate.catalog.jobs import job_view
-from airflow_colocate.catalog.rows import active_job, group_view, map_of
+from airflow_colocate.catalog.rows import (active_job, bucket_maps, clone_rows, group_view, groups_of_tables, map_of,
+                                           verified_backends)
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.stability import find_problems, mark_bad, record_check
-from airflow_colocate.catalog.summary import _chunks, tracking
+from airflow_colocate.catalog.summary import tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
     BALANCE_KINDS,
     DEFAULT_GRACE,
-    JobView,
     Blocked,
     CloneNeed,
     DropItem,
     FinishResult,
+    JobView,
     Reason,
     SwitchResult,
 )
@@ -265,7 +266,7 @@ class BalanceJobs:
             unclean: list[tuple[m.Replica, str, str]] = []
             # every row the loop looks at, in a few IN queries: a relocation after a lost disk
             # registers tens of thousands of clones in one call
-            replicas, versions, partitions = _clone_rows(s, results)
+            replicas, versions, partitions = clone_rows(s, results)
             with tracking(s, buckets={(res.partition_id, res.bucket_seq) for res in results}):
                 for res in results:
                     if not res.ok:
@@ -422,9 +423,9 @@ class BalanceJobs:
             due = [r for r in leaving if r.state == "dropping" and r.backend_id in reachable
                    and not (utc(r.drop_after) is not None and utc(r.drop_after) > now)]
             # what each due replica is checked against, in a few IN queries (not one per replica)
-            groups = _groups_of_tables(s, {r.table_id for r in due})
-            maps = _bucket_maps(s, set(groups.values()) - {None})
-            verified = _verified_backends(s, {(r.partition_id, r.version, r.bucket_seq) for r in due})
+            groups = groups_of_tables(s, {r.table_id for r in due})
+            maps = bucket_maps(s, set(groups.values()) - {None})
+            verified = verified_backends(s, {(r.partition_id, r.version, r.bucket_seq) for r in due})
             with tracking(s, buckets={(r.partition_id, r.bucket_seq) for r in leaving if r.state == "dropping"}):
                 for r in leaving:
                     if r.backend_id not in reachable:
@@ -467,52 +468,6 @@ class BalanceJobs:
 
         return self.db.tx(run)
 
-
-def _clone_rows(s: Session, results: list) -> tuple[dict, dict, dict]:
-    """The replicas ((partition, version, bucket, backend) -> row), partition versions and
-    partitions that clone results name, loaded in chunked IN queries."""
-    buckets = sorted({(r.partition_id, r.version, r.bucket_seq) for r in results})
-    versions_of = sorted({(r.partition_id, r.version) for r in results})
-    pids = sorted({r.partition_id for r in results})
-    replicas: dict[tuple[int, int, int, int], m.Replica] = {}
-    for chunk in _chunks(buckets):
-        q = select(m.Replica).where(tuple_(m.Replica.partition_id, m.Replica.version, m.Replica.bucket_seq).in_(chunk))
-        replicas.update(((r.partition_id, r.version, r.bucket_seq, r.backend_id), r) for r in s.scalars(q))
-    versions: dict[tuple[int, int], m.PartitionVersion] = {}
-    for chunk in _chunks(versions_of):
-        q = select(m.PartitionVersion).where(tuple_(m.PartitionVersion.partition_id, m.PartitionVersion.version).in_(chunk))
-        versions.update(((v.partition_id, v.version), v) for v in s.scalars(q))
-    partitions: dict[int, m.Partition] = {}
-    for chunk in _chunks(pids):
-        partitions.update((p.id, p) for p in s.scalars(select(m.Partition).where(m.Partition.id.in_(chunk))))
-    return replicas, versions, partitions
-
-
-def _groups_of_tables(s: Session, table_ids: set[int]) -> dict[int, int | None]:
-    out: dict[int, int | None] = {}
-    for chunk in _chunks(sorted(table_ids)):
-        out.update((tid, gid) for tid, gid in s.execute(select(m.Table.id, m.Table.group_id).where(m.Table.id.in_(chunk))))
-    return out
-
-
-def _bucket_maps(s: Session, group_ids: set[int]) -> dict[tuple[int, int], set[int]]:
-    out: dict[tuple[int, int], set[int]] = {}
-    for chunk in _chunks(sorted(group_ids)):
-        for row in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id.in_(chunk))):
-            out[(row.group_id, row.bucket_seq)] = set(row.backend_ids or ())
-    return out
-
-
-def _verified_backends(s: Session, buckets: set[tuple[int, int, int]]) -> dict[tuple[int, int, int], set[int]]:
-    """(partition, version, bucket) -> the backends holding a verified replica of it."""
-    out: dict[tuple[int, int, int], set[int]] = {}
-    R = m.Replica
-    for chunk in _chunks(sorted(buckets)):
-        q = select(R.partition_id, R.version, R.bucket_seq, R.backend_id).where(
-            tuple_(R.partition_id, R.version, R.bucket_seq).in_(chunk), R.state == "verified")
-        for pid, ver, seq, be in s.execute(q):
-            out.setdefault((pid, ver, seq), set()).add(be)
-    return out
 
 def _files_of(res) -> list[list] | None:
     """[[name, size], ...] of a clone result, or None when it did not report every size (a clone

@@ -48,11 +48,11 @@ def normalize_root(uri: object) -> str:
     return f"{parsed.scheme}://{parsed.netloc}{path}"
 
 
-def _nested(a: str, b: str) -> bool:
+def nested(a: str, b: str) -> bool:
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
-def _check_columns(columns: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+def check_columns(columns: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     cols: list[tuple[str, str]] = []
     seen: set[str] = set()
     for item in columns:
@@ -69,7 +69,7 @@ def _check_columns(columns: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     return cols
 
 
-def _check_col_list(kind: str, names: Sequence[str], col_types: dict[str, str], *, required: bool) -> list[str]:
+def check_col_list(kind: str, names: Sequence[str], col_types: dict[str, str], *, required: bool) -> list[str]:
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     names = list(names)
@@ -83,14 +83,14 @@ def _check_col_list(kind: str, names: Sequence[str], col_types: dict[str, str], 
     return names
 
 
-def _check_counts(bucket_num: object, replication_num: object) -> None:
+def check_counts(bucket_num: object, replication_num: object) -> None:
     if not isinstance(bucket_num, int) or isinstance(bucket_num, bool) or not 1 <= bucket_num <= MAX_BUCKETS:
         raise InvalidArgument(f"invalid bucket count {bucket_num!r}: expected an integer from 1 to {MAX_BUCKETS}, e.g. 16")
     if not isinstance(replication_num, int) or isinstance(replication_num, bool) or not 1 <= replication_num <= 16:
         raise InvalidArgument(f"invalid replication number {replication_num!r}: expected an integer from 1 to 16, e.g. 3")
 
 
-def _check_replication_vs_backends(s: Session, replication_num: int) -> None:
+def check_replication_vs_backends(s: Session, replication_num: int) -> None:
     alive = list(s.scalars(select(m.Backend).where(m.Backend.state == "alive").order_by(m.Backend.id)))
     hosts = {b.host for b in alive}
     if replication_num > len(hosts):
@@ -101,7 +101,7 @@ def _check_replication_vs_backends(s: Session, replication_num: int) -> None:
         )
 
 
-def _check_cgs(group: m.ColocateGroup, what: str, dist_types: list[str], bucket_num: int, replication_num: int) -> None:
+def check_cgs(group: m.ColocateGroup, what: str, dist_types: list[str], bucket_num: int, replication_num: int) -> None:
     """Name every way ``what`` differs from the group's schema, not just the first."""
     problems = []
     want = list(group.dist_col_types)
@@ -120,7 +120,7 @@ def _check_cgs(group: m.ColocateGroup, what: str, dist_types: list[str], bucket_
         raise SchemaMismatch(f"{what} does not match colocation group {gname}: " + "; ".join(problems))
 
 
-def _check_partition_of(t: m.Table, value: str) -> None:
+def check_partition_of(t: m.Table, value: str) -> None:
     """The partition value must read back as the table's partition column type."""
     if t.partition_cols:
         column = t.partition_cols[0]
@@ -128,7 +128,7 @@ def _check_partition_of(t: m.Table, value: str) -> None:
         naming.check_partition_literal(value, column, col_type)
 
 
-def _check_duration(what: str, value, example: str) -> None:
+def check_duration(what: str, value, example: str) -> None:
     """A negative retention, grace or delay would act at once on what it exists to protect."""
     if value.total_seconds() < 0:
         raise InvalidArgument(f"invalid {what} {value}: it must not be negative (e.g. {example})")

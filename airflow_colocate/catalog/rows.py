@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.summary import chunks
 from airflow_colocate.catalog.views import ACTIVE, BALANCE_KINDS, BackendView, GroupView, PartitionView, TableView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import NotFound
@@ -129,3 +130,54 @@ def table_view(s: Session, t: m.Table) -> TableView:
                      bucket_num=t.bucket_num, replication_num=t.replication_num,
                      group_id=gv.group_id if gv else None, group_name=gv.name if gv else None,
                      state=t.state, dropped_at=utc(t.dropped_at))
+
+
+# Rows named by many ids at once, loaded in chunked IN queries (a relocation after a lost disk
+# registers tens of thousands of clones in one call).
+
+
+def clone_rows(s: Session, results: list) -> tuple[dict, dict, dict]:
+    """The replicas ((partition, version, bucket, backend) -> row), partition versions and
+    partitions that clone results name, loaded in chunked IN queries."""
+    buckets = sorted({(r.partition_id, r.version, r.bucket_seq) for r in results})
+    versions_of = sorted({(r.partition_id, r.version) for r in results})
+    pids = sorted({r.partition_id for r in results})
+    replicas: dict[tuple[int, int, int, int], m.Replica] = {}
+    for chunk in chunks(buckets):
+        q = select(m.Replica).where(tuple_(m.Replica.partition_id, m.Replica.version, m.Replica.bucket_seq).in_(chunk))
+        replicas.update(((r.partition_id, r.version, r.bucket_seq, r.backend_id), r) for r in s.scalars(q))
+    versions: dict[tuple[int, int], m.PartitionVersion] = {}
+    for chunk in chunks(versions_of):
+        q = select(m.PartitionVersion).where(tuple_(m.PartitionVersion.partition_id, m.PartitionVersion.version).in_(chunk))
+        versions.update(((v.partition_id, v.version), v) for v in s.scalars(q))
+    partitions: dict[int, m.Partition] = {}
+    for chunk in chunks(pids):
+        partitions.update((p.id, p) for p in s.scalars(select(m.Partition).where(m.Partition.id.in_(chunk))))
+    return replicas, versions, partitions
+
+
+def groups_of_tables(s: Session, table_ids: set[int]) -> dict[int, int | None]:
+    out: dict[int, int | None] = {}
+    for chunk in chunks(sorted(table_ids)):
+        out.update((tid, gid) for tid, gid in s.execute(select(m.Table.id, m.Table.group_id).where(m.Table.id.in_(chunk))))
+    return out
+
+
+def bucket_maps(s: Session, group_ids: set[int]) -> dict[tuple[int, int], set[int]]:
+    out: dict[tuple[int, int], set[int]] = {}
+    for chunk in chunks(sorted(group_ids)):
+        for row in s.scalars(select(m.BucketMap).where(m.BucketMap.group_id.in_(chunk))):
+            out[(row.group_id, row.bucket_seq)] = set(row.backend_ids or ())
+    return out
+
+
+def verified_backends(s: Session, buckets: set[tuple[int, int, int]]) -> dict[tuple[int, int, int], set[int]]:
+    """(partition, version, bucket) -> the backends holding a verified replica of it."""
+    out: dict[tuple[int, int, int], set[int]] = {}
+    R = m.Replica
+    for chunk in chunks(sorted(buckets)):
+        q = select(R.partition_id, R.version, R.bucket_seq, R.backend_id).where(
+            tuple_(R.partition_id, R.version, R.bucket_seq).in_(chunk), R.state == "verified")
+        for pid, ver, seq, be in s.execute(q):
+            out.setdefault((pid, ver, seq), set()).add(be)
+    return out

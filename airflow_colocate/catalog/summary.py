@@ -36,7 +36,7 @@ Counts = dict[tuple[int, int, int], tuple[int, int, int]]  # (table, seq, backen
 Sizes = dict[tuple[int, int], int]  # (table, seq) -> bytes of one replica, summed over partitions
 
 
-def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
+def chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
 
@@ -44,9 +44,9 @@ def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
 def _conditions(partitions: Iterable[int] = (), buckets: Iterable[tuple[int, int]] = (),
                 columns: Iterable[tuple[int, int]] = ()) -> list:
     """Replica predicates covering whole buckets: a partition, a (partition, seq) or a (table, seq)."""
-    conds = [R.partition_id.in_(c) for c in _chunks(sorted(set(partitions)))]
-    conds += [tuple_(R.partition_id, R.bucket_seq).in_(c) for c in _chunks(sorted(set(buckets)))]
-    conds += [tuple_(R.table_id, R.bucket_seq).in_(c) for c in _chunks(sorted(set(columns)))]
+    conds = [R.partition_id.in_(c) for c in chunks(sorted(set(partitions)))]
+    conds += [tuple_(R.partition_id, R.bucket_seq).in_(c) for c in chunks(sorted(set(buckets)))]
+    conds += [tuple_(R.table_id, R.bucket_seq).in_(c) for c in chunks(sorted(set(columns)))]
     return conds
 
 
@@ -115,7 +115,7 @@ def touch_groups(s: Session, group_ids: Iterable[int | None]) -> None:
 def touch_tables(s: Session, table_ids: Iterable[int]) -> None:
     ids = sorted(set(table_ids))
     groups: set[int] = set()
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         groups.update(g for g in s.scalars(select(m.Table.group_id).where(m.Table.id.in_(chunk))) if g is not None)
     touch_groups(s, groups)
 
@@ -139,7 +139,7 @@ def tracking(s: Session, *, partitions: Iterable[int] = (), buckets: Iterable[tu
     add(s, {k: v for k, v in counts.items() if any(v)}, {k: v for k, v in sizes.items() if v})
     tables = {t for t, _ in columns}
     pids = sorted(set(partitions) | {p for p, _ in buckets})
-    for chunk in _chunks(pids):
+    for chunk in chunks(pids):
         tables.update(s.scalars(select(P.table_id).where(P.id.in_(chunk)).distinct()))
     touch_tables(s, tables)
 

@@ -11,16 +11,23 @@ from sqlalchemy.orm import Session
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog import summary
 from airflow_colocate.catalog.checks import (
-    _check_duration,
-    _check_partition_of,
-    _check_cgs,
-    _check_col_list,
-    _check_columns,
-    _check_counts,
-    _check_replication_vs_backends,
+    check_cgs,
+    check_col_list,
+    check_columns,
+    check_counts,
+    check_duration,
+    check_partition_of,
+    check_replication_vs_backends,
 )
 from airflow_colocate.catalog.groups import create_group, maybe_remove_group
-from airflow_colocate.catalog.rows import DEFAULT_DB, find_group, group_view, partition_view, table_row, table_view
+from airflow_colocate.catalog.rows import (
+    DEFAULT_DB,
+    find_group,
+    group_view,
+    partition_view,
+    table_row,
+    table_view,
+)
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.views import PartitionView, TableView
 from airflow_colocate.core import naming
@@ -63,10 +70,10 @@ class Tables:
                      if_not_exists: bool = False) -> TableView:
         """Create a table; with ``colocate_with`` join that group or found it as its parent table."""
         db_name, table_name = naming.split_qualified(name, db or DEFAULT_DB)
-        cols = _check_columns(columns)
+        cols = check_columns(columns)
         col_types = dict(cols)
-        dist = _check_col_list("distribution", dist_cols, col_types, required=True)
-        parts = _check_col_list("partition", partition_cols, col_types, required=False)
+        dist = check_col_list("distribution", dist_cols, col_types, required=True)
+        parts = check_col_list("partition", partition_cols, col_types, required=False)
         if len(parts) > 1:
             raise InvalidArgument(
                 f"a table takes at most one partition column, got {', '.join(parts)}: partition by the load date "
@@ -77,7 +84,7 @@ class Tables:
                 f"column(s) {', '.join(sorted(set(dist) & set(parts)))} cannot be both a distribution and a partition "
                 f"column: bucket on a key such as an id, partition on a date"
             )
-        _check_counts(bucket_num, replication_num)
+        check_counts(bucket_num, replication_num)
         if colocate_with == "":
             colocate_with = None
         if colocate_with is not None:
@@ -91,14 +98,14 @@ class Tables:
                 if if_not_exists:
                     return table_view(s, existing)
                 raise AlreadyExists(f"table {db_name}.{table_name} already exists (id {existing.id}): drop it first or use if_not_exists")
-            _check_replication_vs_backends(s, replication_num)
+            check_replication_vs_backends(s, replication_num)
             group = None
             if colocate_with is not None:
                 group = find_group(s, colocate_with, db_id)
                 if group is None:
                     group = create_group(self.db, s, colocate_with, db_id, dist_types, bucket_num, replication_num)
                 else:
-                    _check_cgs(group, f"table {db_name}.{table_name}", dist_types, bucket_num, replication_num)
+                    check_cgs(group, f"table {db_name}.{table_name}", dist_types, bucket_num, replication_num)
             t = m.Table(db_id=db_id, name=table_name, columns=[list(c) for c in cols], dist_cols=dist,
                         partition_cols=parts, bucket_num=bucket_num, replication_num=replication_num,
                         group_id=group.id if group else None, state="normal", created_at=self.db.now())
@@ -142,14 +149,14 @@ class Tables:
                 target = find_group(s, colocate_with, t.db_id)
                 dist_types = [dict(map(tuple, t.columns))[c] for c in t.dist_cols]
                 if target is None:
-                    _check_replication_vs_backends(s, t.replication_num)
+                    check_replication_vs_backends(s, t.replication_num)
                     target = create_group(self.db, s, colocate_with, t.db_id, dist_types, t.bucket_num, t.replication_num)
                 else:
                     if target.id == old_group:
                         return table_view(s, t)
-                    _check_cgs(target, f"table {label}", dist_types, t.bucket_num, t.replication_num)
+                    check_cgs(target, f"table {label}", dist_types, t.bucket_num, t.replication_num)
                     for p in s.scalars(select(m.Partition).where(m.Partition.table_id == t.id)):
-                        _check_cgs(target, f"partition {p.value} of table {label}", dist_types, p.bucket_num, p.replication_num)
+                        check_cgs(target, f"partition {p.value} of table {label}", dist_types, p.bucket_num, p.replication_num)
                 t.group_id = target.id
                 target.version += 1
                 target.generation += 1
@@ -171,7 +178,7 @@ class Tables:
         return self.db.tx(run)
 
     def set_replication_num(self, ref: str, replication_num: int, *, db: str | None = None) -> TableView:
-        _check_counts(1, replication_num)
+        check_counts(1, replication_num)
 
         def run(s: Session) -> TableView:
             t = table_row(s, ref, db)
@@ -185,7 +192,7 @@ class Tables:
                         f"take the table out of the group first (colocate_with = \"\")"
                     )
                 return table_view(s, t)
-            _check_replication_vs_backends(s, replication_num)
+            check_replication_vs_backends(s, replication_num)
             self.db.event(s, "table.set_replication_num", label, old=t.replication_num, new=replication_num)
             t.replication_num = replication_num
             return table_view(s, t)
@@ -228,7 +235,7 @@ class Tables:
 
     def purge_dropped(self, *, retention: timedelta = DEFAULT_RETENTION) -> list[TableView]:
         """Erase tables dropped longer than ``retention`` ago (and any group they leave empty)."""
-        _check_duration("retention", retention, "24 hours, the default")
+        check_duration("retention", retention, "24 hours, the default")
         def run(s: Session) -> list[TableView]:
             cutoff = self.db.now() - retention
             purged = []
@@ -273,7 +280,7 @@ class Tables:
             if not t.partition_cols:
                 if value != "all":
                     raise InvalidArgument(f"table {label} is not partitioned: its single partition is called 'all', not {value!r}")
-            _check_partition_of(t, value)
+            check_partition_of(t, value)
             existing = s.scalar(select(m.Partition).where(m.Partition.table_id == t.id, m.Partition.value == value))
             if existing is not None:
                 if if_not_exists:
@@ -281,13 +288,13 @@ class Tables:
                 raise AlreadyExists(f"partition {value!r} of {label} already exists")
             buckets = t.bucket_num if bucket_num is None else bucket_num
             replicas = t.replication_num if replication_num is None else replication_num
-            _check_counts(buckets, replicas)
+            check_counts(buckets, replicas)
             if t.group_id is not None:
                 g = s.get(m.ColocateGroup, t.group_id)
                 dist_types = [dict(map(tuple, t.columns))[c] for c in t.dist_cols]
-                _check_cgs(g, f"partition {value} of table {label}", dist_types, buckets, replicas)
+                check_cgs(g, f"partition {value} of table {label}", dist_types, buckets, replicas)
             else:
-                _check_replication_vs_backends(s, replicas)
+                check_replication_vs_backends(s, replicas)
             p = m.Partition(table_id=t.id, value=value, bucket_num=buckets, replication_num=replicas,
                             visible_version=0, next_version=1, created_at=self.db.now())
             s.add(p)

@@ -10,8 +10,17 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.checks import _check_duration, _check_partition_of, _check_replication_vs_backends
-from airflow_colocate.catalog.rows import partition_view, slot_load, table_row, table_view
+from airflow_colocate.catalog.checks import (
+    check_duration,
+    check_partition_of,
+    check_replication_vs_backends,
+)
+from airflow_colocate.catalog.rows import (
+    partition_view,
+    slot_load,
+    table_row,
+    table_view,
+)
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import VISIBLE, tracking
 from airflow_colocate.catalog.views import (
@@ -126,7 +135,7 @@ class Writes:
             if p is None:
                 if not t.partition_cols and partition_value != "all":
                     raise InvalidArgument(f"table {view.qualified_name} is not partitioned: write partition 'all', not {partition_value!r}")
-                _check_partition_of(t, partition_value)
+                check_partition_of(t, partition_value)
                 buckets, replicas = t.bucket_num, t.replication_num
                 if t.group_id is not None:
                     g = s.get(m.ColocateGroup, t.group_id)
@@ -138,7 +147,7 @@ class Writes:
             backends = {b.id: b for b in s.scalars(select(m.Backend))}
             alive = [b for b in backends.values() if b.state == "alive"]
             if len({b.host for b in alive}) < p.replication_num:
-                _check_replication_vs_backends(s, p.replication_num)
+                check_replication_vs_backends(s, p.replication_num)
             base_version = p.visible_version if mode == "append" else 0
             bucket_map = _write_map(s, t, p, backends, base_version)
             quorum = p.replication_num // 2 + 1
@@ -335,8 +344,8 @@ class Writes:
         """Files no reader needs: aborted and superseded versions older than ``grace``, and writes
         still in staging after ``stale_after`` (their job died). Also marks those stale writes
         aborted, so that a late report can no longer commit them."""
-        _check_duration("grace period", grace, "1 hour, the default")
-        _check_duration("stale period", stale_after, "24 hours, the default")
+        check_duration("grace period", grace, "1 hour, the default")
+        check_duration("stale period", stale_after, "24 hours, the default")
         def run(s: Session) -> list[GarbageItem]:
             now = self.db.now()
             items: list[GarbageItem] = []
