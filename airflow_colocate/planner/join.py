@@ -262,7 +262,7 @@ def hash_pays_off(join_keys: Sequence[Sequence[str | None]], streams: bool) -> s
     """Why a hash join that fits the budget would still be slower than the sort-merge join (None:
     it pays off), from the shape of the query.
 
-    Measured on the seeds' tables (bench/bench_seeds_variants.py; README "The seeds' benchmark and
+    Measured on the seeds' tables (bench/bench_seeds_variants.py; docs/benchmarks.md, "The seeds' benchmark and
     the bucket-level hash join"):
     joined on ``(dt, id)``, a date and a bigint, Spark hashes with its generic map of binary rows,
     and the sort-merge join took 0.6x the hash join's task CPU for a query that reads every row

@@ -2,7 +2,7 @@
 built through the real API (begin, targets, commit of every daily write, then gc of the staging
 directories) and the same lake inserted in bulk are equal row for row in every table, on SQLite
 and PostgreSQL. Whatever the write path starts recording, this test makes the benchmark record
-it too, so the figures in the README stay about a catalog the product could have written."""
+it too, so the figures in docs/benchmarks.md stay about a catalog the product could have written."""
 
 from __future__ import annotations
 
