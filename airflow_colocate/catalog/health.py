@@ -264,7 +264,7 @@ class Health:
 
     def mark_replicas_bad(self, items: Iterable) -> list[str]:
         """Record replicas a read found not to hold exactly their recorded files
-        (:class:`~airflow_colocate.planner.contract.BadReplica`: replica id, path, reason) as
+        (:class:`~airflow_colocate.core.contract.BadReplica`: replica id, path, reason) as
         ``bad``, their groups unstable with the reason. A replica no longer verified, or whose
         row now has another path, is left alone. Returns the paths marked bad."""
         items = list(items)

@@ -1,6 +1,6 @@
 """The clone job: copy replicas between backends and re-hash replicas, on Spark executors.
 
-Repair and balance (clone-and-drop) hand this job a :class:`~airflow_colocate.planner.contract.ClonePlan`:
+Repair and balance (clone-and-drop) hand this job a :class:`~airflow_colocate.core.contract.ClonePlan`:
 ``copies`` (one replica directory each, from a healthy source to its new backend) and
 ``verifies`` (re-hash one replica and compare with the catalog). Each task runs on an executor in
 Python with :func:`airflow_colocate.storage.copy.copy_file` — the primitive the write job uses, so

@@ -1,8 +1,8 @@
 """The verify job: prove that replicas hold what the catalog says, to the byte and to the row.
 
 ``colocate verify`` (and the maintenance DAG's ``verify`` action) hands this job a
-:class:`~airflow_colocate.planner.contract.VerifyPlan` and gets a
-:class:`~airflow_colocate.planner.contract.VerifyReport`:
+:class:`~airflow_colocate.core.contract.VerifyPlan` and gets a
+:class:`~airflow_colocate.core.contract.VerifyReport`:
 
 1. **hashes**: every replica's files are re-hashed against the catalog's checksum and size — the
    clone job's own verify tasks (:func:`airflow_colocate.spark.clone_job.run_clone`), so a replica

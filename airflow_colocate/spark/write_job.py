@@ -1,4 +1,4 @@
-"""The write job: execute one :class:`~airflow_colocate.planner.contract.WritePlan`.
+"""The write job: execute one :class:`~airflow_colocate.core.contract.WritePlan`.
 
 Launch (through :mod:`airflow_colocate.spark.entry`, which writes the report or the one-line error)::
 
