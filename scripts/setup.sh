@@ -156,15 +156,17 @@ if [[ $with_postgres == 1 ]]; then
     fi
 fi
 # --- (f) the locality jar --------------------------------------------------------------------
-# A small Hadoop file system (java/colocate-locality) that tells Spark which host stores each
-# replica, so a bucket's task runs where its files are. Built with javac against the jars PySpark
-# ships; without it jobs run, with no locality.
+# A small Hadoop file system and Spark extension (java/colocate-locality) that run a bucket's task
+# where its files are and read a bucket's sorted files in order. Compiled with javac against the
+# jars PySpark ships, by the same recipe a wheel build uses (build_support/locality_jar.py), into
+# the package data folder where the installed package keeps it (git ignores it); without it jobs
+# run, with no locality and no ordered read.
 LOC_SRC=$ROOT/java/colocate-locality/src/main/java
-LOC_JAR=$ROOT/java/colocate-locality/build/colocate-locality.jar
+LOC_JAR=$ROOT/airflow_colocate/jars/colocate-locality.jar
 javac_bin() {
     if [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/javac ]]; then echo "$JAVA_HOME/bin/javac"; else command -v javac || true; fi
 }
-if [[ -f $LOC_JAR && -z $(find "$LOC_SRC" -name '*.java' -newer "$LOC_JAR") ]]; then
+if [[ -f $LOC_JAR && -z $(find "$LOC_SRC" build_support/locality_jar.py -newer "$LOC_JAR") ]]; then
     say "locality jar is up to date ($LOC_JAR)"
 else
     if [[ -z $(javac_bin) ]] && can_apt; then
@@ -176,13 +178,7 @@ else
         say "WARNING: javac not found: the locality jar is not built (joins run without local reads)."
         say "  install a JDK 17 (sudo apt-get install openjdk-17-jdk-headless) and re-run"
     else
-        pyspark_jars=$("$VENV/bin/python" -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')
-        classes=$(mktemp -d)
-        "$(javac_bin)" --release 17 -nowarn -d "$classes" -cp "$pyspark_jars/*" $(find "$LOC_SRC" -name '*.java')
-        mkdir -p "$(dirname "$LOC_JAR")"
-        jar_tool=$(dirname "$(readlink -f "$(javac_bin)")")/jar  # the JDK's, next to its javac
-        "$jar_tool" cf "$LOC_JAR.tmp" -C "$classes" . && mv "$LOC_JAR.tmp" "$LOC_JAR"
-        rm -rf "$classes"
+        "$VENV/bin/python" build_support/locality_jar.py >/dev/null || die "the locality jar did not build (see above)"
         say "built $LOC_JAR"
     fi
 fi

@@ -21,6 +21,7 @@ the replica's host) from Spark's status REST API, for the join report and the ta
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from airflow_colocate.core.contract import JoinLocality, ReadTable
@@ -53,19 +55,45 @@ _said: set[str] = set()
 log = logging.getLogger("airflow_colocate.spark.locality")  # shown as colocate-locality: … (spark.entry)
 
 
-def _say_once(message: str) -> None:
+def _say_once(message: str, level: int = logging.INFO) -> None:
     if message not in _said:
         _said.add(message)
-        log.info(message)
+        log.log(level, message)
+
+
+class JarFound(NamedTuple):
+    path: Path
+    origin: str  # one of JAR_ORIGINS
+
+
+# Where the jar is looked for, in this order. An explicit ``$COLOCATE_LOCALITY_JAR`` wins (the Docker
+# image sets it; a user testing another build of the jar sets it), as an explicit setting does
+# everywhere else; then the jar the wheel carries as package data (built with the package,
+# build_support/colocate_build.py; scripts/setup.sh puts the dev jar at the same place in a
+# checkout); then where scripts/setup.sh built it before the jar became package data.
+JAR_ORIGINS = ("env", "package", "checkout")
+
+
+def find_jar() -> JarFound | None:
+    """The locality jar and where it was found (see :data:`JAR_ORIGINS`); None when nowhere. A
+    ``$COLOCATE_LOCALITY_JAR`` naming no file is passed over with one warning (``colocate doctor``
+    reports it as a problem), so a job still runs with the package's jar."""
+    env = os.environ.get(JAR_ENV)
+    if env and not Path(env).is_file():
+        _say_once(f"${JAR_ENV}={env} is not a file; looking for the locality jar in the package", logging.WARNING)
+    candidates = [(Path(env), "env")] if env else []
+    try:
+        candidates.append((Path(str(importlib.resources.files("airflow_colocate") / "jars" / JAR_NAME)), "package"))
+    except (ModuleNotFoundError, TypeError):  # a package not on a file system (a zip import) has no jar
+        pass
+    candidates.append((Path(__file__).resolve().parents[2] / "java" / "colocate-locality" / "build" / JAR_NAME, "checkout"))
+    return next((JarFound(p, origin) for p, origin in candidates if p.is_file()), None)
 
 
 def jar_path() -> Path | None:
-    """The locality jar: ``$COLOCATE_LOCALITY_JAR`` (the Docker image sets it), else where
-    ``scripts/setup.sh`` builds it in a source checkout; None when it is not there."""
-    env = os.environ.get(JAR_ENV)
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2] / "java" / "colocate-locality" / "build" / JAR_NAME)
-    return next((p for p in candidates if p.is_file()), None)
+    """The locality jar (:func:`find_jar`), None when it is not there."""
+    found = find_jar()
+    return found.path if found else None
 
 
 def with_jar(jars: str | None) -> str | None:
@@ -142,7 +170,7 @@ def settings(spark, backend_hosts: Mapping[str, str]) -> tuple[dict[str, str | N
     if not _class_loadable(spark):
         jar = jar_path()
         where = f"{jar} is not on the job's classpath" if jar else \
-            f"{JAR_NAME} is not built (scripts/setup.sh builds it; or set ${JAR_ENV})"
+            f"{JAR_NAME} is not in the package (a wheel carries it; scripts/setup.sh builds it in a checkout; or set ${JAR_ENV})"
         _say_once(f"locality off: {where}; bucket tasks run on any executor (locality ANY)")
         return off, "the locality jar is absent"
     if spark.sparkContext._jsc.hadoopConfiguration().get(f"fs.{SCHEME}.impl") is None:

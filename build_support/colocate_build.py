@@ -1,0 +1,51 @@
+"""The package's build backend: setuptools, plus the locality jar compiled into every wheel.
+
+Why a backend of its own: the jar (``java/colocate-locality``) is what makes local reads and the
+ordered bucket read work, and a wheel without it installs and runs with both silently off. So a
+wheel build compiles the Java sources with ``javac --release 17`` against the jars of PySpark (the
+exact version the package depends on, read from ``pyproject.toml``) and stores the result as
+package data at ``airflow_colocate/jars/colocate-locality.jar``, where
+``airflow_colocate.spark.locality.jar_path`` finds it.
+
+PySpark (~450 MB of jars) is a build requirement of the *wheel* only, so ``uv build`` installs it
+into the isolated build environment (from uv's cache, offline, once cached) while the sdist and
+editable installs stay light: an editable install (``scripts/setup.sh``) builds the dev jar itself.
+``COLOCATE_SPARK_JARS=/path/to/spark/jars`` compiles against another Spark's jars instead (then no
+PySpark is installed for the build); ``--no-build-isolation`` uses the PySpark of the current
+environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from setuptools import build_meta as _setuptools
+from setuptools.build_meta import *  # noqa: F401,F403 - every other hook is setuptools' own
+from setuptools.command.build_py import build_py as _build_py
+
+from locality_jar import JAR_IN_PACKAGE, JAVA_SOURCES, ROOT, SPARK_JARS_ENV, build_jar, pyspark_requirement
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    extra = [] if os.environ.get(SPARK_JARS_ENV) else [pyspark_requirement()]
+    return _setuptools.get_requires_for_build_wheel(config_settings) + extra
+
+
+class BuildPy(_build_py):
+    """``build_py`` that also puts the compiled jar next to the package's Python files. An editable
+    install skips it: there the jar is ``scripts/setup.sh``'s, built into the source tree."""
+
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return
+        target = Path(self.build_lib) / JAR_IN_PACKAGE
+        build_jar(ROOT / JAVA_SOURCES, target)
+        self.announce(f"built the locality jar {target}", level=2)
+
+    def get_outputs(self, include_bytecode=True):
+        outputs = super().get_outputs(include_bytecode)
+        if getattr(self, "editable_mode", False):
+            return outputs
+        return [*outputs, str(Path(self.build_lib) / JAR_IN_PACKAGE)]
