@@ -66,7 +66,7 @@ def test_the_form_fields_are_what_the_hook_reads(monkeypatch, tmp_path):
     monkeypatch.setenv("AIRFLOW_CONN_COLOCATE_FORM", json.dumps(
         {"conn_type": "colocate", "extra": {"catalog_url": url, "work_dir": str(tmp_path / "runs")}}))
     hook = ColocateCatalogHook("colocate_form")
-    assert hook.catalog_url() == url and hook.work_dir() == tmp_path / "runs"
+    assert hook.catalog_url() == url and hook.work_dir() == str(tmp_path / "runs")
     assert hook.get_conn().backends.list() == []
 
 

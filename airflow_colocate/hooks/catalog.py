@@ -3,19 +3,25 @@
 Order of precedence: the connection (``colocate_default`` unless told otherwise), then
 ``COLOCATE_CATALOG_URL``, then the embedded SQLite catalog under ``$COLOCATE_HOME``, so a DAG runs
 unchanged from a laptop to a PostgreSQL-backed deployment.
+
+The fallback is taken only when the connection does not exist, and said at WARNING: a secrets
+backend that is down must fail the task, not quietly point a production DAG at a private SQLite
+file that has none of the production tables.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+from sqlalchemy.engine import URL
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.engine import default_url
 from airflow_colocate.core.actor import task_actor
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.core.paths import default_work_dir
 
 
@@ -29,6 +35,27 @@ def running_task_actor() -> str | None:
         return task_actor(ti.dag_id, ti.task_id, ti.run_id)
     except Exception:  # not in a task (CLI, API server, tests): the caller's default
         return None
+
+
+def _backend_failure(conn_id: str) -> BaseException | None:
+    """The error a configured secrets backend raises for ``conn_id``, if any.
+
+    The SDK's lookup logs a backend's exception at DEBUG and goes on to the next backend, so an
+    unreachable Vault ends as the same ``AirflowNotFoundException`` as a connection nobody
+    defined. Asking the same backends again, in the same order, tells the two apart."""
+    try:
+        from airflow.sdk.execution_time.supervisor import ensure_secrets_backend_loaded
+
+        backends = ensure_secrets_backend_loaded()
+    except Exception as exc:  # the backends cannot even be loaded: that is a configuration error too
+        return exc
+    for backend in backends:
+        try:
+            if backend.get_connection(conn_id=conn_id) is not None:
+                return None  # defined after all (it appeared between the two lookups)
+        except Exception as exc:
+            return exc
+    return None
 
 
 class ColocateCatalogHook(BaseHook):
@@ -56,20 +83,43 @@ class ColocateCatalogHook(BaseHook):
                 "placeholders": CONNECTION_FORM["placeholders"]}
 
     def catalog_url(self) -> str:
-        try:
-            conn = self.get_connection(self.colocate_conn_id)
-        except Exception:  # no such connection: AirflowNotFoundException, or no Airflow context at all
-            self._source = "COLOCATE_CATALOG_URL" if os.environ.get("COLOCATE_CATALOG_URL") else "embedded default"
-            return default_url()
+        """The catalog URL this hook opens (password included: hand it to SQLAlchemy, never to a log)."""
+        conn = self._connection()
+        if conn is None:
+            url = default_url()
+            if os.environ.get("COLOCATE_CATALOG_URL"):
+                self._source = "COLOCATE_CATALOG_URL"
+            else:
+                self._source = "embedded default"
+                self.log.warning("no Airflow connection %r: using the embedded SQLite catalog %s (define the "
+                                 "connection to use a shared catalog)", self.colocate_conn_id, url.removeprefix("sqlite:///"))
+            return url
         self._extra = conn.extra_dejson or {}
         self._source = f"connection {self.colocate_conn_id}"
         if self._extra.get("catalog_url"):
             return self._extra["catalog_url"]
         if conn.host:
-            auth = f"{conn.login}:{conn.password}@" if conn.password else (f"{conn.login}@" if conn.login else "")
-            port = f":{conn.port}" if conn.port else ""
-            return f"postgresql+psycopg2://{auth}{conn.host}{port}/{conn.schema or 'colocate'}"
+            # URL.create quotes what the URL syntax reserves: a password such as 'p@ss:/%w' stays one password.
+            return URL.create("postgresql+psycopg2", username=conn.login or None, password=conn.password or None,
+                              host=conn.host, port=conn.port or None,
+                              database=conn.schema or "colocate").render_as_string(hide_password=False)
         return default_url()
+
+    def _connection(self):
+        """The Airflow connection, or None when it is not defined anywhere. Any other failure to
+        read it (a secrets backend down or denying access) is the task's error."""
+        try:
+            return self.get_connection(self.colocate_conn_id)
+        except AirflowNotFoundException:
+            cause = _backend_failure(self.colocate_conn_id)
+            if cause is None:
+                return None
+        except Exception as exc:
+            cause = exc
+        reason = " ".join(f"{type(cause).__name__}: {cause}".split())
+        raise ColocateError(f"cannot read Airflow connection {self.colocate_conn_id!r} for the colocate catalog: "
+                            f"{reason} (fix the secrets backend or the connection; the embedded catalog is used "
+                            f"only when the connection does not exist)") from cause
 
     def get_conn(self) -> Catalog:
         if self._catalog is None:
@@ -80,11 +130,13 @@ class ColocateCatalogHook(BaseHook):
                           self._catalog.engine.url.render_as_string(hide_password=True))
         return self._catalog
 
-    def work_dir(self) -> Path:
-        """Where plans and reports go; shared storage when Spark runs in cluster deploy mode."""
+    def work_dir(self) -> str:
+        """Where plans and reports go; shared storage when Spark runs in cluster deploy mode. A
+        string, as :mod:`airflow_colocate.storage.plan_files` takes it: ``Path`` would turn
+        ``hdfs://nn/work`` into the local folder ``hdfs:/nn/work``."""
         if self._catalog is None:
             self.get_conn()
-        return Path(self._extra.get("work_dir") or default_work_dir())
+        return os.fspath(self._extra.get("work_dir") or default_work_dir())
 
     def test_connection(self) -> tuple[bool, str]:
         try:
