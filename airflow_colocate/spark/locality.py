@@ -74,6 +74,16 @@ class JarFound(NamedTuple):
 JAR_ORIGINS = ("env", "package", "checkout")
 
 
+def package_jar() -> Path | None:
+    """Where the installed package keeps its jar (it may not be there); None for a package that is
+    not on a file system (imported from a zip), which cannot hand a path to Spark."""
+    try:
+        where = importlib.resources.files("airflow_colocate") / "jars" / JAR_NAME
+    except ModuleNotFoundError:
+        return None
+    return Path(str(where)) if isinstance(where, Path) else None
+
+
 def find_jar() -> JarFound | None:
     """The locality jar and where it was found (see :data:`JAR_ORIGINS`); None when nowhere. A
     ``$COLOCATE_LOCALITY_JAR`` naming no file is passed over with one warning (``colocate doctor``
@@ -82,10 +92,8 @@ def find_jar() -> JarFound | None:
     if env and not Path(env).is_file():
         _say_once(f"${JAR_ENV}={env} is not a file; looking for the locality jar in the package", logging.WARNING)
     candidates = [(Path(env), "env")] if env else []
-    try:
-        candidates.append((Path(str(importlib.resources.files("airflow_colocate") / "jars" / JAR_NAME)), "package"))
-    except (ModuleNotFoundError, TypeError):  # a package not on a file system (a zip import) has no jar
-        pass
+    if (packaged := package_jar()) is not None:
+        candidates.append((packaged, "package"))
     candidates.append((Path(__file__).resolve().parents[2] / "java" / "colocate-locality" / "build" / JAR_NAME, "checkout"))
     return next((JarFound(p, origin) for p, origin in candidates if p.is_file()), None)
 
