@@ -7,6 +7,10 @@ line from the job (``<report_uri>.error``), so the jobs keep the line that names
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from airflow_colocate.core.errors import ColocateError
 
 
 def is_spark_error(exc: BaseException) -> bool:
@@ -51,3 +55,19 @@ def jvm_error(exc: BaseException) -> str | None:
     if root and root not in message:
         message = f"{message.rstrip('. ')}: {root}"
     return message[:2000]
+
+
+@contextmanager
+def one_line(prefix: str | None = None, *, executor: bool = False) -> Iterator[None]:
+    """Spark's failure inside the block as one :class:`ColocateError` line (``<prefix>: <line>``),
+    the executor's own message with ``executor``; the package's own errors pass unchanged, and
+    anything else is a bug that keeps its traceback."""
+    try:
+        yield
+    except ColocateError:
+        raise
+    except Exception as exc:
+        if is_spark_error(exc):
+            line = executor_error(exc) if executor else first_line(exc)
+            raise ColocateError(f"{prefix}: {line}" if prefix else line) from exc
+        raise

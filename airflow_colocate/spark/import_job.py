@@ -25,7 +25,7 @@ from urllib.parse import quote
 from airflow_colocate.core.contract import ImportPlan, ImportReport, WriteReport
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark import write_job
-from airflow_colocate.spark.failures import executor_error, first_line, is_spark_error
+from airflow_colocate.spark.failures import first_line, is_spark_error, one_line
 from airflow_colocate.spark.session import scoped
 from airflow_colocate.storage import fs
 from airflow_colocate.storage import place as placement
@@ -130,12 +130,8 @@ def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
 def _run_tasks(sc, fn, tasks: list) -> list:
     """``fn`` over ``tasks`` (:func:`~airflow_colocate.spark.write_job.on_executors`), an executor's
     failure as its own one line."""
-    try:
+    with one_line(executor=True):
         return write_job.on_executors(sc, fn, tasks)
-    except Exception as exc:
-        if is_spark_error(exc):
-            raise ColocateError(executor_error(exc)) from exc
-        raise
 
 
 def split_bucket(task: dict) -> dict[str, tuple[int, list[str]]]:

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from airflow_colocate.core.contract import ReplicaReport, WritePlan, WriteReport
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
 from airflow_colocate.core.sqltypes import comparable_type, widening_ok
-from airflow_colocate.spark.failures import executor_error, first_line, is_spark_error
+from airflow_colocate.spark.failures import executor_error, is_spark_error, one_line
 from airflow_colocate.storage import fs
 from airflow_colocate.storage import place as placement
 
@@ -326,25 +326,19 @@ def write_buckets(spark, out, dist: list[str], bucket_num: int, uri: str, *, sor
     # Spark drops ``repartition(n, key)`` when its input is a bucketed scan with the same hash
     # partitioning, and may then turn that scan into a plain one because "nothing needs it" (it
     # writes files of mixed buckets). Keep bucketed scans bucketed, and check the plan.
-    with scoped(spark, {_AUTO_BUCKETED_SCAN: "false", **(conf or {})}, job_group=job_group, description=description):
-        try:
-            # Sorted by the bucket key inside each file, as Doris keeps a tablet sorted by its key: a
-            # sort-merge join then sorts runs already in order (Spark's TimSort: ~linear), or, with
-            # the ordered read, does not sort at all. Paid once here instead of in every join.
-            bucketed = out.repartition(bucket_num, *dist).sortWithinPartitions(*sort_first, *dist)
-            check_bucket_partitioning(bucketed, dist, bucket_num)
-            (
-                bucketed.write.mode("overwrite")
-                .option("compression", "snappy")
-                .option("maxRecordsPerFile", 0)
-                .parquet(uri)
-            )
-        except ColocateError:
-            raise
-        except Exception as exc:
-            if is_spark_error(exc):
-                raise ColocateError(f"{failing}: {first_line(exc)}") from exc
-            raise
+    with scoped(spark, {_AUTO_BUCKETED_SCAN: "false", **(conf or {})}, job_group=job_group, description=description), \
+            one_line(failing):
+        # Sorted by the bucket key inside each file, as Doris keeps a tablet sorted by its key: a
+        # sort-merge join then sorts runs already in order (Spark's TimSort: ~linear), or, with
+        # the ordered read, does not sort at all. Paid once here instead of in every join.
+        bucketed = out.repartition(bucket_num, *dist).sortWithinPartitions(*sort_first, *dist)
+        check_bucket_partitioning(bucketed, dist, bucket_num)
+        (
+            bucketed.write.mode("overwrite")
+            .option("compression", "snappy")
+            .option("maxRecordsPerFile", 0)
+            .parquet(uri)
+        )
     return placement.staged_buckets(uri, bucket_num)
 
 
@@ -414,16 +408,9 @@ def run_write(spark, plan: WritePlan, timings: dict | None = None) -> WriteRepor
     check_plan(plan)
     log.info(f"job {plan.job_id}: {plan.mode} {plan.table} partition {plan.partition_value} v{plan.version} "
         f"into {plan.bucket_num} buckets")
-    try:
-        with timed(timings, "read+conform"):
-            source = read_source(spark, plan)
-            out = conform(spark, source, plan)
-    except ColocateError:
-        raise
-    except Exception as exc:
-        if is_spark_error(exc):
-            raise ColocateError(f"reading the source of {plan.table} failed: {first_line(exc)}") from exc
-        raise
+    with timed(timings, "read+conform"), one_line(f"reading the source of {plan.table} failed"):
+        source = read_source(spark, plan)
+        out = conform(spark, source, plan)
     with timed(timings, "stage (bucket+write)"):
         try:
             staged = stage(spark, plan, out)
