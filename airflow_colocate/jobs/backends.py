@@ -7,18 +7,24 @@ from __future__ import annotations
 
 from airflow_colocate.catalog.checks import normalize_root
 from airflow_colocate.catalog.views import BackendView
-from airflow_colocate.storage import identity
+from airflow_colocate.storage import fs, identity
 
 
 def add_backend(catalog, root_uri: str, *, name: str | None = None, host: str | None = None,
                 capacity_bytes: int | None = None) -> BackendView:
+    """A refused add leaves the root as it was: the probe leaves no file behind, the catalog's
+    checks (name, host, a root inside another's) run before anything is written under the root,
+    and a marker that cannot be completed is taken back with the folder this call made for it."""
     root = normalize_root(root_uri)
     identity.check_root_usable(root)
     token = identity.new_token()
     b = catalog.backends.add(root, name=name, host=host, capacity_bytes=capacity_bytes, marker_token=token)
+    had_marker, had_folder = identity.read_marker(root) is not None, fs.exists(identity.marker_folder(root))
     try:
         identity.write_marker(root, backend_id=b.id, name=b.name, catalog_id=catalog.backends.catalog_uid(), token=token)
     except BaseException:
+        if not had_marker:
+            identity.remove_marker(root, folder_too=not had_folder)
         catalog.backends.remove(b.id)  # nothing may list a backend whose disk cannot carry its identity
         raise
     return b

@@ -27,11 +27,15 @@ def marker_uri(root: str) -> str:
 
 
 def check_root_usable(root: str) -> None:
-    """The root must already exist and take a write: a typo must not become an empty backend."""
+    """The root must already exist and take a write: a typo must not become an empty backend.
+
+    The probe file sits at the root itself, not in ``_colocate/``: a root that is then refused
+    (a taken name, a root inside another backend's) is left exactly as it was, without a marker
+    folder that would make it look half-added."""
     if not fs.exists(root) or not fs.is_dir(root):
         raise ColocateError(f"backend root {root} does not exist: create it (and mount the disk) first, "
                             f"then add it again")
-    probe = fs.join(root, f"_colocate/.add-probe-{secrets.token_hex(4)}")
+    probe = fs.join(root, f".colocate-add-probe-{secrets.token_hex(4)}")
     try:
         fs.write_text_atomic(probe, "colocate add probe\n")
         fs.delete_file(probe)
@@ -43,6 +47,18 @@ def write_marker(root: str, *, backend_id: int, name: str, catalog_id: str, toke
     check_root_usable(root)
     fs.write_text_atomic(marker_uri(root), json.dumps(
         {"backend_id": backend_id, "name": name, "catalog_id": catalog_id, "token": token}, sort_keys=True) + "\n")
+
+
+def marker_folder(root: str) -> str:
+    return fs.join(root, MARKER.split("/")[0])
+
+
+def remove_marker(root: str, *, folder_too: bool) -> None:
+    """Take back a marker this process has just written (the add it belonged to failed), and its
+    folder when the same add created it, so the root is as it was before."""
+    fs.delete_file(marker_uri(root))
+    if folder_too and fs.exists(marker_folder(root)):
+        fs.delete_tree(marker_folder(root))
 
 
 def read_marker(root: str) -> dict | None:

@@ -90,3 +90,56 @@ def test_reinit_needs_a_reason(lake):
     cat, _ = lake
     with pytest.raises(ColocateError, match="needs a reason"):
         reinit_backend(cat, "be1", reason=" ")
+
+
+def _listing(path) -> list[str] | None:
+    """Every file and folder under ``path`` (None: ``path`` itself does not exist)."""
+    if not path.exists():
+        return None
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.mark.parametrize("root_of, options, message", [
+    (lambda tmp: tmp / "fresh", {"name": "bad name"}, "invalid backend name"),
+    (lambda tmp: tmp / "fresh", {"name": "be1"}, "is taken by backend id"),
+    (lambda tmp: tmp / "fresh", {"name": "be9", "host": "two words"}, "invalid host"),
+    (lambda tmp: tmp / "fresh", {"name": "be9", "capacity_bytes": -1}, "invalid capacity"),
+    (lambda tmp: tmp / "be1" / "inner", {"name": "be9"}, "overlaps backend be1"),
+    (lambda tmp: tmp / "be2", {"name": "be9"}, "is already backend be2"),
+    (lambda tmp: tmp / "nowhere", {"name": "be9"}, "does not exist: create it"),
+], ids=["name", "taken-name", "host", "capacity", "nested", "same-root", "missing-root"])
+def test_a_refused_add_leaves_the_root_as_it_was(lake, tmp_path, root_of, options, message):
+    """Issue 27: a refused add used to leave a ``_colocate`` folder (its write probe) in the root
+    it refused; a root that does not exist is still not created."""
+    cat, _ = lake
+    root = root_of(tmp_path)
+    if root.name in ("fresh", "inner"):
+        root.mkdir()
+        (root / "data.parquet").write_bytes(b"PAR1")  # a user's file: it stays, alone
+    before, events = _listing(root), len(cat.events(limit=1000))
+    with pytest.raises(ColocateError, match=message):
+        add_backend(cat, root.as_uri(), **options)
+    assert _listing(root) == before
+    assert [b.name for b in cat.backends.list()] == ["be1", "be2", "be3"] and len(cat.events(limit=1000)) == events
+
+
+def test_an_add_whose_marker_cannot_be_written_takes_back_what_it_made(lake, tmp_path, monkeypatch):
+    """The disk fills up between the probe and the marker (the outer edge: the file system's
+    rename fails): no backend is listed, and neither the marker folder nor a temporary file stays."""
+    from airflow_colocate.storage import fs
+
+    cat, _ = lake
+    root = tmp_path / "fresh"
+    root.mkdir()
+    real_rename = fs.rename
+
+    def disk_full(src, dst):
+        if dst.endswith("backend.json"):
+            raise OSError(28, "No space left on device")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(fs, "rename", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        add_backend(cat, root.as_uri(), name="be9")
+    assert _listing(root) == []
+    assert [b.name for b in cat.backends.list()] == ["be1", "be2", "be3"]
