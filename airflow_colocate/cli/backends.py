@@ -34,7 +34,7 @@ def add(env: Env, root: str, name: str | None, host: str | None, capacity: str |
 @pass_env
 def list_(env: Env) -> Table:
     return Table(["BackendId", "Name", "Root", "Host", "CapacityBytes", "State", "Since"],
-                 [[b.id, b.name, b.root_uri, b.host, b.capacity_bytes, b.state, b.state_since.isoformat(timespec="seconds")]
+                 [[b.id, b.name, b.root_uri, b.host, b.capacity_bytes, b.state, b.state_since]
                   for b in env.catalog().backends.list()])
 
 
@@ -97,11 +97,10 @@ def probe(env: Env, backends: tuple[str, ...], timeout: float, sample: int, relo
 
     results = probe_backends(env.catalog(), backends=list(backends) or None, timeout=timeout, sample=sample,
                              relocate_delay=params.relocate_delay(relocate_delay_minutes))
-    return Table(["BackendId", "Name", "State", "Probe", "DownSince", "LastHeartbeat", "Unavailable", "BadReplicas"],
-                 [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else f"FAILED: {r.error}",
-                   r.backend.state_since.isoformat(timespec="seconds") if r.backend.state != "alive" else "",
-                   r.backend.last_heartbeat.isoformat(timespec="seconds") if r.backend.last_heartbeat else "",
-                   str(r.backend.unavailable).lower(), len(r.bad_replicas)] for r in results])
+    return Table(["BackendId", "Name", "State", "Probe", "Error", "DownSince", "LastHeartbeat", "Unavailable", "BadReplicas"],
+                 [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else "FAILED", r.error or None,
+                   r.backend.state_since if r.backend.state != "alive" else None, r.backend.last_heartbeat,
+                   r.backend.unavailable, len(r.bad_replicas)] for r in results])
 
 
 def _mark(state: str, verb: str, help: str) -> click.Command:

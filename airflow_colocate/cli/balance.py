@@ -58,7 +58,7 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
         f"dropped {out['dropped']} redundant replicas; decommissioned: {', '.join(out['decommissioned']) or 'none'}",
         *[f"waiting: {line}" for line in out.get("waiting", [])],
         Table(["GroupId", "GroupName", "IsStable", "Reason"],
-              [[g["group_id"], g["group"], str(g["stable"]).lower(), g["reason"] or ""] for g in out["groups"]]),
+              [[g["group_id"], g["group"], g["stable"], g["reason"]] for g in out["groups"]]),
     ], data=out)
 
 
@@ -103,8 +103,9 @@ def jobs() -> None:
 @pass_env
 def list_(env: Env, kind: str | None, state: str | None, limit: int) -> Table:
     return Table(["JobId", "Kind", "State", "Group", "Step", "Moves", "Done", "Updated"],
-                 [[j.id, j.kind, j.state, j.group, j.step, len(j.plan.get("moves", [])) if j.kind != "write" else "",
-                   j.progress.get("cloned", j.progress.get("rows", "")), j.updated_at.isoformat(timespec="seconds")]
+                 [[j.id, j.kind, j.state, j.group or None, j.step or None,
+                   len(j.plan.get("moves", [])) if j.kind != "write" else None,
+                   j.progress.get("cloned", j.progress.get("rows")), j.updated_at]
                   for j in env.catalog().jobs.list(kinds=[kind] if kind else None, states=[state] if state else None, limit=limit)])
 
 

@@ -16,15 +16,15 @@ GROUP_REF = "GROUP is a group id (dbId.grpId), a full name (dbId_name) or a name
 
 def group_table(catalog: Catalog) -> Table:
     """``SHOW PROC '/colocation_group'``."""
-    return Table(GROUP_COLUMNS, [[g.group_id, g.full_name, ", ".join(map(str, g.table_ids)), g.bucket_num, g.replication_num,
-                                  ", ".join(g.dist_col_types), str(g.stable).lower()] for g in catalog.groups.list()])
+    return Table(GROUP_COLUMNS, [[g.group_id, g.full_name, list(g.table_ids), g.bucket_num, g.replication_num,
+                                  list(g.dist_col_types), g.stable] for g in catalog.groups.list()])
 
 
 def map_table(catalog: Catalog, ref: str, db: str) -> Table:
     """``SHOW PROC '/colocation_group/<id>'``, titled with the group's stability."""
     g = catalog.groups.get(ref, db=db)
     title = f"group {g.full_name} ({g.group_id}): {'stable' if g.stable else 'UNSTABLE: ' + (g.unstable_reason or '')}"
-    return Table(MAP_COLUMNS, [[i, ", ".join(map(str, ids))] for i, ids in enumerate(g.bucket_map)], title=title)
+    return Table(MAP_COLUMNS, [[i, list(ids)] for i, ids in enumerate(g.bucket_map)], title=title)
 
 
 @click.group("show", cls=Group, help="Colocation groups and their bucket maps. The seeds' SHOW PROC '/colocation_group' views.")
@@ -66,7 +66,7 @@ def check(env: Env, group: str | None) -> Report:
     catalog = env.catalog()
     healths = [catalog.health.check_group(group, db=env.db)] if group else catalog.health.check_groups()
     blocks: list = [Table(["GroupId", "GroupName", "IsStable", "Problems", "Reason"],
-                          [[h.group_id, h.full_name, str(h.stable).lower(), h.problems, h.reason or ""] for h in healths])]
+                          [[h.group_id, h.full_name, h.stable, h.problems, h.reason] for h in healths])]
     if group and not healths[0].stable:
         blocks.append(Bullets([r.text for r in healths[0].reasons]))
     return Report(blocks, data=[h.to_dict() for h in healths])

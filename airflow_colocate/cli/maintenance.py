@@ -3,7 +3,6 @@ log, and the files nothing needs any more."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import click
@@ -41,7 +40,7 @@ def set_(env: Env, flag: str, value: str) -> str:
 @json_option
 @pass_env
 def list_(env: Env) -> Table:
-    return Table(["Flag", "Value"], [[k, str(v).lower()] for k, v in env.catalog().flags().items()])
+    return Table(["Flag", "Value"], [[k, bool(v)] for k, v in env.catalog().flags().items()])
 
 
 @click.command("events", cls=Command, help="The audit log, newest first.")
@@ -51,8 +50,7 @@ def list_(env: Env) -> Table:
 @pass_env
 def events(env: Env, limit: int, kind: str | None) -> Table:
     return Table(["EventId", "Time", "Actor", "Kind", "Subject", "Detail"],
-                 [[e.id, e.ts.isoformat(timespec="seconds"), e.actor, e.kind, e.subject, json.dumps(e.detail, default=str)]
-                  for e in env.catalog().events(limit=limit, kind=kind)])
+                 [[e.id, e.ts, e.actor, e.kind, e.subject, e.detail] for e in env.catalog().events(limit=limit, kind=kind)])
 
 
 @click.command("gc", cls=Command, help="Remove files that no visible version needs. Staging of dead writes, superseded versions after the grace, purged tables, temporary copies of killed jobs; lists them.")
@@ -81,6 +79,6 @@ def gc(env: Env, grace_minutes: float, stale_hours: float, deep: bool, dry_run: 
         catalog.writes.forget_garbage(items)
         for uri in temps:
             fs.delete_file(uri)
-    removed = "no (dry run)" if dry_run else "yes"
-    return Table(["Reason", "Uri", "Removed"], [[i.reason, i.uri, removed] for i in items]
-                 + [["temporary copy of a killed job", uri, removed] for uri in temps])
+    return Table(["Reason", "Uri", "Removed"], [[i.reason, i.uri, not dry_run] for i in items]
+                 + [["temporary copy of a killed job", uri, not dry_run] for uri in temps],
+                 title="dry run: nothing is removed" if dry_run else None)

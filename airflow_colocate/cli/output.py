@@ -5,6 +5,11 @@ blocks) and never print it themselves, so ``--json`` means the same thing in eve
 table looks the same everywhere. The table mimics the seeds' ``SHOW PROC`` output, so an operator
 who knows Doris reads it at once; the JSON is a list of objects keyed by the same column names, so a
 script never parses the table.
+
+A table's rows hold typed values (booleans, integers, lists, None, datetimes, dicts), never text
+made for people: :func:`cell` alone turns a value into what a person reads (``true``, ``1, 2``, an
+empty cell) and :func:`jsonable` into what a script reads (``true``, ``[1, 2]``, ``null``), so the
+two can never say different things. The fields of every listing are in docs/cli-json.md.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ JSON_KEY = "colocate.json"  # ctx.meta: the command was asked for --json
 
 @dataclass(frozen=True)
 class Table:
-    """Rows under named columns; ``title`` is printed above the table (never in the JSON)."""
+    """Rows of typed values under named columns; ``title`` is printed above the table (never in the JSON)."""
 
     columns: Sequence[str]
     rows: Sequence[Sequence[object]]
@@ -74,7 +79,7 @@ Result = None | str | Table | Report
 
 def json_option(fn: Callable) -> Callable:
     """``--json`` on a listing command; the command never sees it, :func:`render` does."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)
+    return click.option("--json", "as_json", is_flag=True, help="Print typed JSON instead of a table (fields: docs/cli-json.md).")(fn)
 
 
 def wants_json() -> bool:
@@ -120,7 +125,7 @@ def text(block: Block) -> list[str]:
 
 def table_lines(table: Table) -> list[str]:
     """An aligned ``+---+`` table and its row count, as the seeds' ``SHOW PROC`` prints."""
-    cells = [[str(c) for c in table.columns]] + [["" if v is None else str(v) for v in row] for row in table.rows]
+    cells = [[str(c) for c in table.columns]] + [[cell(v) for v in row] for row in table.rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(table.columns))]
     rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
 
@@ -132,8 +137,29 @@ def table_lines(table: Table) -> list[str]:
                                                      f"{n} row{'s' if n != 1 else ''} in set"]
 
 
+def cell(value) -> str:
+    """One table cell as a person reads it: empty for None, ``true``/``false``, a list as
+    ``1, 2``, a time to the second, a dict as compact JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell(v) for v in value)
+    if isinstance(value, datetime):
+        return timestamp(value)
+    if isinstance(value, dict):
+        return json.dumps(jsonable(value), default=str)
+    return str(value)
+
+
+def timestamp(value: datetime) -> str:
+    """ISO 8601 to the second, with the offset when the time has one: the same text in a table and in JSON."""
+    return value.isoformat(timespec="seconds")
+
+
 def jsonable(value):
-    """Dataclasses, tuples and datetimes as JSON-ready values (datetimes in ISO 8601)."""
+    """Dataclasses, tuples and datetimes as JSON-ready values (datetimes in ISO 8601, to the second)."""
     if is_dataclass(value) and not isinstance(value, type):
         return jsonable(asdict(value))
     if isinstance(value, dict):
@@ -141,5 +167,5 @@ def jsonable(value):
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if isinstance(value, datetime):
-        return value.isoformat()
+        return timestamp(value)
     return value

@@ -88,8 +88,8 @@ def purge(env: Env, retention_hours: float) -> Table:
 @pass_env
 def list_(env: Env, include_dropped: bool) -> Table:
     return Table(["TableId", "Table", "DistCols", "PartitionCols", "BucketsNum", "ReplicationNum", "Group", "State"],
-                 [[t.id, t.qualified_name, ", ".join(t.dist_cols), ", ".join(t.partition_cols), t.bucket_num,
-                   t.replication_num, t.group_name or "", t.state] for t in env.catalog().tables.list(include_dropped=include_dropped)])
+                 [[t.id, t.qualified_name, list(t.dist_cols), list(t.partition_cols), t.bucket_num,
+                   t.replication_num, t.group_name, t.state] for t in env.catalog().tables.list(include_dropped=include_dropped)])
 
 
 @table.command("show", help="A table: columns, distribution, group, partitions.")

@@ -38,7 +38,7 @@ def verify(env: Env, group: str | None, table: str | None, limit: int | None, ma
                              for b in out["bad"]],
                             title="bad replicas (marked bad: no read uses them; 'colocate balance' repairs them)"))
     blocks.append(Table(["GroupId", "GroupName", "IsStable", "Reason"],
-                        [[g["group_id"], g["group"], str(g["stable"]).lower(), g["reason"] or ""] for g in out["groups"]]))
+                        [[g["group_id"], g["group"], g["stable"], g["reason"]] for g in out["groups"]]))
     return Report(blocks, data=out)
 
 

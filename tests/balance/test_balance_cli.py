@@ -41,7 +41,7 @@ def test_probe_and_group_check_and_reasons(cli):
     assert code == 0 and [r["Probe"] for r in json.loads(out)] == ["ok", "ok", "ok"]
     assert cli("backend", "mark-down", "be2", "--reason", "disk")[0] == 0
     code, out, _ = cli("show", "groups", "--json")
-    assert json.loads(out)[0]["IsStable"] == "false"  # reflected at once
+    assert json.loads(out)[0]["IsStable"] is False  # reflected at once
     code, out, _ = cli("group", "check", "g")
     assert code == 0 and "| false" in out and "backend be2 is down" in out and "admin: disk" in out
     code, out, _ = cli("show", "group", "g")
