@@ -16,7 +16,7 @@ demo: setup
 	bash scripts/demo.sh
 
 test:
-	bash scripts/setup.sh --with-postgres
+	bash scripts/setup.sh --with-postgres --with-browser
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup

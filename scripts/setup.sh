@@ -3,6 +3,7 @@
 #
 #   scripts/setup.sh                  Java 17+, uv, .venv with requirements.lock + the project, the locality jar
 #   scripts/setup.sh --with-postgres  ... and PostgreSQL server binaries for the integration tests
+#   scripts/setup.sh --with-browser   ... and headless Chromium (+ fonts-liberation) for the browser test
 #
 # Environment:
 #   COLOCATE_PYTHON=/path/to/python3.11  interpreter for a new .venv (default: python3 if >= 3.11)
@@ -15,10 +16,12 @@ VENV=$ROOT/.venv
 STAMP=$VENV/.installed
 
 with_postgres=0
+with_browser=0
 for arg in "$@"; do
     case "$arg" in
         --with-postgres) with_postgres=1 ;;
-        -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --with-browser) with_browser=1 ;;
+        -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup: unknown argument: $arg (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -155,6 +158,31 @@ if [[ $with_postgres == 1 ]]; then
         say "  until then the PostgreSQL tests are skipped (they fail instead when CI=true)"
     fi
 fi
+# --- (e2) headless Chromium for the browser test ---------------------------------------------
+# tests/plugins/test_browser.py drives the Colocation page in Debian's headless Chromium; without
+# it that test is skipped (it fails instead when CI=true). .ci/run installs the same packages.
+chromium_bin() {
+    local name
+    for name in chromium chromium-browser google-chrome google-chrome-stable; do
+        command -v "$name" 2>/dev/null && return 0
+    done
+    return 0
+}
+if [[ $with_browser == 1 ]]; then
+    if [[ -n $(chromium_bin) ]]; then
+        say "chromium: $(chromium_bin)"
+    elif can_apt; then
+        say "Chromium not found; installing chromium and fonts-liberation (the browser test)"
+        apt_install chromium fonts-liberation
+        hash -r
+        [[ -n $(chromium_bin) ]] || die "chromium was installed but is not on PATH"
+        say "chromium: $(chromium_bin)"
+    else
+        say "WARNING: headless Chromium not found: tests/plugins/test_browser.py is skipped."
+        say "  install it with: sudo apt-get install chromium fonts-liberation   (or: sudo scripts/setup.sh --with-browser)"
+    fi
+fi
+
 # --- (f) the locality jar --------------------------------------------------------------------
 # A small Hadoop file system and Spark extension (java/colocate-locality) that run a bucket's task
 # where its files are and read a bucket's sorted files in order. Compiled with javac against the
