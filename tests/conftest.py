@@ -91,6 +91,23 @@ def spark():
 
 
 @pytest.fixture(scope="session")
+def colocate_wheel(tmp_path_factory) -> Path:
+    """This checkout's wheel, built once per session through its sdist (tests/wheel_testing.py)."""
+    from wheel_testing import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel"))[1]
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(colocate_wheel, tmp_path_factory):
+    """A fresh virtualenv outside the checkout with only the wheel and its pinned dependencies
+    (``wheel_testing.Venv``: its python, its ``colocate`` and an environment that hides the checkout)."""
+    from wheel_testing import install
+
+    return install(colocate_wheel, tmp_path_factory.mktemp("wheel-venv") / "venv")
+
+
+@pytest.fixture(scope="session")
 def airflow_db():
     """Airflow's metadata database (SQLite under the test AIRFLOW_HOME), for dag.test()."""
     from airflow.utils import db

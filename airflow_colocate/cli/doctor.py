@@ -297,6 +297,7 @@ def executor_facts(master: str, problems: list[str]) -> dict:
         if owned:
             spark.sparkContext.setLogLevel("ERROR")
         sc = spark.sparkContext
+        facts["master"] = sc.master  # an active session of the caller's is used as it is
         slices = max(1, min(8, sc.defaultParallelism))
         seen = sc.parallelize(range(slices), slices).mapPartitions(_executor_probe()).collect()
     except Exception as exc:

@@ -1,0 +1,81 @@
+"""The package as users get it: a wheel built from this checkout and installed into a virtualenv of
+its own, outside the checkout (issue 27).
+
+``tests/conftest.py`` builds the wheel once per test session (fixture ``colocate_wheel``) and
+installs it once (``wheel_venv``); any test that needs the installed package, e.g. on a cluster
+whose workers never saw the checkout, takes those fixtures. Both run offline from uv's cache:
+the build installs the pinned pyspark into its isolated build environment, the install resolves
+against ``requirements.lock`` as constraints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LOCK = REPO / "requirements.lock"
+JAR_IN_WHEEL = "airflow_colocate/jars/colocate-locality.jar"
+# Variables that would let the installed package see the checkout or another jar or Python.
+_LEAKS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "COLOCATE_LOCALITY_JAR", "PYSPARK_PYTHON",
+          "PYSPARK_DRIVER_PYTHON", "SPARK_HOME", "SPARK_MASTER", "COLOCATE_CATALOG_URL")
+
+
+def uv() -> list[str]:
+    found = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    if found:
+        return [found]
+    return [sys.executable, "-m", "uv"]
+
+
+def build_wheel(out: Path) -> tuple[Path, Path]:
+    """``uv build`` of the checkout: the sdist, then the wheel built from that sdist (so a file the
+    sdist forgets fails here). Returns (sdist, wheel)."""
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([*uv(), "build", "--offline", "--quiet", "-o", str(out), str(REPO)],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise AssertionError(f"uv build failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    (sdist,), (wheel,) = sorted(out.glob("*.tar.gz")), sorted(out.glob("*.whl"))
+    return sdist, wheel
+
+
+@dataclass(frozen=True)
+class Venv:
+    root: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def colocate(self) -> Path:
+        return self.root / "bin" / "colocate"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of a user of this venv: no checkout on the path, the venv's bin first."""
+        env = {k: v for k, v in os.environ.items() if k not in _LEAKS}
+        env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env.update(extra)
+        return env
+
+    def run(self, args: list[str], cwd: Path, timeout: float = 300, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(a) for a in args], cwd=cwd, env=self.env(**extra), capture_output=True,
+                              text=True, timeout=timeout)
+
+
+def install(wheel: Path, root: Path) -> Venv:
+    """A fresh virtualenv at ``root`` (the test's Python) with the wheel and its dependencies,
+    pinned by ``requirements.lock``, installed offline."""
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    for args in (["venv", "--quiet", "--python", str(base), str(root)],
+                 ["pip", "install", "--quiet", "--offline", "--python", str(root / "bin" / "python"),
+                  "-c", str(LOCK), str(wheel)]):
+        done = subprocess.run([*uv(), *args], capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise AssertionError(f"uv {' '.join(args[:2])} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return Venv(root)
