@@ -45,7 +45,7 @@ def test_a_missing_connection_falls_back_to_the_embedded_catalog_and_warns(airfl
     with structlog.testing.capture_logs() as logs:  # a hook logs through the task SDK's structlog
         url = hook.catalog_url()
     embedded = tmp_path / "home" / "catalog.db"
-    assert url == f"sqlite:///{embedded}"
+    assert url == f"sqlite:///{embedded}" and hook.source == "embedded default"
     warnings = [e["event"] % e.get("positional_args", ()) for e in logs if e["log_level"] == "warning"]
     assert any("colocate_nowhere" in w and str(embedded) in w for w in warnings), warnings
     Catalog(url).init()
@@ -73,7 +73,8 @@ def test_a_connection_in_the_environment_wins_over_a_failing_later_lookup(airflo
     airflow_secrets.setenv("AIRFLOW__SECRETS__BACKEND", f"{__name__}.VaultDown")
     airflow_secrets.setenv("AIRFLOW_CONN_COLOCATE_ENV", json.dumps({"conn_type": "colocate", "extra": {"catalog_url": url}}))
     hook = ColocateCatalogHook("colocate_env")
-    assert hook.catalog_url() == url and hook.get_conn().backends.list() == []
+    assert hook.catalog_url() == url and hook.source == "connection colocate_env"
+    assert hook.get_conn().backends.list() == []
 
 
 def test_the_work_dir_stays_a_uri(airflow_secrets, tmp_path):

@@ -105,6 +105,12 @@ class ColocateCatalogHook(BaseHook):
                               database=conn.schema or "colocate").render_as_string(hide_password=False)
         return default_url()
 
+    @property
+    def source(self) -> str:
+        """Where the last :meth:`catalog_url` found the catalog: ``connection <id>``,
+        ``COLOCATE_CATALOG_URL`` or ``embedded default`` (what ``colocate doctor`` reports)."""
+        return self._source
+
     def _connection(self):
         """The Airflow connection, or None when it is not defined anywhere. Any other failure to
         read it (a secrets backend down or denying access) is the task's error."""
