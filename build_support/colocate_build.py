@@ -27,8 +27,18 @@ from setuptools.command.build_py import build_py as _build_py
 from locality_jar import JAR_IN_PACKAGE, JAVA_SOURCES, ROOT, SPARK_JARS_ENV, build_jar, pyspark_requirement
 
 
+# COLOCATE_BUILD_JAR=0: a wheel without the jar, for an image that builds and ships the jar itself
+# (docker/Dockerfile's locality stage, through $COLOCATE_LOCALITY_JAR). Said loudly: such a wheel
+# alone runs with local reads and the ordered read off.
+SKIP_ENV = "COLOCATE_BUILD_JAR"
+
+
+def _skipped() -> bool:
+    return os.environ.get(SKIP_ENV, "1").strip().lower() in ("0", "false", "no")
+
+
 def get_requires_for_build_wheel(config_settings=None):
-    extra = [] if os.environ.get(SPARK_JARS_ENV) else [pyspark_requirement()]
+    extra = [] if os.environ.get(SPARK_JARS_ENV) or _skipped() else [pyspark_requirement()]
     return _setuptools.get_requires_for_build_wheel(config_settings) + extra
 
 
@@ -40,12 +50,15 @@ class BuildPy(_build_py):
         super().run()
         if getattr(self, "editable_mode", False):
             return
+        if _skipped():
+            self.warn(f"{SKIP_ENV}=0: this wheel has no locality jar; set $COLOCATE_LOCALITY_JAR where it runs")
+            return
         target = Path(self.build_lib) / JAR_IN_PACKAGE
         build_jar(ROOT / JAVA_SOURCES, target)
         self.announce(f"built the locality jar {target}", level=2)
 
     def get_outputs(self, include_bytecode=True):
         outputs = super().get_outputs(include_bytecode)
-        if getattr(self, "editable_mode", False):
+        if getattr(self, "editable_mode", False) or _skipped():
             return outputs
         return [*outputs, str(Path(self.build_lib) / JAR_IN_PACKAGE)]
