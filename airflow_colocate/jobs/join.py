@@ -87,12 +87,18 @@ def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport
     return summary
 
 
-def join_in_session(spark, catalog: Catalog, query: str, tables: Mapping[str, Sequence[str] | None], **kwargs) -> dict:
+def join_in_session(spark, catalog: Catalog, query: str, tables: Mapping[str, Sequence[str] | None], *,
+                    replace_views: bool = False, **kwargs) -> dict:
+    """Run the join in ``spark`` (classic or Spark Connect). The session keeps its settings and job
+    group; what stays is what :func:`airflow_colocate.jobs.read.register` leaves: a temp view per
+    table read (named as the query names it), its backing table in ``colocate_registered``
+    (``jobs.read.unregister`` drops them). ``replace_views``: as for ``register``. On Spark Connect
+    the output is a path or nothing (a catalog table's write places files with RDD tasks)."""
     from airflow_colocate.spark.join_job import run_join
 
     plan, ticket = prepare_join(catalog, query, tables, **kwargs)
     try:
-        report = run_join(spark, plan)
+        report = run_join(spark, plan, replace_views=replace_views)
     except BaseException as exc:
         fail_join(catalog, ticket, plan, exc)
         raise

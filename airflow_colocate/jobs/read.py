@@ -7,13 +7,26 @@
 Tables of one stable group read bucket *b* from the same backend, so Spark joins them on the bucket
 key without a shuffle. Each bucket's replica is checked against its recorded files before it is
 registered; a replica that is not exact is marked bad in the catalog and the next one is used (or
-the registration fails naming the bucket). Runs on the Spark driver, which needs catalog access;
-Spark jobs launched by the operators get a plan instead.
+the registration fails naming the bucket). Runs on the Spark driver (or a Spark Connect client),
+which needs catalog access; Spark jobs launched by the operators get a plan instead.
+
+What a call leaves in your session, and nothing else (settings and job group are restored):
+
+- one temporary view per table, named as your query names it: ``orders`` for ``orders`` or
+  ``tpch.orders``; when one call reads two tables of one name from two databases, ``a_orders`` and
+  ``b_orders`` for ``a.orders`` and ``b.orders``;
+- the view's hidden backing table ``colocate_registered.__cl_<view>`` (an external table over the
+  replica directories, in a database of that name made for it; never your current database).
+
+A temporary view of yours with one of those names is not replaced: the call stops naming it, unless
+``replace_views=True``. :func:`unregister` (or ``with registered(...)``) drops what a call left.
+A session whose catalog is Hive (your metastore) is refused: see ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import ReadTable
@@ -24,7 +37,10 @@ def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
                disabled: bool = False, executor_hosts: Sequence[str] | None = None) -> JoinReads:
     """Read what the pure read planner needs from the catalog (the tables' replicas, their groups,
     the alive backends, the global flag) and let it decide: one place for joins and user reads."""
-    reads = {name.rpartition(".")[2]: catalog.writes.read_replicas(name, partitions) for name, partitions in tables.items()}
+    from airflow_colocate.spark.register import view_names
+
+    views = view_names(list(tables))
+    reads = {views[name]: catalog.writes.read_replicas(name, partitions) for name, partitions in tables.items()}
     group_ids = {view.group_id for view, _ in reads.values() if view.group_id}
     groups = {gid: catalog.groups.get(gid) for gid in group_ids}
     backends = catalog.backends.list()
@@ -34,15 +50,18 @@ def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
                       executor_hosts=executor_hosts)
 
 
-def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Catalog | None = None) -> list[ReadTable]:
-    """Register ``tables`` (name -> partition values, or None for all committed) in ``spark``;
-    returns them as registered (each bucket's checked replica in ``bucket_paths``)."""
+def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Catalog | None = None,
+             replace_views: bool = False) -> list[ReadTable]:
+    """Register ``tables`` (name -> partition values, or None for all committed) in ``spark``, a
+    classic or a Spark Connect session; returns them as registered (``name``: the view; each
+    bucket's checked replica in ``bucket_paths``). ``replace_views``: replace a temp view of one of
+    those names that colocate did not create (else the call stops, naming it)."""
     from airflow_colocate.spark.register import UnreadableBuckets, register_tables
 
     catalog = catalog or Catalog()
     plans = read_plans(catalog, tables).tables
     try:
-        registered = register_tables(spark, plans)
+        registered = register_tables(spark, plans, replace_views=replace_views)
     except UnreadableBuckets as exc:
         if exc.bad:
             catalog.health.mark_replicas_bad(exc.bad)
@@ -50,3 +69,24 @@ def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Cata
     if registered.bad:
         catalog.health.mark_replicas_bad(registered.bad)
     return registered.tables
+
+
+def unregister(spark, names: Iterable[str] | None = None) -> list[str]:
+    """Drop the views ``names`` (as :func:`register` returned them; default: every view colocate
+    registered in ``spark``) with their backing tables, and the ``colocate_registered`` database once
+    empty; a view you replaced since is left alone. Returns the views dropped."""
+    from airflow_colocate.spark.register import unregister_tables
+
+    return unregister_tables(spark, names)
+
+
+@contextmanager
+def registered(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Catalog | None = None,
+               replace_views: bool = False) -> Iterator[list[ReadTable]]:
+    """``with registered(spark, {...}) as tables:`` :func:`register` for a block; afterwards (on
+    failure too) the views it registered are dropped again."""
+    done = register(spark, tables, catalog=catalog, replace_views=replace_views)
+    try:
+        yield done
+    finally:
+        unregister(spark, [t.name for t in done])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
 from dataclasses import asdict, replace
@@ -37,6 +38,8 @@ from airflow_colocate.planner.join import (
     predict_join,
 )
 from airflow_colocate.spark import locality
+from airflow_colocate.spark.connect import is_connect
+from airflow_colocate.spark.connect import master as connect_master
 from airflow_colocate.spark.physical_plan import JoinNode, final_plan, joins_of, ordered_reads, plan_text, query_shape
 from airflow_colocate.spark.register import UnreadableBuckets, name_the_replica, register_tables
 from airflow_colocate.spark.session import scoped
@@ -74,18 +77,27 @@ def hash_budget(spark, plan: JoinPlan) -> tuple[int, str]:
     else :func:`default_hash_budget` of this session's memory and cores."""
     if plan.hash_budget is not None:
         return plan.hash_budget, "the join's hash_budget"
-    conf = spark.sparkContext.getConf()
+    # Spark Connect has no SparkContext: the server's settings are read through spark.conf
+    conf = spark.conf if is_connect(spark) else spark.sparkContext.getConf()
     configured = spark.conf.get(HASH_BUDGET_CONF, None) or conf.get(HASH_BUDGET_CONF, None)
     if configured:
         return parse_size(configured, HASH_BUDGET_CONF), HASH_BUDGET_CONF
-    local = spark.sparkContext.master.startswith("local")
+    local = connect_master(spark).startswith("local")
     memory_key = "spark.driver.memory" if local else "spark.executor.memory"
     memory = conf.get(memory_key, "1g")
     cores = int(conf.get("spark.executor.cores", "0") or 0) if not local else 0
+    if not cores and is_connect(spark):
+        cores = int(conf.get("spark.default.parallelism", None) or 0) or _local_cores(connect_master(spark))
     cores = cores or spark.sparkContext.defaultParallelism
     fraction = float(conf.get("spark.memory.fraction", "0.6"))
     budget = default_hash_budget(memory, cores, fraction)
     return budget, f"({memory_key} {memory} - 300 MiB) x {fraction:g} x safety 0.5 / {cores} cores"
+
+
+def _local_cores(master: str) -> int:
+    """The cores of a ``local[n]`` master (``local[*]``, ``local``: this machine's, at least 1)."""
+    m = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", master)
+    return int(m[1]) if m else (os.cpu_count() or 1)
 
 
 def join_method(description: str) -> tuple[str, str | None]:
@@ -219,9 +231,14 @@ def hash_or_not(spark, plan: JoinPlan, choice: BucketJoin) -> BucketJoin:
     return choice
 
 
-def run_join(spark, plan: JoinPlan) -> JoinReport:
-    """Run the join of ``plan`` into its output and return its report (the entry writes it)."""
+def run_join(spark, plan: JoinPlan, *, replace_views: bool = False) -> JoinReport:
+    """Run the join of ``plan`` into its output and return its report (the entry writes it).
+    ``replace_views``: the registration may replace a caller's temp view of a table's name."""
     started = time.time()
+    if plan.output is not None and is_connect(spark):
+        raise ColocateError(f"a join into catalog table {plan.output.table} needs a classic Spark session (its write "
+                            f"places bucket files with RDD tasks, which Spark Connect has not): write to a path "
+                            f"(output_path) or run it with the join operator")
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log.info(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
     fs.delete_file(bad_replicas_uri(plan))
@@ -241,7 +258,7 @@ def run_join(spark, plan: JoinPlan) -> JoinReport:
         conf["spark.sql.autoBroadcastJoinThreshold"] = "-1"
     with scoped(spark, conf):
         try:
-            registered = register_tables(spark, plan.tables)
+            registered = register_tables(spark, plan.tables, replace_views=replace_views)
         except UnreadableBuckets as exc:
             fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
             raise

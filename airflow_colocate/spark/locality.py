@@ -35,6 +35,8 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from airflow_colocate.core.contract import JoinLocality, ReadTable
+from airflow_colocate.spark.connect import is_connect, say_once
+from airflow_colocate.spark.connect import master as connect_master
 from airflow_colocate.storage import fs
 
 JAR_ENV = "COLOCATE_LOCALITY_JAR"
@@ -137,6 +139,8 @@ def roots_spec(backend_hosts: Mapping[str, str]) -> str:
 
 
 def _class_loadable(spark) -> bool:
+    if is_connect(spark):  # no JVM to ask: the server's classpath is not the client's to see
+        return False
     from py4j.protocol import Py4JError
 
     try:
@@ -151,7 +155,11 @@ ORDERED_READ_KEY = "spark.colocate.sortedScan"
 def ordered_read(spark) -> bool:
     """Whether this session reads a colocated bucket's key-sorted files in order instead of sorting
     them for a sort-merge join: the jar's extension is loaded and ``spark.colocate.sortedScan`` is
-    not ``false`` (a job may turn it off)."""
+    not ``false`` (a job may turn it off). On Spark Connect the server's own setting is trusted: a
+    server started without the jar logs the missing extension and runs every query without it."""
+    if is_connect(spark):
+        return (EXTENSIONS_CLASS in (spark.conf.get("spark.sql.extensions", "") or "")
+                and (spark.conf.get(ORDERED_READ_KEY, "true") or "true").strip().lower() == "true")
     from py4j.protocol import Py4JError
 
     try:
@@ -169,9 +177,13 @@ def settings(spark, backend_hosts: Mapping[str, str]) -> tuple[dict[str, str | N
     reads are off (None: on). Off, the roots are unset (None), so an earlier read's do not apply.
     A job holds them for its run only (:func:`airflow_colocate.spark.session.scoped`)."""
     off: dict[str, str | None] = {ROOTS_KEY: None}
-    master = spark.sparkContext.master or ""
+    master = connect_master(spark)
     if master.startswith("local"):
         return off, "local master: every task runs on this host"
+    if is_connect(spark):
+        say_once("locality off on Spark Connect: local reads need the locality jar on the server and its "
+                 f"fs.{SCHEME}.impl setting; bucket tasks run on any executor (results are the same)")
+        return off, "a Spark Connect session"
     spec = roots_spec(backend_hosts)
     if not spec:
         return off, "no backend on a local file system"
@@ -249,8 +261,11 @@ def measure(spark, job_group: str, bucket_hosts: Sequence[set[str]] | None, *, n
     ``bucket_hosts[b]`` are the hosts of the replicas bucket *b* reads (a colocated join: task *b*
     of a bucketed scan stage reads bucket *b*); a task of such a stage read remotely when it ran
     elsewhere. Other input tasks count as remote when Spark did not run them node-local."""
-    sc = spark.sparkContext
     out = JoinLocality(note=note)
+    if is_connect(spark):
+        out.note = note or "a Spark Connect client cannot read the server's status API"
+        return out
+    sc = spark.sparkContext
     if (sc.master or "").startswith("local"):
         out.note = note or "local master: every task runs on this host"
         return out
@@ -331,12 +346,20 @@ def track(spark, job_id: str, bucket_hosts: Sequence[set[str]] | None = None) ->
             log.info(f"no executor on {', '.join(sorted(missing))} after {wait:.0f}s: the buckets stored there "
                 f"run on other hosts (is --host the name the Spark worker there registers with?)")
     group = f"colocate-{job_id}"
+    if is_connect(spark):  # no job group on Connect: an operation tag (session.scoped restores the tags)
+        spark.addTag(group)
+        return group
     spark.sparkContext.setJobGroup(group, f"colocate join {job_id}")
     return group
 
 
 def untrack(spark) -> None:
     """Stop tagging: what follows (the preview) is not the join's reads."""
+    if is_connect(spark):
+        for tag in list(spark.getTags()):
+            if tag.startswith("colocate-"):
+                spark.removeTag(tag)
+        return
     spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 
 

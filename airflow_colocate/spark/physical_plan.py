@@ -8,9 +8,12 @@ this module reports what it decided, so the two can be compared.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark import locality
+from airflow_colocate.spark.connect import is_connect, physical_plan_text
 from airflow_colocate.spark.register import BACKING_PREFIX
 
 EXCHANGES = {"ShuffleExchangeExec", "BroadcastExchangeExec", "ReusedExchangeExec"}
@@ -151,7 +154,10 @@ def _join(node, joins: list[JoinNode]) -> JoinNode:
 
 
 def joins_of(df) -> list[JoinNode]:
-    """Every join node of ``df``'s physical plan, innermost first."""
+    """Every join node of ``df``'s physical plan, innermost first (on Spark Connect, read from the
+    plan's text: :func:`joins_of_text`)."""
+    if is_connect(df.sparkSession):
+        return joins_of_text(physical_plan_text(df))
     plan = df._jdf.queryExecution().executedPlan()
     joins: list[JoinNode] = []
     stack = [plan]
@@ -165,7 +171,7 @@ def joins_of(df) -> list[JoinNode]:
 
 
 def plan_text(df) -> str:
-    return str(df._jdf.queryExecution().executedPlan().toString())
+    return physical_plan_text(df)
 
 
 ORDERED_NODE = "ColocateOrderedBucket"  # AssertOrderedExec's node name (java/.../colocate/ordered)
@@ -184,7 +190,12 @@ def ordered_reads(spark, df, text: str) -> str:
     (no sort, each row checked) or sorted by Spark. ``text``: ``df``'s plan text, which the caller
     builds once (tens of ms at a few long guard expressions). When the job ran ``df`` through a
     write, its own adaptive plan is never final: the jar's rule is then applied to its initial plan
-    here, as the adaptive planner does when it creates the stages."""
+    here, as the adaptive planner does when it creates the stages. A Spark Connect client sees only
+    the plan before it runs, which shows the sorts the rule removes later: it says so instead."""
+    if is_connect(spark):
+        where = "on" if locality.ordered_read(spark) else "off (the server has not loaded the jar's extension)"
+        return (f"bucket reads: order not shown to a Spark Connect client (its explain is the plan before it runs); "
+                f"the ordered read is {where}")
     if "isFinalPlan=false" in text and locality.ordered_read(spark):
         try:
             initial = df._jdf.queryExecution().executedPlan().initialPlan()
@@ -270,7 +281,10 @@ def query_shape(spark, query: str, columns: dict[str, dict[str, str]]
     between) and, for each join whose both sides read tables of ``columns`` (table -> column ->
     type, lower case), the types of its equality keys (a column's type, None for an expression)
     and their names on each side, in the order written (None for an expression).
-    Raises whatever Spark's parser raises (the caller keeps its choice)."""
+    Raises whatever Spark's parser raises (the caller keeps its choice); on Spark Connect, which has no
+    parser to call, a ColocateError."""
+    if is_connect(spark):
+        raise ColocateError("a Spark Connect client cannot parse a query without running it")
     root = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
     node, limited, streams = root, False, False
     while True:
@@ -298,3 +312,172 @@ def query_shape(spark, query: str, columns: dict[str, dict[str, str]]
             keys.append([_column_type(left, sides[0] | sides[1], columns) for left, _ in pairs])
             names.append(([_column_name(a) for a, _ in pairs], [_column_name(b) for _, b in pairs]))
     return streams, keys, names
+
+
+# ------------------------------------------------------------------ the plan's text (Spark Connect)
+# A Connect client has no JVM plan to walk: the same reading from the explain text, whose lines are
+# the plan's nodes indented three columns a level (``:- `` / ``+- `` before a child).
+
+_NODE_PREFIX = " :+-"
+_CODEGEN = re.compile(r"^\*\(\d+\)\s*")
+_ATTR = re.compile(r"^`?(?P<name>[^#`]+?)`?#(?P<id>\d+)L?$")
+
+
+@dataclass
+class _Text:
+    name: str
+    line: str
+    children: list[_Text] = field(default_factory=list)
+
+
+def _parse_tree(text: str) -> _Text | None:
+    """The tree of a plan's explain text (lines that are no node, such as a header, are skipped)."""
+    root, stack = None, []  # stack: (depth, node)
+    for raw in text.splitlines():
+        body = raw.lstrip(_NODE_PREFIX)
+        if not body or body.startswith("=="):
+            continue
+        depth = (len(raw) - len(body)) // 3
+        body = _CODEGEN.sub("", body)
+        node = _Text(name=body.split(" ", 1)[0].split("(", 1)[0].split("[", 1)[0], line=body)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        if stack:
+            stack[-1][1].children.append(node)
+        elif root is None:
+            root = node
+        else:
+            continue  # a second tree (a subquery's): not read
+        stack.append((depth, node))
+    return root
+
+
+def _split_top(text: str) -> list[str]:
+    """``a, f(b, c), d`` -> [a, f(b, c), d]: commas outside brackets."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _bracket_groups(text: str) -> tuple[list[str], str]:
+    """The ``[…]`` groups at the start of ``text`` (after the node name) and what follows them."""
+    groups, i = [], 0
+    while True:
+        while i < len(text) and text[i] in " ,":
+            i += 1
+        if i >= len(text) or text[i] != "[":
+            return groups, text[i:]
+        depth, start = 0, i
+        while i < len(text):
+            depth += {"[": 1, "]": -1}.get(text[i], 0)
+            i += 1
+            if depth == 0:
+                break
+        groups.append(text[start + 1:i - 1])
+
+
+def _text_attr(expr: str) -> int | None:
+    m = _ATTR.match(expr.strip())
+    return int(m["id"]) if m else None
+
+
+def _text_scan(node: _Text) -> tuple[str | None, dict[int, str]]:
+    """A file scan's table (the backing prefix dropped) and its output columns by attribute id."""
+    rest = node.line[len(node.name):].strip()
+    if node.name != "FileScan" or " " not in rest:
+        return None, {}
+    ident = rest.split(" ", 1)[1]
+    name, _, cols = ident.partition("[")
+    table = name.strip().split(".")[-1].strip("`").lower()
+    table = table[len(BACKING_PREFIX):] if table.startswith(BACKING_PREFIX) else table
+    columns = {}
+    for expr in _split_top(cols.split("]", 1)[0]):
+        m = _ATTR.match(expr)
+        if m:
+            columns[int(m["id"])] = m["name"]
+    return table, columns
+
+
+def _text_aliases(node: _Text, columns: dict[int, tuple[str, str]]) -> None:
+    groups, _ = _bracket_groups(node.line[len(node.name):])
+    for expr in _split_top(groups[0]) if groups else []:
+        source, sep, alias = expr.rpartition(" AS ")
+        if not sep:
+            continue
+        source = source.strip()
+        if source.startswith("cast(") and " as " in source:  # a view's no-op cast to its own type
+            source = source[len("cast("):].rsplit(" as ", 1)[0]
+        sid, aid = _text_attr(source), _text_attr(alias)
+        if sid is not None and aid is not None and sid in columns:
+            columns[aid] = columns[sid]
+
+
+_TEXT_EXCHANGES = {"Exchange", "BroadcastExchange", "ReusedExchange", "ShuffleExchange"}
+
+
+def _text_side(node: _Text, joins: list[JoinNode]) -> Side:
+    side, projects, stack = Side(), [], [node]
+    while stack:
+        n = stack.pop()
+        if n.name in _TEXT_EXCHANGES:
+            side.exchanges += 1
+        if n.name == "Project":
+            projects.append(n)
+        if n.name.endswith("Join"):
+            inner = _text_join(n, joins)
+            side.tables += inner.left.tables + inner.right.tables
+            side.columns.update(inner.left.columns)
+            side.columns.update(inner.right.columns)
+            side.carriers += [t for s in KEEPS.get(inner.kind, ()) for t in getattr(inner, s).carriers]
+            continue
+        table, columns = _text_scan(n)
+        if table:
+            side.tables.append(table)
+            side.carriers.append(table)
+            side.columns.update({i: (table, c) for i, c in columns.items()})
+        stack.extend(n.children)
+    for project in reversed(projects):
+        _text_aliases(project, side.columns)
+    return side
+
+
+def _text_join(node: _Text, joins: list[JoinNode]) -> JoinNode:
+    groups, rest = _bracket_groups(node.line[len(node.name):])
+    kind_token = _split_top(rest)[0] if rest.strip() else ""
+    kind = JOIN_KINDS.get(kind_token.strip(), "other")
+    j = JoinNode(description=node.line[:200], left=Side(), right=Side(), kind=kind)
+    joins.append(j)
+    kids = node.children
+    j.left = _text_side(kids[0], joins) if kids else Side()
+    j.right = _text_side(kids[1], joins) if len(kids) > 1 else Side()
+    if len(groups) >= 2:
+        for lk, rk in zip(_split_top(groups[0]), _split_top(groups[1])):
+            lid, rid = _text_attr(lk), _text_attr(rk)
+            j.keys.append((j.left.columns.get(lid) if lid is not None else None,
+                           j.right.columns.get(rid) if rid is not None else None))
+    return j
+
+
+def joins_of_text(text: str) -> list[JoinNode]:
+    """:func:`joins_of` read from a plan's explain text (a Spark Connect client's only view of it)."""
+    root = _parse_tree(final_plan(text))
+    joins: list[JoinNode] = []
+    stack = [root] if root is not None else []
+    while stack:
+        n = stack.pop()
+        if n.name.endswith("Join"):
+            _text_join(n, joins)
+            continue
+        stack.extend(n.children)
+    return list(reversed(joins))

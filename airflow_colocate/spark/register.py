@@ -1,13 +1,14 @@
 """Register catalog tables in a Spark session so ``spark.sql`` can read (and join) them.
 
-A bucketed table becomes a hidden backing table ``__cl_<name>``::
+A bucketed table becomes a hidden backing table ``colocate_registered.__cl_<name>``::
 
-    CREATE TABLE `__cl_orders` (<columns>, `__bucket` INT) USING parquet
+    CREATE TABLE `colocate_registered`.`__cl_orders` (<columns>, `__bucket` INT) USING parquet
       PARTITIONED BY (<partition column>, `__bucket`)
       CLUSTERED BY (<distribution columns>) INTO <n> BUCKETS
       LOCATION '<an empty directory>'
 
-with one catalog partition per (partition value, bucket) whose LOCATION is the replica directory
+in a database of its own (:data:`DATABASE`, created with a LOCATION under a temporary directory,
+never the user's current database), with one catalog partition per (partition value, bucket) whose LOCATION is the replica directory
 chosen for that bucket (all added by ONE ``ALTER TABLE … ADD PARTITION … PARTITION …`` statement),
 and a temporary view ``orders`` that selects the table's columns, so nobody sees ``__bucket``, and
 (``bucket_guard``, the default) checks every row's bucket (:func:`bucket_guard`) and every parquet
@@ -22,24 +23,43 @@ replica directory is registered it is listed and compared with the files the cat
 (:func:`check_candidates`, many directories at once on threads); a directory that is not exact
 is reported bad and the bucket's next replica is tried; a bucket with none left fails the read
 with one line naming the table, partition, bucket and what is wrong with each replica.
+
+A session is left as found but for what the caller asked for (``docs``: README "Your own Spark
+code"): one temp view per table, named as the query names it (:func:`view_names`), and its backing
+table in :data:`DATABASE`; :func:`unregister_tables` drops them. A temp view of that name that is
+not ours is never replaced unless ``replace_views=True``. A Hive session catalog is refused: its
+tables are the user's metastore (ARCHITECTURE.md, "Registration in a user's session").
+
+On Spark Connect (no JVM on the client) the statements are the same, through ``spark.sql``; the
+replica check lists the directories on the cluster (:func:`check_candidates_on_cluster`).
 """
 
 from __future__ import annotations
 
 import re
 import tempfile
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark import locality
+from airflow_colocate.spark.connect import is_connect, list_on_cluster
 from airflow_colocate.storage import copy as copy_mod
 
 BUCKET_COLUMN = "__bucket"
 BACKING_PREFIX = "__cl_"
+# The database of the backing tables: never the user's current one (issue 27).
+DATABASE = "colocate_registered"
+REPLACE_VIEWS = "replace_views"  # the option that lets a registration replace a view that is not ours
 
-_empty_dirs: dict[int, str] = {}
+# Per session (weakly: a stopped session's entry goes with it): backing table -> the statements that
+# created it, and view -> the statement that created it (what "ours" means on Spark Connect).
+_registered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_locations: dict[bool, str] = {}  # is_connect -> the database's location
 
 
 def quote_ident(name: str) -> str:
@@ -54,12 +74,62 @@ def backing_table_name(name: str) -> str:
     return f"{BACKING_PREFIX}{name}"
 
 
-def _empty_location(spark) -> str:
-    """An empty local directory for the backing tables' own LOCATION (every partition has its own)."""
-    key = id(spark)
-    if key not in _empty_dirs:
-        _empty_dirs[key] = tempfile.mkdtemp(prefix="colocate-empty-")
-    return "file://" + _empty_dirs[key]
+def backing_ident(name: str) -> str:
+    """The backing table of view ``name``, database-qualified and quoted, as the statements write it."""
+    return f"{quote_ident(DATABASE)}.{quote_ident(backing_table_name(name))}"
+
+
+def view_names(names: Sequence[str]) -> dict[str, str]:
+    """Catalog table name (``orders`` or ``db.orders``) -> the temp view a query reads it as.
+
+    A table is its own name without the database (``tpch.orders`` -> ``orders``, what existing
+    queries use) unless another requested table has that name too: then each qualified one is
+    ``<db>_<table>`` (``a.orders`` -> ``a_orders``, ``b.orders`` -> ``b_orders``), so two databases'
+    tables never collapse into one view. Two requests that still land on one view name are refused."""
+    short = [n.rpartition(".")[2] for n in names]
+    out: dict[str, str] = {}
+    for name, plain in zip(names, short):
+        db = name.rpartition(".")[0]
+        out[name] = f"{db}_{plain}" if db and short.count(plain) > 1 else plain
+    seen: dict[str, str] = {}
+    for name, view in out.items():
+        if view.lower() in seen:
+            raise ColocateError(f"tables {seen[view.lower()]!r} and {name!r} would both be registered as view "
+                                f"{view!r}: read one of them in another call (or name them 'db.table' both)")
+        seen[view.lower()] = name
+    return out
+
+
+def _location(spark) -> str:
+    """The LOCATION of :data:`DATABASE` and of every backing table (each partition has its own, so
+    nothing is ever read from or written to it): a fresh directory under this process's temp
+    directory, or on Spark Connect, whose server's disk the client cannot see, under the server's
+    ``spark.local.dir`` (else /tmp)."""
+    remote = is_connect(spark)
+    if remote not in _locations:
+        if remote:
+            base = (spark.conf.get("spark.local.dir", None) or "/tmp").split(",")[0].rstrip("/")
+            _locations[remote] = f"file://{base}/colocate-registered-{uuid.uuid4().hex[:12]}"
+        else:
+            _locations[remote] = "file://" + tempfile.mkdtemp(prefix="colocate-registered-")
+    return _locations[remote]
+
+
+HIVE_REFUSED = (
+    "this session's catalog is Hive (spark.sql.catalogImplementation=hive), so the tables colocate registers "
+    "would be created in your metastore: register and join_in_session need a session with "
+    "spark.sql.catalogImplementation=in-memory (airflow_colocate.spark.session.get_spark makes one)")
+
+
+def check_session_catalog(spark) -> None:
+    """Refuse a Hive session catalog: every table DDL there is a metastore write (see ARCHITECTURE.md)."""
+    if (spark.conf.get("spark.sql.catalogImplementation", "in-memory") or "").strip().lower() == "hive":
+        raise ColocateError(HIVE_REFUSED)
+
+
+def _ensure_database(spark) -> None:
+    if not spark.catalog.databaseExists(DATABASE):
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_ident(DATABASE)} LOCATION {quote_str(_location(spark))}")
 
 
 def _check(table: ReadTable) -> None:
@@ -145,7 +215,7 @@ def create_statements(table: ReadTable, location: str) -> list[str]:
     part_lower = {c.lower() for c in part_cols}
     data_cols = [c for c in table.columns if c[0].lower() not in part_lower]
     part_defs = [c for p in part_cols for c in table.columns if c[0].lower() == p.lower()]
-    backing = quote_ident(backing_table_name(table.name))
+    backing = backing_ident(table.name)
     col_defs = ", ".join(f"{quote_ident(n)} {t}" for n, t in [*data_cols, *part_defs, (BUCKET_COLUMN, "INT")])
     partitioned = ", ".join(quote_ident(n) for n, _ in [*part_defs, (BUCKET_COLUMN, "INT")])
     clustered = ""
@@ -208,11 +278,14 @@ def _check_one(replica: ReadReplica) -> str | None:
     return copy_mod.check_replica(replica.path, files=replica.files, size=replica.bytes)
 
 
-def check_candidates(tables: list[ReadTable], *, threads: int = DEFAULT_CHECK_THREADS) -> Registered:
+def check_candidates(tables: list[ReadTable], *, threads: int = DEFAULT_CHECK_THREADS,
+                     judge: Callable[[list[ReadReplica]], list[str | None]] | None = None) -> Registered:
     """Choose, per (table, partition, bucket) with rows, the first candidate replica whose directory
     holds exactly its recorded files; list directories ``threads`` at a time, and a later candidate
     only where an earlier one was bad. Raises :class:`UnreadableBuckets` when a bucket has no exact
-    replica left. Tables without candidates are returned as they are (registered unchecked)."""
+    replica left. Tables without candidates are returned as they are (registered unchecked).
+    ``judge``: what is wrong with each of a round's replicas (None: exact), instead of listing them
+    from this process (:func:`check_candidates_on_cluster` lists them on the cluster)."""
     # (table index, partition index, bucket) -> position in its candidate list
     at: dict[tuple[int, int, int], int] = {}
     for ti, table in enumerate(tables):
@@ -232,11 +305,15 @@ def check_candidates(tables: list[ReadTable], *, threads: int = DEFAULT_CHECK_TH
     pending = [k for k in at if tables[k[0]].partitions[k[1]].candidates[k[2]]]
     for k in at.keys() - set(pending):
         why[k] = ["the catalog lists no replica"]
-    pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="colocate-check") if pending else None
+    pool = (ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="colocate-check")
+            if pending and judge is None else None)
     try:
         while pending:
             todo = [(k, tables[k[0]].partitions[k[1]].candidates[k[2]][at[k]]) for k in pending]
-            results = list(pool.map(_check_one, [r for _, r in todo])) if len(todo) > 1 else [_check_one(todo[0][1])]
+            if judge is not None:
+                results = judge([r for _, r in todo])
+            else:
+                results = list(pool.map(_check_one, [r for _, r in todo])) if len(todo) > 1 else [_check_one(todo[0][1])]
             checked += len(todo)
             pending = []
             for (k, replica), problem in zip(todo, results):
@@ -276,22 +353,50 @@ def check_candidates(tables: list[ReadTable], *, threads: int = DEFAULT_CHECK_TH
     return Registered(tables=out, bad=bad, checked=checked)
 
 
-def register_tables(spark, tables: list[ReadTable], *, threads: int | None = None) -> Registered:
+def check_candidates_on_cluster(spark, tables: list[ReadTable]) -> Registered:
+    """:func:`check_candidates` with the directories listed on the cluster (:func:`list_on_cluster`,
+    one Spark scan per round of candidates) and judged by the same rules
+    (:func:`airflow_colocate.storage.copy.replica_problem`)."""
+    def judge(replicas: list[ReadReplica]) -> list[str | None]:
+        listings = list_on_cluster(spark, [r.path for r in replicas])
+        return [copy_mod.replica_problem(listings[r.path][0], files=r.files, size=r.bytes, dirs=listings[r.path][1])
+                for r in replicas]
+
+    return check_candidates(tables, judge=judge)
+
+
+def register_tables(spark, tables: list[ReadTable], *, threads: int | None = None,
+                    replace_views: bool = False) -> Registered:
     """Register every table in the session's catalog: ``spark.sql('select … from <name>')`` works.
 
-    Each bucket's replica is checked first (:func:`check_candidates`, ``threads`` listings at a
-    time, default ``spark.colocate.register.threads`` or 32); the result says which replicas were
-    registered and which were found bad."""
-    if threads is None:
-        threads = int(spark.conf.get("spark.colocate.register.threads", str(DEFAULT_CHECK_THREADS)))
-    registered = check_candidates(tables, threads=threads)
-    location = locality.read_location(spark, _empty_location(spark))
+    Each bucket's replica is checked first: on a classic session by the driver
+    (:func:`check_candidates`, ``threads`` listings at a time, default
+    ``spark.colocate.register.threads`` or 32), on Spark Connect by the cluster
+    (:func:`check_candidates_on_cluster`); the result says which replicas were registered and which
+    were found bad. A temp view of a table's name that this module did not create stops the
+    registration before anything is created, unless ``replace_views``."""
+    check_session_catalog(spark)
+    for table in tables:
+        _check_view_free(spark, table.name, replace_views)
+    if is_connect(spark):
+        registered = check_candidates_on_cluster(spark, tables)
+    else:
+        if threads is None:
+            threads = int(spark.conf.get("spark.colocate.register.threads", str(DEFAULT_CHECK_THREADS)))
+        registered = check_candidates(tables, threads=threads)
+    _ensure_database(spark)
+    location = locality.read_location(spark, _location(spark) + "/_empty")
     for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
-        _run(spark, backing_table_name(table.name), create_statements(locality.located(spark, table), location))
+        _run(spark, table.name, create_statements(locality.located(spark, table), location))
     return registered
 
 
-def _run(spark, backing: str, statements: list[str]) -> None:
+def _state(spark) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """This session's (backing table -> its statements, view -> its statement)."""
+    return _registered.setdefault(spark, ({}, {}))
+
+
+def _run(spark, name: str, statements: list[str]) -> None:
     """Run one table's statements, skipping the backing table's when this session already holds
     exactly that table (same columns, buckets and replica directories) from an earlier read, and
     the view's when the session's temp view of that name has exactly this text.
@@ -304,26 +409,89 @@ def _run(spark, backing: str, statements: list[str]) -> None:
     and guard, and Spark re-reads a view's text at every query, so keeping it changes nothing but
     the ~25 ms a view costs to create (three views: ~75 ms of a one-second colocated query)."""
     *table_statements, view = statements
-    done: dict[str, list[str]] = spark.__dict__.setdefault("_colocate_registered", {})
-    if done.get(backing) != table_statements or not spark.catalog.tableExists(quote_ident(backing)):
-        done.pop(backing, None)
+    tables, views = _state(spark)
+    backing = backing_table_name(name)
+    if tables.get(backing) != table_statements or not spark.catalog.tableExists(backing_ident(name)):
+        tables.pop(backing, None)
         for statement in table_statements:
             spark.sql(statement)
-        done[backing] = table_statements
-    if not _same_view(spark, view):
+        tables[backing] = table_statements
+    if not _same_view(spark, name, view):
         spark.sql(view)
+        views[name] = view
 
 
 _VIEW = re.compile(r"CREATE OR REPLACE TEMP VIEW `((?:[^`]|``)+)` AS (.*)", re.S)
 
 
-def _same_view(spark, statement: str) -> bool:
-    """Whether the session's temp view already has the text ``statement`` would give it."""
+def _temp_view_text(spark, name: str) -> tuple[bool, str | None]:
+    """Whether the session has a temp view ``name``, and its text (None where Spark Connect, which
+    has no call for it, cannot tell)."""
+    if is_connect(spark):
+        found = [t for t in spark.catalog.listTables(pattern=name) if t.isTemporary and t.name.lower() == name.lower()]
+        return bool(found), None
+    current = spark._jsparkSession.sessionState().catalog().getTempView(name)
+    if not current.isDefined():
+        return False, None
+    text = current.get().desc().viewText()
+    return True, text.get() if text.isDefined() else ""
+
+
+def _ours(spark, name: str, text: str | None) -> bool:
+    """Whether the temp view ``name`` is one this module created: it reads our backing table (from its
+    text; on Spark Connect, this session created it and its plan still reads that table)."""
+    ident = backing_ident(name)
+    if text is not None:
+        return f"FROM {ident}" in text
+    if name not in _state(spark)[1]:
+        return False
+    try:
+        plan = spark.table(quote_ident(name))._explain_string(extended=True)
+    except Exception as exc:  # noqa: BLE001 - our backing table was dropped: still our view
+        return backing_table_name(name).lower() in str(exc).lower()
+    return f"{DATABASE}.{backing_table_name(name)}".lower() in plan.lower()
+
+
+def _check_view_free(spark, name: str, replace_views: bool) -> None:
+    exists, text = _temp_view_text(spark, name)
+    if exists and not replace_views and not _ours(spark, name, text):
+        raise ColocateError(f"this session already has a temporary view {name!r} that colocate did not create: it is "
+                            f"not replaced; drop it, read the table under another name, or pass {REPLACE_VIEWS}=True")
+
+
+def _same_view(spark, name: str, statement: str) -> bool:
+    """Whether the session's temp view ``name`` already has the text ``statement`` would give it."""
     m = _VIEW.fullmatch(statement)
     if m is None:
         return False
-    current = spark._jsparkSession.sessionState().catalog().getTempView(m[1].replace("``", "`"))
-    if not current.isDefined():
+    exists, text = _temp_view_text(spark, name)
+    if not exists:
         return False
-    text = current.get().desc().viewText()
-    return text.isDefined() and text.get() == m[2]
+    if text is None:  # Spark Connect: our own statement, and the view still ours
+        return _state(spark)[1].get(name) == statement and _ours(spark, name, None)
+    return text == m[2]
+
+
+def registered_views(spark) -> list[str]:
+    """The temp views this module created in ``spark`` (and has not dropped)."""
+    return sorted(_state(spark)[1])
+
+
+def unregister_tables(spark, names: Iterable[str] | None = None) -> list[str]:
+    """Drop the temp views ``names`` (default: every one this module created in this session) and
+    their backing tables, and :data:`DATABASE` once it holds no table; a view that is no longer ours
+    (the caller replaced it) is left alone. Returns the views dropped."""
+    tables, views = _state(spark)
+    dropped = []
+    for name in sorted(views if names is None else names):
+        exists, text = _temp_view_text(spark, name)
+        if exists and _ours(spark, name, text):
+            spark.catalog.dropTempView(name)
+            dropped.append(name)
+        views.pop(name, None)
+        backing = backing_table_name(name)
+        tables.pop(backing, None)
+        spark.sql(f"DROP TABLE IF EXISTS {backing_ident(name)}")  # external: the replicas stay
+    if spark.catalog.databaseExists(DATABASE) and not spark.catalog.listTables(DATABASE):
+        spark.sql(f"DROP DATABASE IF EXISTS {quote_ident(DATABASE)}")
+    return dropped

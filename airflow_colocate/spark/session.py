@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from airflow_colocate.spark.connect import is_connect, scoped_connect
 from airflow_colocate.spark.locality import locality_conf
 
 
@@ -76,8 +77,11 @@ def scoped(spark, conf: Mapping[str, str | None] | None = None, *, job_group: tu
 
     Why: the jobs run in the caller's own session too (``write_in_session``, ``join_in_session``,
     a notebook); a setting a job needs must not change what the caller's next query does."""
-    sc = spark.sparkContext
     conf = dict(conf or {})
+    if is_connect(spark):  # no SparkContext on Spark Connect: tags stand for the job group
+        yield from scoped_connect(spark, conf, job_group)
+        return
+    sc = spark.sparkContext
     saved = {key: spark.conf.get(key, None) for key in conf}  # None: not set in this session
     properties = {key: sc.getLocalProperty(key) for key in _JOB_PROPERTIES}
     try:

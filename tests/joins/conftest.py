@@ -108,3 +108,35 @@ def plain(spark, tpch_sources):
         spark.read.parquet(*[str(p) for p in tpch_sources[name].values()]).createOrReplaceTempView(f"ref_{name}")
     spark.read.parquet(str(tpch_sources["customer"])).createOrReplaceTempView("ref_customer")
     return spark
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """One real Spark Connect server for the run, started on first use (~20 s) and stopped at the
+    end: the pyspark package's SparkConnectServer with this project's jar and the settings
+    get_spark gives a session (in-memory catalog, bucketing), on a free loopback port."""
+    from sparkconnect import start_connect_server
+
+    from airflow_colocate.spark.locality import locality_conf
+
+    conf = {"spark.sql.catalogImplementation": "in-memory", "spark.sql.sources.bucketing.enabled": "true",
+            "spark.sql.requireAllClusterKeysForCoPartition": "false", "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2", "spark.driver.memory": "1g",
+            "spark.sql.autoBroadcastJoinThreshold": "-1",  # as the classic test session: exact Exchange counts
+            **locality_conf()}
+    server = start_connect_server(tmp_path_factory.mktemp("connect"), conf)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def connect_spark(connect_server):
+    """A Spark Connect client session (``sc://127.0.0.1:<port>``), a fresh server-side session each test."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.builder.remote(connect_server.url).create()
+    yield session
+    session.stop()

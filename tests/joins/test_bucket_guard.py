@@ -26,7 +26,7 @@ def test_guard_statements():
                       partitions=[ReadPartition(DAY, ["file:///a/b0", "", "file:///a/b2"])])
     create, _, view = create_statements(table, "file:///tmp/e")[1:]
     assert create.endswith("LOCATION 'file:///tmp/e' OPTIONS ('parquet.page.verify-checksum.enabled' = 'true')")
-    assert view.startswith("CREATE OR REPLACE TEMP VIEW `orders` AS SELECT `o_key`, `dt`, `v` FROM `__cl_orders` WHERE "
+    assert view.startswith("CREATE OR REPLACE TEMP VIEW `orders` AS SELECT `o_key`, `dt`, `v` FROM `colocate_registered`.`__cl_orders` WHERE "
                            "CASE WHEN pmod(hash(`o_key`), 3) = `__bucket` THEN true ELSE raise_error(concat(")
     assert "'colocate: table sales.orders', ' partition ', cast(`dt` AS STRING)" in view
     assert "_metadata" not in view and "input_file_name" not in view  # per-row cost; nondeterministic: no pushdown

@@ -11,6 +11,7 @@ import pytest
 from spark_helpers import make_plan, read_table
 
 from airflow_colocate.core.contract import ReadPartition, ReadTable, Source
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark.register import register_tables
 from airflow_colocate.spark.write_job import run_write
 
@@ -108,12 +109,12 @@ def test_register_30_partitions_by_64_buckets(spark, tmp_path):
     register_tables(spark, [table])
     seconds = time.perf_counter() - started
     print(f"registered 30 x 64 partitions in {seconds:.2f}s")
-    assert spark.sql("SHOW PARTITIONS `__cl_big`").count() == 30 * 64
+    assert spark.sql("SHOW PARTITIONS colocate_registered.`__cl_big`").count() == 30 * 64
     assert spark.table("big").where("dt = DATE'2026-01-07'").count() == 0
 
 
 def _created(spark, backing: str) -> str:
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED `{backing}`").collect()
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED colocate_registered.`{backing}`").collect()
     return next(r.data_type for r in rows if r.col_name == "Created Time")
 
 
@@ -137,14 +138,17 @@ def test_a_second_read_of_the_same_replicas_reuses_the_registration(spark, joine
     assert _view_created(spark, "orders") != view_created and _created(spark, "__cl_orders") == created
     register_tables(spark, [orders])
 
-    spark.range(3).createOrReplaceTempView("orders")  # someone else's view of that name
-    register_tables(spark, [orders])
+    spark.range(3).createOrReplaceTempView("orders")  # someone else's view of that name: not replaced silently
+    with pytest.raises(ColocateError, match="temporary view 'orders' that colocate did not create.*replace_views=True"):
+        register_tables(spark, [orders])
+    assert spark.table("orders").count() == 3
+    register_tables(spark, [orders], replace_views=True)
     assert spark.table("orders").count() == 3000 and _created(spark, "__cl_orders") == created
 
     register_tables(spark, [read_table(po, "orders", reports=ro, bucketed=False)])  # another layout
     assert _created(spark, "__cl_orders") != created
     created = _created(spark, "__cl_orders")
-    spark.sql("DROP TABLE `__cl_orders`")
+    spark.sql("DROP TABLE colocate_registered.`__cl_orders`")
     time.sleep(1.1)
     register_tables(spark, [read_table(po, "orders", reports=ro, bucketed=False)])
     assert spark.table("orders").count() == 3000 and _created(spark, "__cl_orders") != created

@@ -67,7 +67,7 @@ def test_create_statements():
     assert create.index("`v` string") < create.index("`dt` date")  # partition columns come last
     assert alter.count("PARTITION (") == 2 and "`__bucket` = 1" not in alter
     assert "`__bucket` = 2) LOCATION 'file:///a/b2'" in alter
-    assert view == "CREATE OR REPLACE TEMP VIEW `orders` AS SELECT `o_key`, `dt`, `v` FROM `__cl_orders`"
+    assert view == "CREATE OR REPLACE TEMP VIEW `orders` AS SELECT `o_key`, `dt`, `v` FROM `colocate_registered`.`__cl_orders`"
     table.bucketed = False
     assert "CLUSTERED" not in create_statements(table, "file:///tmp/e")[1]
 
