@@ -118,3 +118,12 @@ def test_doctor_reports_what_an_executor_sees(spark, sqlite_catalog, capsys):
     assert executor["error"] is None
     assert seen["imports_package"] and seen["pyarrow"] == pyarrow.__version__
     assert seen["python"] == ".".join(map(str, sys.version_info[:3]))
+
+
+def test_doctor_conn_that_does_not_exist_says_where_it_fell_back(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COLOCATE_HOME", str(tmp_path))
+    monkeypatch.delenv("COLOCATE_CATALOG_URL", raising=False)
+    assert main(["doctor", "--json", "--conn", "no_such_colocate_conn"]) == 1  # and no catalog there
+    catalog = json.loads(capsys.readouterr().out)["catalog"]  # stdout is the JSON alone, Airflow's log aside
+    assert catalog["source"] == "default" and catalog["source_detail"] == \
+        "embedded default (no Airflow connection no_such_colocate_conn)"

@@ -13,6 +13,7 @@ back and delete one object, after the identity marker check).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -163,7 +164,14 @@ def catalog_url_and_source(env: Env, conn_id: str | None) -> tuple[str, str, str
     if conn_id:
         from airflow_colocate.hooks.catalog import ColocateCatalogHook
 
-        return ColocateCatalogHook(conn_id).catalog_url(), "connection", f"Airflow connection {conn_id}"
+        hook = ColocateCatalogHook(conn_id)
+        with contextlib.redirect_stdout(sys.stderr):  # Airflow's log lines: stdout holds the report alone
+            url = hook.catalog_url()
+        if hook.source.startswith("connection"):
+            return url, "connection", f"Airflow connection {conn_id}"
+        # no such connection: the hook fell back as a task would; say to what
+        kind = "env" if hook.source == "COLOCATE_CATALOG_URL" else "default"
+        return url, kind, f"{hook.source} (no Airflow connection {conn_id})"
     if os.environ.get("COLOCATE_CATALOG_URL"):
         return default_url(), "env", "$COLOCATE_CATALOG_URL"
     return default_url(), "default", "the embedded SQLite catalog under $COLOCATE_HOME"
