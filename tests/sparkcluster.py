@@ -8,6 +8,9 @@ process the cluster started (each daemon runs in its own session, and executors 
 their worker, so one ``killpg`` per daemon reaches them) and is idempotent; it is registered with
 :mod:`atexit` too. ``leftover_pids()`` names any process that survived, so a test can prove the
 clean-up.
+
+``python=`` gives the workers a Python of their own (a virtualenv's ``bin/python``, e.g. one from
+:func:`worker_venv` holding only PySpark and pyarrow): a cluster that has never seen this package.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
+
+REPO = Path(__file__).resolve().parent.parent
+# What a worker needs at run time to run our jobs, besides what the job ships (the package, the jar)
+WORKER_PACKAGES = ("pyspark", "py4j", "pyarrow")
 
 START_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 20
@@ -47,6 +54,7 @@ class SparkCluster:
     base_dir: Path
     procs: list[subprocess.Popen] = field(default_factory=list)
     worker_web_ports: list[int] = field(default_factory=list)
+    python: str | None = None  # the workers' own Python, when start_cluster was given one
 
     def state(self) -> dict:
         """The master's JSON status page: workers, running and completed applications."""
@@ -102,7 +110,7 @@ class SparkCluster:
                 pass
 
 
-def _daemon_env(base_dir: Path) -> dict[str, str]:
+def _daemon_env(base_dir: Path, python: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         SPARK_LOCAL_IP="127.0.0.1",
@@ -112,6 +120,13 @@ def _daemon_env(base_dir: Path) -> dict[str, str]:
         SPARK_NO_DAEMONIZE="1",
     )
     env.pop("SPARK_HOME", None)  # spark-class finds the PySpark installation itself
+    if python is not None:
+        # a machine whose only Python is that environment: first on PATH, nothing of ours on PYTHONPATH
+        for name in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYSPARK_DRIVER_PYTHON"):
+            env.pop(name, None)
+        bin_dir = str(Path(python).parent)
+        env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=str(python),
+                   VIRTUAL_ENV=str(Path(bin_dir).parent))
     return env
 
 
@@ -121,8 +136,13 @@ def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
 
 
 def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "1536m",
-                  worker_hosts: Sequence[str] | None = None) -> SparkCluster:
+                  worker_hosts: Sequence[str] | None = None, python: str | Path | None = None) -> SparkCluster:
     """A master and ``workers`` one-core workers on 127.0.0.1; waits until all are registered.
+
+    ``python``: the workers' Python (their PATH and ``PYSPARK_PYTHON``; no PYTHONPATH of the test
+    process). Executors run the interpreter the driver names (its ``PYSPARK_PYTHON``), so a driver
+    of this cluster sets ``PYSPARK_PYTHON=cluster.python``, as one of a real cluster names the
+    workers' interpreter.
 
     ``worker_hosts`` binds worker *i* (and its executors) to its own loopback address instead
     (``--host`` and ``SPARK_LOCAL_IP``, e.g. 127.0.0.2 and 127.0.0.3): two "machines" whose
@@ -130,9 +150,10 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
     if worker_hosts is not None and len(worker_hosts) != workers:
         raise ValueError(f"worker_hosts names {len(worker_hosts)} hosts for {workers} workers: give one per worker")
     base_dir.mkdir(parents=True, exist_ok=True)
-    env = _daemon_env(base_dir)
+    env = _daemon_env(base_dir, None if python is None else str(python))
     port, web = _free_port(), _free_port()
-    cluster = SparkCluster(master_url=f"spark://127.0.0.1:{port}", web_url=f"http://127.0.0.1:{web}", base_dir=base_dir)
+    cluster = SparkCluster(master_url=f"spark://127.0.0.1:{port}", web_url=f"http://127.0.0.1:{web}", base_dir=base_dir,
+                           python=None if python is None else str(python))
     atexit.register(cluster.stop)
     try:
         cluster.procs.append(_start(
@@ -168,3 +189,38 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
     except BaseException:
         cluster.stop()
         raise
+
+
+def locked_pins(names: Sequence[str], lock: Path = REPO / "requirements.lock") -> list[str]:
+    """``name==version`` of each of ``names`` as ``requirements.lock`` pins it."""
+    pins = {}
+    for line in lock.read_text().splitlines():
+        name, sep, version = line.split(";")[0].split("#")[0].strip().partition("==")
+        if sep:
+            pins[name.strip().lower()] = f"{name.strip()}=={version.strip()}"
+    missing = [n for n in names if n.lower() not in pins]
+    if missing:
+        raise RuntimeError(f"{lock} pins no {', '.join(missing)}: add them, or name packages it pins")
+    return [pins[n.lower()] for n in names]
+
+
+def worker_venv(dest: Path, packages: Sequence[str] = WORKER_PACKAGES, python: str | None = None) -> Path:
+    """A fresh virtualenv at ``dest`` holding only ``packages`` at ``requirements.lock``'s versions,
+    installed from uv's cache (``--offline``: no network); returns its ``bin/python``. Same Python
+    version as ``python`` (default: this one), as PySpark needs on driver and executors.
+    Raises RuntimeError naming what failed (uv missing, a package not in the cache)."""
+    import shutil
+    import sys
+
+    uv = shutil.which("uv")
+    if uv is None:
+        raise RuntimeError("uv not found on PATH: install uv (https://docs.astral.sh/uv/) to build the workers' virtualenv")
+    base = python or getattr(sys, "_base_executable", None) or sys.executable
+    steps = [[uv, "venv", "-q", "--python", base, str(dest)],
+             [uv, "pip", "install", "-q", "--offline", "--python", str(dest / "bin" / "python"), *locked_pins(packages)]]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    for cmd in steps:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:3])} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    return dest / "bin" / "python"

@@ -18,9 +18,14 @@ Runner = Callable[[ClonePlan], CloneReport]
 
 
 def session_runner(spark) -> Runner:
-    """Run clone plans in an existing Spark session (tests, notebooks, the CLI)."""
+    """Run clone plans in an existing Spark session (tests, notebooks, the CLI). The session may be
+    one a user started on a cluster that never installed this package, while the clone runs this
+    package's copy function on its executors: the package is shipped to it first (once per
+    application; :func:`airflow_colocate.spark.shipping.ship`)."""
     from airflow_colocate.spark.clone_job import run_clone
+    from airflow_colocate.spark.shipping import ship
 
+    ship(spark)
     return lambda plan: run_clone(spark, plan)
 
 

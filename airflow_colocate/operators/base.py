@@ -22,12 +22,15 @@ from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.operators.spark_env import job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
+from airflow_colocate.spark.shipping import with_package
 from airflow_colocate.storage import fs, plan_files
 
 LOG_LEVEL_CONF = "spark.log.level"  # Spark >= 3.5: the root log level from SparkContext start
 SPARK_LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 DEFAULT_SPARK_LOG_LEVEL = "WARN"
 EXTENSIONS_CONF = "spark.sql.extensions"
+JARS_CONF = "spark.jars"
+PY_FILES_CONF = "spark.submit.pyFiles"
 # A standalone master in cluster deploy mode lets spark-submit return once the driver is accepted;
 # the report is read when spark-submit returns, so it must wait for the driver (ignored elsewhere).
 WAIT_CONF = "spark.standalone.submit.waitAppCompletion"
@@ -55,7 +58,9 @@ class ColocateSparkOperator(SparkSubmitOperator):
     ``application_args``, never replacing them: the user's conf keys win except
     ``spark.sql.extensions`` (the user's extensions joined with the locality jar's) and
     ``spark.standalone.submit.waitAppCompletion``; the user's jars are shipped alongside the
-    locality jar; the user's environment is kept; the user's application arguments follow ours.
+    locality jar, and the user's ``py_files`` before this package's zip (the executors of a cluster
+    that never installed the package import it from there, :mod:`airflow_colocate.spark.shipping`);
+    the user's environment is kept; the user's application arguments follow ours.
     """
 
     job_kind: ClassVar[str] = ""  # the plan kind spark/entry.py runs: write, join, clone, verify, import
@@ -138,12 +143,15 @@ class ColocateSparkOperator(SparkSubmitOperator):
         self._spark_conf = conf
         args = ["--plan", plan_uri, "--kind", self.job_kind, *(self.application_args or [])]
         env = submit_env(self.env_vars if isinstance(self.env_vars, dict) else None)
-        return SparkSubmitHook(**{**kwargs, "conf": conf, "jars": jars, "application_args": args, "env_vars": env})
+        # spark-submit's --py-files / --jars replace a spark.submit.pyFiles / spark.jars in --conf: join them
+        py_files = with_package(joined(kwargs.get("py_files"), conf.pop(PY_FILES_CONF, None)))
+        return SparkSubmitHook(**{**kwargs, "conf": conf, "jars": jars, "py_files": py_files, "application_args": args,
+                                  "env_vars": env})
 
     def job_conf(self, context) -> tuple[dict[str, Any], str | None]:
         """The Spark conf and ``--jars`` of one run: the locality jar's settings under the user's,
         the user's extensions joined with the jar's, the log level unless the user set one; the
-        user's jars with the locality jar."""
+        user's jars (``jars`` and a ``spark.jars`` in ``conf``) with the locality jar."""
         user = dict(self.conf or {})
         if getattr(self, "_openlineage_inject_parent_job_info", False):
             from airflow.providers.common.compat.openlineage.utils.spark import (
@@ -155,8 +163,9 @@ class ColocateSparkOperator(SparkSubmitOperator):
                 inject_transport_information_into_spark_properties)
 
             user = inject_transport_information_into_spark_properties(user, context)
-        ship = locality_conf(self.jars, user.get(EXTENSIONS_CONF))
-        jars = ship.pop("spark.jars", None) or self.jars
+        user_jars = joined(self.jars, user.pop(JARS_CONF, None))
+        ship = locality_conf(user_jars, user.get(EXTENSIONS_CONF))
+        jars = ship.pop(JARS_CONF, None) or user_jars
         conf = {**ship, **user}
         if EXTENSIONS_CONF in ship:
             conf[EXTENSIONS_CONF] = ship[EXTENSIONS_CONF]
@@ -192,6 +201,16 @@ class ColocateSparkOperator(SparkSubmitOperator):
         self.log.info("colocate: ---- summary ----")
         for line in lines:
             self.log.info("colocate: %s", line)
+
+
+def joined(*lists: str | None) -> str | None:
+    """Comma-separated lists as one, each entry once, in order (None: empty)."""
+    out: list[str] = []
+    for value in lists:
+        for item in str(value or "").split(","):
+            if item.strip() and item.strip() not in out:
+                out.append(item.strip())
+    return ",".join(out) or None
 
 
 def plan_uri_of(plan) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from airflow_colocate.spark.connect import is_connect, scoped_connect
 from airflow_colocate.spark.locality import locality_conf
+from airflow_colocate.spark.shipping import ship
 
 
 def _submitted_master() -> str | None:
@@ -31,7 +32,9 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     ``local[*]``. Always on: bucketing, ``requireAllClusterKeysForCoPartition=false`` (a join on
     ``(dt, key)`` bucketed by ``key`` stays shuffle-free) and an in-memory catalog. ``conf`` wins
     over every default here. The locality jar (:mod:`airflow_colocate.spark.locality`), when
-    built, is shipped with the session (its ``spark.jars`` joins those of ``conf``).
+    built, is shipped with the session (its ``spark.jars`` joins those of ``conf``), and so is
+    this package (:func:`airflow_colocate.spark.shipping.ship`: once per application, not for a
+    ``local`` master), so executors of a cluster that never installed it import it all the same.
     """
     from pyspark.sql import SparkSession
 
@@ -60,7 +63,9 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    ship(spark)
+    return spark
 
 
 # setJobGroup / setJobDescription: local properties of the calling thread

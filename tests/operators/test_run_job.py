@@ -25,6 +25,7 @@ from airflow_colocate.operators.join import ColocateJoinOperator
 from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.operators.verify import ColocateVerifyOperator
 from airflow_colocate.operators.write import ColocateWriteOperator
+from airflow_colocate.spark.shipping import package_zip
 from airflow_colocate.storage import fs
 
 
@@ -119,7 +120,7 @@ def test_a_run_merges_the_users_settings_with_the_jobs(fake_spark, tmp_path):
     assert conf["spark.standalone.submit.waitAppCompletion"] == "true"
     assert "spark.jars" not in conf
     assert hook["jars"] == f"/opt/user/udfs.jar,{fake_spark}"  # the user's jars alongside the locality jar
-    assert hook["py_files"] == "/opt/user/helpers.zip"
+    assert hook["py_files"] == f"/opt/user/helpers.zip,{package_zip()}"  # the package travels with the job
     assert hook["env_vars"]["MY_TOKEN_FILE"] == "/run/token" and "PYSPARK_PYTHON" in hook["env_vars"]
     plan_uri = f"{op.work}/job-0/plan.json"
     assert hook["application_args"] == ["--plan", plan_uri, "--kind", "echo", "--master", "local[1]"]
