@@ -35,6 +35,9 @@ with DAG(
         "table": Param(None, type=["null", "string"], description="one table, for verify; empty = every table of the group(s)"),
         "backend": Param(None, type=["null", "string"], description="backend name or id, for decommission; empty for every other action"),
         "strategy": Param("count", enum=["count", "size"], description="count: even bucket slots; size: bytes against capacity"),
+        "alert_after_minutes": Param(None, type=["null", "number"], minimum=0,
+                                     description="the alert task fails when a group has been unstable, or a backend "
+                                                 "down, longer than this; empty = twice the relocate delay"),
     },
     doc_md=__doc__,
 ) as dag:
@@ -89,3 +92,20 @@ with DAG(
     choose() >> [probe(), drain, verify, balance]
     drain >> balance
     verify >> balance  # what verify marked bad is repaired from a good replica at once
+
+    @task(trigger_rule="all_done", retries=0)
+    def alert(params: dict | None = None) -> dict:
+        """Fail, with the reason, when a group has stayed unstable or a backend down past the
+        threshold: Airflow's own notifications of a failed task (email, Slack,
+        on_failure_callback) then carry it. Runs after every action, whatever the others did."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_colocate.jobs.alerts import overdue, threshold_of
+
+        threshold = threshold_of(params.get("alert_after_minutes"))
+        lines = overdue(ColocateCatalogHook().get_conn(), threshold)
+        if lines:
+            raise AirflowFailException("; ".join(lines))
+        return {"threshold_minutes": threshold.total_seconds() / 60, "overdue": []}
+
+    balance >> alert()

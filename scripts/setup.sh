@@ -3,7 +3,8 @@
 #
 #   scripts/setup.sh                  Java 17+, uv, .venv with requirements.lock + the project, the locality jar
 #   scripts/setup.sh --with-postgres  ... and PostgreSQL server binaries for the integration tests
-#   scripts/setup.sh --with-browser   ... and headless Chromium (+ fonts-liberation) for the browser test
+#   scripts/setup.sh --with-browser   ... and headless Chromium (+ fonts-liberation) for the browser test,
+#                                     and Prometheus for the metrics scrape test
 #
 # Environment:
 #   COLOCATE_PYTHON=/path/to/python3.11  interpreter for a new .venv (default: python3 if >= 3.11)
@@ -180,6 +181,22 @@ if [[ $with_browser == 1 ]]; then
     else
         say "WARNING: headless Chromium not found: tests/plugins/test_browser.py is skipped."
         say "  install it with: sudo apt-get install chromium fonts-liberation   (or: sudo scripts/setup.sh --with-browser)"
+    fi
+fi
+# --- (e3) Prometheus for the metrics scrape test ---------------------------------------------
+# tests/plugins/test_metrics.py starts Debian's prometheus on loopback to scrape /api/colocate/metrics;
+# without it that test is skipped. .ci/run installs the same package.
+if [[ $with_browser == 1 ]]; then
+    if command -v prometheus >/dev/null 2>&1; then
+        say "prometheus: $(command -v prometheus)"
+    elif can_apt; then
+        say "Prometheus not found; installing prometheus (the metrics scrape test)"
+        apt_install prometheus
+        hash -r
+        command -v prometheus >/dev/null 2>&1 || die "prometheus was installed but is not on PATH"
+    else
+        say "WARNING: prometheus not found: tests/plugins/test_metrics.py is skipped."
+        say "  install it with: sudo apt-get install prometheus   (or: sudo scripts/setup.sh --with-browser)"
     fi
 fi
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.buckets import Buckets, load_buckets, whole
+from airflow_colocate.catalog.metrics import CatalogMetrics, collect
 from airflow_colocate.catalog.rows import DEFAULT_DB, active_job, backend_row, group_row, group_view, map_of
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
 from airflow_colocate.catalog.stability import SOURCES, find_problems, mark_bad, record_check
@@ -180,6 +181,11 @@ class Health:
                                reasons=reasons, problems=len(reasons), checked_at=utc(g.checked_at) or self.db.now())
 
         return self.db.tx(run)
+
+    def metrics(self) -> CatalogMetrics:
+        """Groups, backends, balance jobs and the oldest re-hash as a dashboard reads them
+        (:mod:`.metrics`: aggregates only, one transaction)."""
+        return self.db.tx(lambda s: collect(s, self.db.now()))
 
     def placement_snapshot(self, *, relocate_delay: timedelta = DEFAULT_RELOCATE_DELAY) -> ClusterSnapshot:
         """Everything the balance planner reads, in one consistent transaction, from the summaries."""

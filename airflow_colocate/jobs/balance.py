@@ -35,6 +35,7 @@ from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY
 from airflow_colocate.core.contract import ClonePlan, CloneReport, CloneTask, VerifyTask
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.jobs import metrics
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
@@ -181,7 +182,9 @@ class Balancer:
         plan_obj = clone_plan(job, needs, report_uri, verifies)
         self.echo(f"clone job {job}: {len(plan_obj.copies)} copies ({sum(t.bytes for t in plan_obj.copies)} bytes), "
                   f"{len(plan_obj.verifies)} verifies")
-        return self.runner(plan_obj)
+        report = self.runner(plan_obj)
+        metrics.clone_done(report.bytes, report.seconds, sum(1 for c in report.copies if c.ok), kind=label.split("-")[0])
+        return report
 
     def _clone_round(self, job: JobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:
         report = self._run_plan(f"balance-{job.id}", needs)

@@ -37,6 +37,7 @@ from airflow_colocate.core.contract import (
 )
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.jobs import metrics
 
 Runner = Callable[[VerifyPlan], VerifyReport]
 
@@ -143,6 +144,7 @@ def verify(catalog, runner: Runner, *, group: str | None = None, table: str | No
         bad.append({"table": t.table, "partition": t.partition, "bucket": t.bucket_seq, "backend_id": t.backend_id,
                     "path": t.path, "reason": res.error or "checksum mismatch"})
         echo(f"BAD replica {t.path} ({t.table}/{t.partition} bucket {t.bucket_seq}): {res.error}")
+    metrics.verify_findings(len(results), len(bad))
     refs = sorted({g for g in _groups(catalog, targets.values(), group, table)})
     groups = [catalog.health.check_group(ref).to_dict() for ref in refs]
     for g in groups:

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_colocate.core.contract import CloneReport
+from airflow_colocate.jobs import metrics
 from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan, summary_json
 from airflow_colocate.operators.base import ColocateSparkOperator
 from airflow_colocate.operators.links import ColocationLink
@@ -97,6 +98,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         for line in describe_plans(summary["plans"], names):
             self.log.info("colocate plan: %s", line)
         out = summary_json(summary)
+        metrics.gauge("balance.unstable_groups", sum(1 for g in out["groups"] if not g["stable"]))
         for g in out["groups"]:
             if g["stable"]:
                 self.log.info("colocate: group %s: stable", g["group"])

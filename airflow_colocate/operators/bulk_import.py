@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_colocate.core.contract import ImportReport
+from airflow_colocate.jobs import metrics
 from airflow_colocate.jobs.bulk_import import prepare_import, run_import
 from airflow_colocate.operators.base import ColocateSparkOperator
 from airflow_colocate.operators.links import ColocationLink
@@ -47,7 +48,9 @@ class ColocateImportOperator(ColocateSparkOperator):
         job = prepare_import(catalog, self.table, self.source, fmt=self.source_format,
                              partitions=list(self.partitions) if self.partitions else None,
                              work_dir=self.work_dir, echo=echo)
-        return run_import(catalog, job, lambda plan: self.run_job(context, plan), echo=echo)
+        summary = run_import(catalog, job, lambda plan: self.run_job(context, plan), echo=echo)
+        metrics.imported(summary)
+        return summary
 
 
 __all__ = ["ColocateImportOperator"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow_colocate.core.contract import JoinReport
 from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.jobs import metrics
 from airflow_colocate.jobs.join import fail_join, finish_join, prepare_join
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
 from airflow_colocate.operators.links import ColocationLink
@@ -100,6 +101,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
             report = self.run_job(context, plan, on_failure=lambda exc: fail_join(catalog, ticket, plan, exc))
         with phases("commit"):
             summary = finish_join(catalog, ticket, report)
+        metrics.join_finished(summary)
         summary["group"] = next((g for g in plan.groups.values() if g), None)  # for the Colocation link
         summary["elapsed"] = {name: round(seconds, 2) for name, seconds in phases.seconds.items()}
         summary["spark_ui"] = self.spark_ui()

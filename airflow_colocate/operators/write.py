@@ -12,6 +12,7 @@ from airflow.sdk import Asset
 from airflow_colocate.core.contract import Source, WriteReport
 from airflow_colocate.core.errors import ColocateError, InvalidArgument, SchemaMismatch
 from airflow_colocate.core.sqltypes import parse_columns
+from airflow_colocate.jobs import metrics
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
 from airflow_colocate.operators.links import ColocationLink
@@ -141,6 +142,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
                 ticket.job_id, f"{type(exc).__name__}: {exc}"))
         with phases("commit"):
             summary = finish_write(catalog, ticket, report)
+        metrics.write_committed(summary)
         summary["elapsed"] = {name: round(seconds, 2) for name, seconds in phases.seconds.items()}
         summary["spark_ui"] = self.spark_ui()
         outlet_events = context.get("outlet_events") if hasattr(context, "get") else None

@@ -20,7 +20,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+)
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -50,6 +55,8 @@ from airflow_colocate.plugins.presenters import (
     job_model,
     table_names,
 )
+from airflow_colocate.plugins.prometheus import CONTENT_TYPE
+from airflow_colocate.plugins.prometheus import render as render_metrics
 from airflow_colocate.plugins.schemas import (
     READ_ERRORS,
     WRITE_ERRORS,
@@ -255,6 +262,13 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     def events(catalog: ReadCatalog, limit: Limit = 100,
                kind: Annotated[str | None, Query(max_length=64)] = None) -> list[dict]:
         return [event_model(e) for e in catalog.events(limit=limit, kind=kind)]
+
+    @app.get("/metrics", response_class=PlainTextResponse, responses=READ_ERRORS,
+             summary="Groups, backends, balance jobs and replicas as Prometheus metrics (text format 0.0.4)",
+             description="Scrape with a bearer token (`authorization: {type: Bearer, credentials: <token>}` in "
+                         "Prometheus' scrape config). The names are in docs/operations.md.")
+    def metrics(catalog: ReadCatalog) -> PlainTextResponse:
+        return PlainTextResponse(render_metrics(catalog.health.metrics()), media_type=CONTENT_TYPE)
 
     @app.post("/group_stable", response_model=GroupResponse, responses=WRITE_ERRORS, summary="Mark a group stable")
     def group_stable(catalog: AdminCatalog, db_id: DbId, group_id: GrpId) -> dict:

@@ -21,6 +21,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.jobs import metrics
 
 XCOM_KEY = "group_state"
 
@@ -49,6 +50,7 @@ class GroupStableSensor(BaseSensorOperator):
         self._catalog = None
 
     def _report(self, context, state: dict) -> None:
+        metrics.group_waited(state.get("group") or self.group, bool(state.get("stable")))
         if state.get("stable"):
             self.log.info("colocate: group %s (%s) is stable", state.get("group"), state.get("group_id"))
         else:
