@@ -6,6 +6,7 @@ all sharing its transactions and event log::
     catalog.backends.add(...)      catalog.groups.get(...)      catalog.tables.create(...)
     catalog.writes.begin(...)      catalog.health.check_group(...)
     catalog.balance.create(...)    catalog.jobs.list(...)
+    catalog.schemas.alter(...)     catalog.partitions.drop(...)
 
 Every public method that changes state runs in one transaction, writes one event row with it, and
 is retried from the start if it lost a race with another writer (serialization failure on
@@ -26,7 +27,9 @@ from airflow_colocate.catalog.checks import normalize_root
 from airflow_colocate.catalog.groups import Groups
 from airflow_colocate.catalog.health import Health
 from airflow_colocate.catalog.jobs import Jobs
+from airflow_colocate.catalog.partitions import Partitions
 from airflow_colocate.catalog.rows import DEFAULT_DB
+from airflow_colocate.catalog.schemas import Schemas
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
 from airflow_colocate.catalog.tables import DEFAULT_RETENTION, Tables
 from airflow_colocate.catalog.writes import Writes
@@ -45,6 +48,8 @@ class Catalog(CatalogSession):
         self.health = Health(self)
         self.balance = BalanceJobs(self)
         self.jobs = Jobs(self)
+        self.partitions = Partitions(self)
+        self.schemas = Schemas(self)
 
 
 __all__ = ["Catalog", "DEFAULT_DB", "DEFAULT_RETENTION", "FLAGS", "normalize_root"]

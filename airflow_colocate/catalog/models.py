@@ -115,6 +115,10 @@ class Table(Base):
     state: Mapped[str] = mapped_column(String(16))
     dropped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The version of ``columns`` (one ``table_schemas`` row each); a change rewrites no file.
+    schema_version: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    # Partitions whose value is a date older than this many days are dropped by the maintenance DAG.
+    retention_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
     __table_args__ = (
         Index("uq_table_live_name", "db_id", "name", unique=True, postgresql_where=text("state = 'normal'"),
               sqlite_where=text("state = 'normal'")),
@@ -131,7 +135,28 @@ class Partition(Base):
     visible_version: Mapped[int] = mapped_column(Integer)  # 0: nothing committed yet
     next_version: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    __table_args__ = (UniqueConstraint("table_id", "value", name="uq_partition_value"),)
+    # A dropped partition (recycle bin): its visible version moves here and ``visible_version`` is 0,
+    # so reads, stability, balance and verify no longer see it; recover moves it back.
+    dropped_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    dropped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    __table_args__ = (
+        UniqueConstraint("table_id", "value", name="uq_partition_value"),
+        # The recycle bin's few rows, for purge and 'partition list --dropped'.
+        Index("ix_partition_dropped", "dropped_at", postgresql_where=text("dropped_at IS NOT NULL"),
+              sqlite_where=text("dropped_at IS NOT NULL")),
+    )
+
+
+class TableSchema(Base):
+    """One row per schema version of a table: its columns then and the change that made it."""
+
+    __tablename__ = "table_schemas"
+    table_id: Mapped[int] = mapped_column(ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    columns: Mapped[list] = mapped_column(JSON)  # [[name, type], ...]
+    # [{"op": "add" | "drop" | "widen", "column": name, "type": new type, "old": old type}, ...]; None: created
+    change: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class PartitionVersion(Base):

@@ -26,7 +26,8 @@ def backend_view(b: m.Backend) -> BackendView:
 
 def partition_view(p: m.Partition) -> PartitionView:
     return PartitionView(id=p.id, table_id=p.table_id, value=p.value, bucket_num=p.bucket_num,
-                         replication_num=p.replication_num, visible_version=p.visible_version)
+                         replication_num=p.replication_num, visible_version=p.visible_version,
+                         dropped_version=p.dropped_version, dropped_at=utc(p.dropped_at))
 
 
 def backend_row(s: Session, ref: int | str) -> m.Backend:
@@ -129,7 +130,8 @@ def table_view(s: Session, t: m.Table) -> TableView:
                      dist_cols=tuple(t.dist_cols), partition_cols=tuple(t.partition_cols),
                      bucket_num=t.bucket_num, replication_num=t.replication_num,
                      group_id=gv.group_id if gv else None, group_name=gv.name if gv else None,
-                     state=t.state, dropped_at=utc(t.dropped_at))
+                     state=t.state, dropped_at=utc(t.dropped_at), schema_version=t.schema_version or 1,
+                     retention_days=t.retention_days)
 
 
 # Rows named by many ids at once, loaded in chunked IN queries (a relocation after a lost disk

@@ -28,6 +28,7 @@ from airflow_colocate.catalog.rows import (
     table_row,
     table_view,
 )
+from airflow_colocate.catalog.schemas import check_retention, record_version
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.views import PartitionView, TableView
 from airflow_colocate.core import naming
@@ -67,8 +68,9 @@ class Tables:
     def create(self, name: str, columns: Sequence[tuple[str, str]], dist_cols: Sequence[str], *,
                      bucket_num: int, replication_num: int = 1, partition_cols: Sequence[str] = (),
                      colocate_with: str | None = None, db: str | None = None,
-                     if_not_exists: bool = False) -> TableView:
-        """Create a table; with ``colocate_with`` join that group or found it as its parent table."""
+                     if_not_exists: bool = False, retention_days: int | None = None) -> TableView:
+        """Create a table; with ``colocate_with`` join that group or found it as its parent table.
+        ``retention_days``: partitions dated older than that are dropped by the maintenance DAG."""
         db_name, table_name = naming.split_qualified(name, db or DEFAULT_DB)
         cols = check_columns(columns)
         col_types = dict(cols)
@@ -85,6 +87,10 @@ class Tables:
                 f"column: bucket on a key such as an id, partition on a date"
             )
         check_counts(bucket_num, replication_num)
+        check_retention(retention_days)
+        if retention_days is not None and not parts:
+            raise InvalidArgument(f"cannot set a retention on {db_name}.{table_name}: it is not partitioned, and retention "
+                                  f"drops partitions by their date value (partition by a date column such as 'dt')")
         if colocate_with == "":
             colocate_with = None
         if colocate_with is not None:
@@ -108,14 +114,17 @@ class Tables:
                     check_cgs(group, f"table {db_name}.{table_name}", dist_types, bucket_num, replication_num)
             t = m.Table(db_id=db_id, name=table_name, columns=[list(c) for c in cols], dist_cols=dist,
                         partition_cols=parts, bucket_num=bucket_num, replication_num=replication_num,
-                        group_id=group.id if group else None, state="normal", created_at=self.db.now())
+                        group_id=group.id if group else None, state="normal", created_at=self.db.now(),
+                        schema_version=1, retention_days=retention_days)
             s.add(t)
             s.flush()
+            record_version(s, t, None, t.created_at)
             if group is not None:
                 group.version += 1
                 group.generation += 1
             self.db.event(s, "table.create", f"{db_name}.{table_name}", id=t.id, group=colocate_with,
-                        bucket_num=bucket_num, replication_num=replication_num, dist_cols=dist, partition_cols=parts)
+                        bucket_num=bucket_num, replication_num=replication_num, dist_cols=dist, partition_cols=parts,
+                        retention_days=retention_days)
             return table_view(s, t)
 
         return self.db.tx(run)
@@ -257,6 +266,7 @@ class Tables:
         if part_ids:
             s.execute(delete(m.PartitionVersion).where(m.PartitionVersion.partition_id.in_(part_ids)))
         s.execute(delete(m.Partition).where(m.Partition.table_id == t.id))
+        s.execute(delete(m.TableSchema).where(m.TableSchema.table_id == t.id))
         summary.forget_table(s, t.id)
         summary.touch_groups(s, [group_id])
         s.delete(t)
@@ -307,7 +317,8 @@ class Tables:
     def partitions(self, ref: str, *, db: str | None = None) -> list[PartitionView]:
         def run(s: Session) -> list[PartitionView]:
             t = table_row(s, ref, db)
-            return [partition_view(p) for p in s.scalars(select(m.Partition).where(m.Partition.table_id == t.id).order_by(m.Partition.value))]
+            return [partition_view(p) for p in s.scalars(select(m.Partition).where(
+                m.Partition.table_id == t.id, m.Partition.dropped_at.is_(None)).order_by(m.Partition.value))]
 
         return self.db.tx(run)
 

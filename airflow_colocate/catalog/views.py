@@ -60,6 +60,8 @@ class TableView:
     group_name: str | None
     state: str
     dropped_at: datetime | None
+    schema_version: int = 1
+    retention_days: int | None = None  # partitions dated older than this are dropped by maintenance
 
     @property
     def qualified_name(self) -> str:
@@ -74,6 +76,17 @@ class PartitionView:
     bucket_num: int
     replication_num: int
     visible_version: int
+    dropped_version: int | None = None  # in the recycle bin: the version recover makes visible again
+    dropped_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SchemaVersionView:
+    table_id: int
+    version: int
+    columns: tuple[tuple[str, str], ...]
+    change: tuple[dict, ...]  # empty for the version the table was created with
+    created_at: datetime
 
 
 @dataclass(frozen=True)

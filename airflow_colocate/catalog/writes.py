@@ -144,6 +144,11 @@ class Writes:
                                 visible_version=0, next_version=1, created_at=self.db.now())
                 s.add(p)
                 s.flush()
+            if p.dropped_at is not None:
+                raise Conflict(f"cannot write {view.qualified_name}/{partition_value}: the partition is in the recycle bin; "
+                               f"'colocate partition recover {view.qualified_name} {partition_value}' brings it back, "
+                               f"'colocate partition drop {view.qualified_name} {partition_value} --force' purges it so it "
+                               f"can be written anew")
             backends = {b.id: b for b in s.scalars(select(m.Backend))}
             alive = [b for b in backends.values() if b.state == "alive"]
             if len({b.host for b in alive}) < p.replication_num:
@@ -244,6 +249,8 @@ class Writes:
                 continue
             if len({r.checksum for r in got}) > 1 or len({r.rows for r in got}) > 1:
                 problems.append(f"bucket {seq} replicas differ: " + ", ".join(f"backend {r.backend_id}: {r.rows} rows, {r.checksum[:12]}" for r in got))
+        if p.dropped_at is not None:
+            problems.append(f"partition {p.value} was dropped while this write ran; recover it or purge it, then re-run")
         if pv.mode == "append" and p.visible_version != pv.base_version:
             problems.append(f"partition moved from v{pv.base_version} to v{p.visible_version} while this append ran; re-run it")
         for r in report.replicas:
