@@ -492,6 +492,7 @@ def unregister_tables(spark, names: Iterable[str] | None = None) -> list[str]:
         backing = backing_table_name(name)
         tables.pop(backing, None)
         spark.sql(f"DROP TABLE IF EXISTS {backing_ident(name)}")  # external: the replicas stay
-    if spark.catalog.databaseExists(DATABASE) and not spark.catalog.listTables(DATABASE):
+    # listTables(db) lists the session's temp views too
+    if spark.catalog.databaseExists(DATABASE) and not [t for t in spark.catalog.listTables(DATABASE) if not t.isTemporary]:
         spark.sql(f"DROP DATABASE IF EXISTS {quote_ident(DATABASE)}")
     return dropped
