@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import click
 
 from airflow_colocate.catalog import DEFAULT_DB
-from airflow_colocate.cli import backends, balance, doctor, groups, imports, maintenance, tables, verify
+from airflow_colocate.cli import backends, balance, doctor, groups, imports, maintenance, partitions, tables, verify
 from airflow_colocate.cli.base import CONTEXT, Env, Group
 from airflow_colocate.cli.groups import GROUP_COLUMNS, MAP_COLUMNS
 from airflow_colocate.core.errors import ColocateError
@@ -31,7 +31,7 @@ def cli(ctx: click.Context, catalog: str | None, db: str) -> None:
     ctx.call_on_close(ctx.obj.close)
 
 
-for command in (maintenance.init, backends.backend, tables.table, tables.partition, groups.show, groups.group,
+for command in (maintenance.init, backends.backend, tables.table, partitions.partition, groups.show, groups.group,
                 maintenance.flag, maintenance.gc, balance.balance, verify.verify, imports.import_, balance.jobs,
                 maintenance.events, doctor.doctor):
     cli.add_command(command)

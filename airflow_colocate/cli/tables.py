@@ -1,4 +1,5 @@
-"""``colocate table`` and ``colocate partition``: tables, their colocation group and their partitions."""
+"""``colocate table``: tables, their colocation group, their schema versions and retention
+(``colocate partition`` is :mod:`.partitions`)."""
 
 from __future__ import annotations
 
@@ -27,30 +28,49 @@ def table() -> None:
 @click.option("--partition-by", help="Partition column(s), comma separated.")
 @click.option("--colocate-with", help="Group name; created from this table when missing.")
 @click.option("--if-not-exists", is_flag=True, help="Succeed without change when the table exists.")
+@click.option("--retention-days", type=params.INT, help="Drop partitions dated older than N days (the maintenance DAG applies it).")
 @pass_env
 def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int, replication: int,
-           partition_by: str | None, colocate_with: str | None, if_not_exists: bool) -> str:
+           partition_by: str | None, colocate_with: str | None, if_not_exists: bool, retention_days: int | None) -> str:
     t = env.catalog().tables.create(table, parse_columns(columns), params.names(distributed_by), bucket_num=buckets,
                                    replication_num=replication, partition_cols=params.names(partition_by),
-                                   colocate_with=colocate_with, db=env.db, if_not_exists=if_not_exists)
+                                   colocate_with=colocate_with, db=env.db, if_not_exists=if_not_exists,
+                                   retention_days=retention_days or None)
     where = f" in colocation group {t.group_name} ({t.group_id})" if t.group_id else ""
     return f"table {t.qualified_name} (id {t.id}) created{where}"
 
 
-@table.command("alter", help="Move a table to another group or set its replication. --colocate-with '' takes it out of its group.")
+@table.command("alter", help="Move a table to another group, set its replication or retention, or change its columns "
+               "(a new schema version; no file is rewritten). --colocate-with '' takes it out of its group.")
 @click.argument("table")
 @click.option("--colocate-with", help="Group to move to; '' takes the table out of its group.")
 @click.option("--replication", type=params.INT, help="New replication number, checked against the group schema.")
+@click.option("--add-column", "add_columns", multiple=True, metavar="'NAME TYPE'",
+              help="Add a column, e.g. 'discount double'; older partitions read it as null. Repeatable.")
+@click.option("--drop-column", "drop_columns", multiple=True, metavar="NAME",
+              help="Drop a column from every read (its name cannot be taken again). Repeatable.")
+@click.option("--widen-column", "widen_columns", multiple=True, metavar="'NAME TYPE'",
+              help="Widen a column losslessly: int->bigint, float->double, decimal precision up, date->timestamp_ntz. Repeatable.")
+@click.option("--retention-days", type=params.INT, help="Drop partitions dated older than N days; 0 keeps every partition.")
 @pass_env
-def alter(env: Env, table: str, colocate_with: str | None, replication: int | None) -> str:
-    if colocate_with is None and replication is None:
-        raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group) and/or --replication N")
+def alter(env: Env, table: str, colocate_with: str | None, replication: int | None, add_columns: tuple[str, ...],
+          drop_columns: tuple[str, ...], widen_columns: tuple[str, ...], retention_days: int | None) -> str:
+    schema = bool(add_columns or drop_columns or widen_columns)
+    if colocate_with is None and replication is None and not schema and retention_days is None:
+        raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group), --replication N, "
+                              "--add-column 'NAME TYPE', --drop-column NAME, --widen-column 'NAME TYPE' or --retention-days N")
     catalog = env.catalog()
     if colocate_with is not None:
         t = catalog.tables.alter_colocate_with(table, colocate_with, db=env.db)
     if replication is not None:
         t = catalog.tables.set_replication_num(table, replication, db=env.db)
-    return f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}"
+    if schema:
+        t = catalog.schemas.alter(table, add=add_columns, drop=drop_columns, widen=widen_columns, db=env.db)
+    if retention_days is not None:
+        t = catalog.schemas.set_retention(table, retention_days or None, db=env.db)
+    retention = f"{t.retention_days} days" if t.retention_days else "none"
+    return (f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}, "
+            f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}")
 
 
 @table.command("drop", help="Drop a table (recoverable for the retention). The retention is one day; --force purges at once.")
@@ -105,23 +125,9 @@ def show(env: Env, table: str) -> Report:
         ("distributed by", f"{', '.join(t.dist_cols)} into {t.bucket_num} buckets, replication_num {t.replication_num}"),
         ("partitioned by", ", ".join(t.partition_cols) or "(not partitioned)"),
         ("colocate_with", f"{t.group_name or '(none)'}{' (' + t.group_id + ')' if t.group_id else ''}"),
+        ("schema version", str(t.schema_version)),
+        ("retention", f"{t.retention_days} days" if t.retention_days else "none"),
     ])
     partitions = Table(["Partition", "BucketsNum", "ReplicationNum", "VisibleVersion"],
                        [[p.value, p.bucket_num, p.replication_num, p.visible_version] for p in parts])
     return Report([settings, partitions], data={"table": t, "partitions": parts})
-
-
-@click.group("partition", cls=Group, help="Partitions of a table.")
-def partition() -> None:
-    pass
-
-
-@partition.command("add", help="Add partition VALUE (e.g. 2026-11-01) to TABLE, checked against the group schema.")
-@click.argument("table")
-@click.argument("value")
-@click.option("--buckets", type=params.INT, help="Bucket count (default: the table's).")
-@click.option("--replication", type=params.INT, help="Replication number (default: the table's).")
-@pass_env
-def add_partition(env: Env, table: str, value: str, buckets: int | None, replication: int | None) -> str:
-    p = env.catalog().tables.add_partition(table, value, bucket_num=buckets, replication_num=replication, db=env.db)
-    return f"partition {p.value} added to {table} ({p.bucket_num} buckets, replication_num {p.replication_num})"
