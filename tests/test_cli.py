@@ -236,7 +236,8 @@ def test_every_command_refuses_in_one_line_prints_through_output_and_has_help():
     assert listings == {"colocate backend list", "colocate backend probe", "colocate table purge", "colocate table list",
                         "colocate table show", "colocate show groups", "colocate show group", "colocate group check",
                         "colocate flag list", "colocate gc", "colocate balance", "colocate verify", "colocate import", "colocate jobs list",
-                        "colocate events", "colocate doctor"}
+                        "colocate events", "colocate doctor", "colocate partition list", "colocate partition purge",
+                        "colocate partition expire"}
 
 
 def test_help_is_printed_and_exits_zero(capsys):
@@ -371,7 +372,9 @@ def test_the_typed_listings_are_every_json_listing():
     are checked below (table show, balance), with their Spark jobs (verify, import) or by their
     own tests (doctor)."""
     listings = {" ".join(p[1:]) for p, c in _commands(colocate_cli) if any(o.name == "as_json" for o in c.params)}
-    assert listings == set(TYPED_LISTINGS) | {"table show", "balance", "verify", "import", "doctor"}
+    assert listings == set(TYPED_LISTINGS) | {"table show", "balance", "verify", "import", "doctor",
+                                              # typed in tests/test_cli_schema_partitions.py, with partitions to list
+                                              "partition list", "partition purge", "partition expire"}
 
 
 def test_table_show_and_balance_json_are_typed(cli):

@@ -70,6 +70,8 @@ def test_partition_commands(cli):  # noqa: F811
     cat.dispose()
     code, out, _ = cli("partition", "list", "orders", "--json")
     assert code == 0 and [r["Partition"] for r in json.loads(out)] == ["2026-11-01", "2026-11-02"]
+    assert all(list(r) == ["Partition", "BucketsNum", "ReplicationNum", "VisibleVersion"] and r["VisibleVersion"] == 1
+               and isinstance(r["BucketsNum"], int) for r in json.loads(out))
     code, out, err = cli("partition", "drop", "orders", "2026-11-01")
     assert code == 0 and "colocate partition recover orders 2026-11-01" in out, err
     rows = json.loads(cli("partition", "list", "orders", "--dropped", "--json")[1])
@@ -82,6 +84,11 @@ def test_partition_commands(cli):  # noqa: F811
     code, out, err = cli("partition", "drop", "orders", "2026-11-02", "--force")
     assert code == 0 and "purged" in out
     assert json.loads(cli("partition", "purge", "--window-hours", "0", "--json")[1]) == []
+    write(cat := Catalog(None, actor="pytest"), "orders", "2026-11-03")
+    cat.dispose()
+    assert cli("partition", "drop", "orders", "2026-11-03")[0] == 0
+    assert json.loads(cli("partition", "purge", "--window-hours", "0", "--json")[1]) == [
+        {"Table": "default.orders", "Partition": "2026-11-03", "Version": 1}]
     assert cli("table", "alter", "orders", "--retention-days", "1")[0] == 0
     rows = json.loads(cli("partition", "expire", "--today", "2026-11-05", "--json")[1])
     assert rows == [{"Table": "default.orders", "Partition": "2026-11-01", "RetentionDays": 1}]
