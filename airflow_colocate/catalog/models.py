@@ -27,6 +27,7 @@ from sqlalchemy.sql.expression import false
 
 _UNSETTLED = "state IN ('staging', 'aborted', 'superseded')"
 _LEAVING = "state IN ('dropping', 'deleting')"
+_VERIFIED = "state = 'verified'"
 
 
 class Base(DeclarativeBase):
@@ -207,6 +208,9 @@ class Replica(Base):
         Index("ix_replica_table", "table_id", "bucket_seq", "backend_id"),
         # The few replicas on their way out, for the drop loop (every other replica is verified).
         Index("ix_replica_leaving", "state", postgresql_where=text(_LEAVING), sqlite_where=text(_LEAVING)),
+        # Verified replicas by when their bytes were last checked: the oldest unverified one (metrics).
+        Index("ix_replica_checked", "verified_at", "created_at", postgresql_where=text(_VERIFIED),
+              sqlite_where=text(_VERIFIED)),
     )
 
 
