@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -408,7 +408,8 @@ class Writes:
                 s.execute(delete(replicas).where(replicas.c.partition_id == bindparam("p"), replicas.c.version == bindparam("v"),
                                                  replicas.c.version != visible), keys)
                 s.execute(update(versions).where(versions.c.partition_id == bindparam("p"), versions.c.version == bindparam("v"),
-                                                 versions.c.state.in_(("aborted", "superseded")))
+                                                 # no IN (…): an expanding parameter cannot run executemany
+                                                 or_(versions.c.state == "aborted", versions.c.state == "superseded"))
                           .values(state="removed"), keys)
             for job_id in sorted({i.job_id for i in items if i.job_id is not None}):
                 job = s.get(m.Job, job_id)

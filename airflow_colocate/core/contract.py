@@ -95,6 +95,9 @@ class WritePlan(JsonMixin):
     staging_uri: str  # a directory for Spark's raw output, removed by the job when done
     report_uri: str  # where the job writes its WriteReport
     kind: str = "write"
+    # schema_evolution="add_columns": a source column the table lacks is written too (after the
+    # table's columns) and reported in WriteReport.added_columns, which the commit adds first.
+    add_columns: bool = False
 
 
 @dataclass
@@ -122,6 +125,7 @@ class WriteReport(JsonMixin):
     seconds: float
     spark_version: str
     kind: str = "write"
+    added_columns: list[list[str]] = field(default_factory=list)  # [[name, type], ...] new to the table
 
 
 # ---------------------------------------------------------------------- reads

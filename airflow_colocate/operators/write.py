@@ -13,7 +13,7 @@ from airflow_colocate.core.contract import Source, WriteReport
 from airflow_colocate.core.errors import ColocateError, InvalidArgument, SchemaMismatch
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs import metrics
-from airflow_colocate.jobs.write import finish_write, prepare_write
+from airflow_colocate.jobs.write import check_schema_evolution, finish_write, prepare_write
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
 from airflow_colocate.operators.links import ColocationLink
 from airflow_colocate.operators.log_summary import Phases, write_lines
@@ -39,6 +39,11 @@ class ColocateWriteOperator(ColocateSparkOperator):
         (``{"orders": ["2026-11-01"]}``; a list of partitions, or None for every committed one).
     :param partition: the partition value, templated (``{{ ds }}``); ``all`` for unpartitioned tables.
     :param mode: ``overwrite`` (a re-run or backfill replaces the partition) or ``append``.
+    :param schema_evolution: None (a source column the table lacks fails the task, naming the
+        ``colocate table alter`` that would accept it) or ``"add_columns"`` (it becomes a new schema
+        version of the table when the write commits; older partitions read it as null).
+    :param retention_days: when given, the table's retention is set to it (partitions dated older
+        are dropped by the maintenance DAG); None leaves the table's retention as it is.
     """
 
     job_kind = "write"
@@ -53,6 +58,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
         "partition",
         "colocate_with",
         "mode",
+        "schema_evolution",
     )
     template_fields_renderers = {**getattr(SparkSubmitOperator, "template_fields_renderers", {}), "source_query": "sql"}
     ui_color = "#d8ecf3"
@@ -63,7 +69,8 @@ class ColocateWriteOperator(ColocateSparkOperator):
                  source_query: str | None = None, source_tables: dict[str, list[str] | None] | None = None,
                  columns: str | Sequence[tuple[str, str]] | None = None, dist_cols: Sequence[str] | None = None,
                  bucket_num: int | None = None, replication_num: int = 1, partition_col: str | None = None,
-                 colocate_with: str | None = None, mode: str = "overwrite", **kwargs: Any) -> None:
+                 colocate_with: str | None = None, mode: str = "overwrite", schema_evolution: str | None = None,
+                 retention_days: int | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-write-{table}")
         kwargs.setdefault("outlets", [table_asset(table)])
         super().__init__(**kwargs)
@@ -81,6 +88,10 @@ class ColocateWriteOperator(ColocateSparkOperator):
         self.partition_col = partition_col
         self.colocate_with = colocate_with
         self.mode = mode
+        self.schema_evolution = schema_evolution
+        self.retention_days = retention_days
+        if not isinstance(schema_evolution, str) or "{{" not in schema_evolution:
+            check_schema_evolution(schema_evolution)
 
     # -- planning (control plane) ---------------------------------------------------------------
 
@@ -94,7 +105,8 @@ class ColocateWriteOperator(ColocateSparkOperator):
         t = catalog.tables.create(self.table, cols, list(self.dist_cols), bucket_num=self.bucket_num,
                                  replication_num=self.replication_num,
                                  partition_cols=[self.partition_col] if self.partition_col else [],
-                                 colocate_with=self.colocate_with, if_not_exists=True)
+                                 colocate_with=self.colocate_with, if_not_exists=True,
+                                 retention_days=self.retention_days)
         # An existing table must be the one this task describes, or the DAG and catalog disagree.
         wanted = {"distribution columns": list(self.dist_cols), "bucket count": self.bucket_num,
                   "replication_num": self.replication_num,
@@ -130,9 +142,11 @@ class ColocateWriteOperator(ColocateSparkOperator):
         with phases("plan"):
             catalog = self.catalog
             self._ensure_table(catalog)
+            if self.retention_days is not None and catalog.tables.get(self.table).retention_days != self.retention_days:
+                catalog.schemas.set_retention(self.table, self.retention_days)
             source = self._source(catalog)
             ticket, plan = prepare_write(catalog, self.table, self.partition, source, mode=self.mode,
-                                         work_dir=self.work_dir)
+                                         work_dir=self.work_dir, schema_evolution=self.schema_evolution)
         self.log.info("colocate: write job %s: %s partition %s -> version %s (%s, %d buckets)", ticket.job_id,
                       ticket.table.qualified_name, ticket.partition_value, ticket.version, ticket.mode, len(ticket.targets))
         if ticket.missing:

@@ -196,9 +196,13 @@ def conform(spark, df, plan: WritePlan, *, keep_partition: bool = False):
                 f"column {name!r}: source type {src_type} cannot be written to table type {table_type} "
                 f"(only equal types or a lossless widening are allowed)"
             )
-    for key, (src_name, src_type) in source.items():
-        if key not in cols:
-            problems.append(f"source column {src_name!r} ({src_type}) is not a column of table {plan.table}")
+    extra = [(src_name, src_type) for key, (src_name, src_type) in source.items() if key not in cols]
+    if extra and not plan.add_columns:
+        alter = " ".join(f"--add-column '{n} {t}'" for n, t in extra)
+        problems.append(f"source column{'s' if len(extra) > 1 else ''} {', '.join(repr(n) for n, _ in extra)} "
+                        f"{'are' if len(extra) > 1 else 'is'} not {'columns' if len(extra) > 1 else 'a column'} of table "
+                        f"{plan.table}: 'colocate table alter {plan.table} {alter}' accepts "
+                        f"{'them' if len(extra) > 1 else 'it'} (or write with schema_evolution='add_columns')")
     if problems:
         raise SchemaMismatch(
             f"source does not match table {plan.table} (partition {plan.partition_value}): " + "; ".join(problems)
@@ -225,9 +229,17 @@ def conform(spark, df, plan: WritePlan, *, keep_partition: bool = False):
         if guards and not out:
             column = F.coalesce(*guards, column)  # raise_error is NULL-typed: the column keeps its type
         out.append(column.alias(name))
+    if plan.add_columns:  # new columns after the table's, as the catalog will append them
+        out += [_ref(name) for name, _ in extra]
     if keep_partition:
         out += [_ref(source[p.lower()][0]).cast("string").alias(cols[p.lower()][0]) for p in plan.partition_cols]
     return df.select(*out)
+
+
+def new_columns(df, plan: WritePlan) -> list[list[str]]:
+    """[[name, type], ...] of the source's columns the table does not have (schema_evolution)."""
+    cols = _col_map(plan)
+    return [[f.name, comparable_type(f.dataType.simpleString())] for f in df.schema.fields if f.name.lower() not in cols]
 
 
 _PARTITION_GUARD = "colocate: a row of the source has another partition value in column"
@@ -411,6 +423,7 @@ def run_write(spark, plan: WritePlan, timings: dict | None = None) -> WriteRepor
     with timed(timings, "read+conform"), one_line(f"reading the source of {plan.table} failed"):
         source = read_source(spark, plan)
         out = conform(spark, source, plan)
+        added = new_columns(source, plan) if plan.add_columns else []
     with timed(timings, "stage (bucket+write)"):
         try:
             staged = stage(spark, plan, out)
@@ -431,5 +444,6 @@ def run_write(spark, plan: WritePlan, timings: dict | None = None) -> WriteRepor
         replicas=replicas,
         seconds=round(time.time() - started, 3),
         spark_version=spark.version,
+        added_columns=added,
     )
 
