@@ -13,7 +13,7 @@ from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import WriteTicket
 from airflow_colocate.core.contract import BadReplica, JoinPlan, JoinReport, Source
 from airflow_colocate.core.paths import default_work_dir
-from airflow_colocate.jobs.read import read_plans
+from airflow_colocate.jobs.read import count_failovers, read_plans
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.planner.join import parse_size
 
@@ -64,6 +64,7 @@ def fail_join(catalog: Catalog, ticket: WriteTicket | None, plan: JoinPlan, erro
 
 def finish_join(catalog: Catalog, ticket: WriteTicket | None, report: JoinReport) -> dict:
     bad = record_bad_replicas(catalog, report.bad_replicas)
+    count_failovers(report.bad_replicas)
     summary = {
         "job_id": report.job_id,
         "rows": report.rows,

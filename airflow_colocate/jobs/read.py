@@ -71,6 +71,55 @@ def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Cata
     return registered.tables
 
 
+def query(spark, sql: str, tables: Mapping[str, Sequence[str] | None], *, catalog: Catalog | None = None,
+          replace_views: bool = False) -> list:
+    """Register ``tables`` as :func:`register` does, run ``sql`` and return its rows (collected).
+    Unlike ``register`` + ``spark.sql``, a bucket replica that fails while the query reads it (a
+    page checksum, a footer, a file gone, another bucket's rows) is marked bad and the query runs
+    again reading that bucket's next replica (spark.failover); it fails only when a bucket has no
+    good replica left, naming the bucket and each replica tried."""
+    from airflow_colocate.core.errors import ColocateError
+    from airflow_colocate.spark.failover import run_with_failover
+    from airflow_colocate.spark.register import name_the_replica, register_tables
+
+    catalog = catalog or Catalog()
+    checked: list = []  # the replicas the last attempt's listing check found bad
+
+    def attempt(current: list[ReadTable]) -> list:
+        registered = register_tables(spark, current, replace_views=replace_views)
+        checked[:] = registered.bad
+        try:
+            return spark.sql(sql).collect()
+        except Exception as exc:  # the guard names table, partition, bucket: add the replica read
+            named = name_the_replica(str(exc), registered.tables)
+            if named is None:
+                raise
+            raise ColocateError(named) from exc
+
+    try:
+        rows, failover = run_with_failover(read_plans(catalog, tables).tables, attempt)
+    except Exception as exc:
+        if getattr(exc, "bad", None):
+            catalog.health.mark_replicas_bad(exc.bad)
+        raise
+    if failover.bad or checked:
+        catalog.health.mark_replicas_bad([*failover.bad, *checked])
+        count_failovers([*failover.bad, *checked])
+    return rows
+
+
+def count_failovers(bad: Sequence) -> None:
+    """One ``colocate.read.failover`` per bucket a read that succeeded took from another replica
+    (each replica it reported bad), tagged with the kind of failure (spark.failover)."""
+    if not bad:
+        return
+    from airflow_colocate.jobs import metrics
+    from airflow_colocate.spark.failover import failure_kind
+
+    for b in bad:
+        metrics.read_failover(b.table, reason=failure_kind(b.reason))
+
+
 def unregister(spark, names: Iterable[str] | None = None) -> list[str]:
     """Drop the views ``names`` (as :func:`register` returned them; default: every view colocate
     registered in ``spark``) with their backing tables, and the ``colocate_registered`` database once

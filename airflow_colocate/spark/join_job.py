@@ -233,7 +233,27 @@ def hash_or_not(spark, plan: JoinPlan, choice: BucketJoin) -> BucketJoin:
 
 def run_join(spark, plan: JoinPlan, *, replace_views: bool = False) -> JoinReport:
     """Run the join of ``plan`` into its output and return its report (the entry writes it).
-    ``replace_views``: the registration may replace a caller's temp view of a table's name."""
+    ``replace_views``: the registration may replace a caller's temp view of a table's name.
+    A bucket replica that fails while read is read from the bucket's next replica, the query run
+    again (spark.failover); the replicas that failed are in the report's ``bad_replicas`` (or,
+    when no replica of a bucket was left, next to the report) for the control plane to mark."""
+    from airflow_colocate.spark.failover import run_with_failover
+
+    try:
+        report, failover = run_with_failover(
+            plan.tables, lambda tables: _run_join_once(spark, replace(plan, tables=tables), replace_views=replace_views))
+    except Exception as exc:
+        if getattr(exc, "bad", None):
+            fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
+        raise
+    if failover.bad:
+        report = replace(report, bad_replicas=[*failover.bad, *report.bad_replicas],
+                         explain="\n".join([*failover.lines, report.explain]))
+    return report
+
+
+def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False) -> JoinReport:
+    """One attempt of :func:`run_join` on ``plan``'s replicas as they are."""
     started = time.time()
     if plan.output is not None and is_connect(spark):
         raise ColocateError(f"a join into catalog table {plan.output.table} needs a classic Spark session (its write "
