@@ -183,7 +183,7 @@ class Balancer:
         self.echo(f"clone job {job}: {len(plan_obj.copies)} copies ({sum(t.bytes for t in plan_obj.copies)} bytes), "
                   f"{len(plan_obj.verifies)} verifies")
         report = self.runner(plan_obj)
-        metrics.clone_done(report.bytes, report.seconds, sum(1 for c in report.copies if c.ok), kind=label.split("-")[0])
+        metrics.clone_done(report, kind=label.split("-")[0])
         return report
 
     def _clone_round(self, job: JobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:

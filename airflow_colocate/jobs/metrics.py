@@ -11,9 +11,10 @@ settings on first use, so a balance run from cron is counted as one run by Airfl
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_colocate.planner.join import (
@@ -59,8 +60,27 @@ def _stats():
     return stats
 
 
-def _send(kind: str, name: str, value: Any = None, tags: Mapping[str, Any] | None = None) -> None:
+def _warn_once(exc: BaseException) -> None:
     global _warned
+    if not _warned:
+        _warned = True
+        log.warning("colocate: metrics not sent (%s: %s); the task goes on", type(exc).__name__, exc)
+
+
+def _safe(fn: Callable[..., None]) -> Callable[..., None]:
+    """An emitter that cannot raise: whatever goes wrong while reading what it reports or
+    sending it is one warning per process."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - see the module docstring
+            _warn_once(exc)
+
+    return wrapper
+
+
+def _send(kind: str, name: str, value: Any = None, tags: Mapping[str, Any] | None = None) -> None:
     try:
         stats = _stats()
         stat = PREFIX + name
@@ -72,9 +92,7 @@ def _send(kind: str, name: str, value: Any = None, tags: Mapping[str, Any] | Non
         else:  # timing, in milliseconds as StatsD expects a number
             stats.timing(stat, float(value) * 1000.0, tags=clean)
     except Exception as exc:  # noqa: BLE001 - see the module docstring
-        if not _warned:
-            _warned = True
-            log.warning("colocate: metrics not sent (%s: %s); the task goes on", type(exc).__name__, exc)
+        _warn_once(exc)
 
 
 def incr(name: str, count: int = 1, **tags: Any) -> None:
@@ -100,6 +118,7 @@ def reason_tag(reason: str | None) -> str:
 # ---------------------------------------------------------------------- one call per emitter
 
 
+@_safe
 def write_committed(summary: Mapping[str, Any], *, kind: str = "write") -> None:
     """A committed write (or a join's output): rows, bytes and replicas written, its Spark time."""
     table = summary.get("table")
@@ -113,6 +132,7 @@ def write_committed(summary: Mapping[str, Any], *, kind: str = "write") -> None:
         timing(f"{kind}.seconds", float(summary["seconds"]), table=table)
 
 
+@_safe
 def join_finished(summary: Mapping[str, Any]) -> None:
     """One count per join of the query: ``join.colocated``, or ``join.fallback`` with the reason
     as a tag; the replicas the read found bad; the output as a write."""
@@ -131,6 +151,7 @@ def join_finished(summary: Mapping[str, Any]) -> None:
         write_committed(summary["output"], kind="join.output")
 
 
+@_safe
 def imported(summary: Mapping[str, Any]) -> None:
     """A bulk import: partitions committed and failed, rows and bytes placed."""
     table = summary.get("table")
@@ -142,13 +163,16 @@ def imported(summary: Mapping[str, Any]) -> None:
             incr(f"import.{key}", int(value), table=table)
 
 
-def clone_done(bytes_copied: int, seconds: float, replicas: int, *, kind: str | None = None) -> None:
-    """One clone job of balance, relocate or repair: replicas and bytes copied, its time."""
-    incr("clone.replicas", replicas, kind=kind)
-    incr("clone.bytes", bytes_copied, kind=kind)
-    timing("clone.seconds", seconds, kind=kind)
+@_safe
+def clone_done(report, *, kind: str | None = None) -> None:
+    """One clone job (a ``CloneReport``) of balance, relocate, repair or verify's repair: replicas
+    and bytes copied, its time."""
+    incr("clone.replicas", sum(1 for c in report.copies if c.ok), kind=kind)
+    incr("clone.bytes", int(report.bytes), kind=kind)
+    timing("clone.seconds", float(report.seconds), kind=kind)
 
 
+@_safe
 def verify_findings(checked: int, bad: int, *, tables: int | None = None) -> None:
     """A verify run: replicas re-hashed, and those found bad (marked for repair)."""
     incr("verify.checked", checked)
@@ -156,12 +180,14 @@ def verify_findings(checked: int, bad: int, *, tables: int | None = None) -> Non
     gauge("verify.last_bad", bad)
 
 
+@_safe
 def read_failover(table: str | None = None, *, reason: str | None = None, count: int = 1) -> None:
     """A bucket read from another replica after the one chosen failed (page CRC, size, missing
     file, another bucket's rows, unreadable footer): the query went on, the replica is bad."""
     incr("read.failover", count, table=table, reason=reason)
 
 
+@_safe
 def group_waited(group: str, stable: bool, seconds: float | None = None) -> None:
     """The stable-group sensor's answer: ``sensor.stable`` or ``sensor.unstable`` per poke, and
     how long the task waited once the group is stable."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
+from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -76,7 +77,7 @@ def write_op(table: str, source, cols: str, key: str) -> ColocateWriteOperator:
 
 
 @pytest.mark.spark
-def test_a_write_a_join_and_a_sensor_send_their_metrics(colocate_env, in_session, statsd, tmp_path):
+def test_a_write_a_join_and_a_sensor_send_their_metrics(colocate_env, in_session, spark, statsd, tmp_path):
     o, li = tmp_path / "o", tmp_path / "l"
     o.mkdir(), li.mkdir()
     pq.write_table(pa.table({"o_orderkey": pa.array(range(100), pa.int64())}), o / "p.parquet")
@@ -109,6 +110,21 @@ def test_a_write_a_join_and_a_sensor_send_their_metrics(colocate_env, in_session
     assert GroupStableSensor(task_id="s", group="g").poke(context={}).is_done
     assert "airflow.colocate.sensor.stable:1|c" in statsd()
 
+    # verify re-hashes every replica; a repair after be1 goes down clones its replicas
+    from airflow_colocate.jobs.balance import Balancer, BalanceOptions
+    from airflow_colocate.jobs.runners import local_runner
+    from airflow_colocate.jobs.verify import session_runner, verify
+
+    checked = verify(colocate_env, session_runner(spark), work_dir=tmp_path / "runs")
+    colocate_env.backends.set_state("be1", "down", reason="test")
+    Balancer(colocate_env, local_runner(), BalanceOptions(relocate_delay=timedelta(0)), work_dir=tmp_path / "runs").run()
+    lines = statsd()
+    assert f"airflow.colocate.verify.checked:{checked['replicas']}|c" in lines and checked["replicas"] == 16
+    assert "airflow.colocate.verify.bad:0|c" in lines
+    cloned = [int(x.split(":")[1].split("|")[0]) for x in lines if x.startswith("airflow.colocate.clone.replicas:")]
+    assert sum(cloned) > 0 and any(x.startswith("airflow.colocate.clone.bytes:") for x in lines)
+    assert any(x.startswith("airflow.colocate.clone.seconds:") for x in lines)
+
 
 def test_a_broken_metrics_backend_never_fails_the_task(monkeypatch, caplog):
     from airflow.sdk.observability import stats
@@ -122,10 +138,13 @@ def test_a_broken_metrics_backend_never_fails_the_task(monkeypatch, caplog):
         metrics.write_committed({"table": "default.orders", "rows": 5, "bytes": 10, "replicas": 2, "seconds": 0.1})
         metrics.join_finished({"joins": [{"colocate": False, "reason": "group is not stable: be1 down"}]})
         metrics.read_failover("default.orders", reason="crc")
+        init_stats()
+        metrics.clone_done(object(), kind="balance")  # not a report: still no exception
+        metrics.write_committed({"table": "t", "rows": "many"})
     finally:
         init_stats()
     assert [r.getMessage() for r in caplog.records if "metrics not sent" in r.getMessage()] == [
-        "colocate: metrics not sent (RuntimeError: statsd exploded); the task goes on"]
+        "colocate: metrics not sent (RuntimeError: statsd exploded); the task goes on"]  # once per process
 
 
 def test_fallback_reasons_are_a_few_tag_values():
