@@ -25,19 +25,22 @@ with DAG(
     render_template_as_native_obj=True,
     tags=["colocate", "example", "maintenance"],
     params={
-        "action": Param("balance", enum=["probe", "repair", "balance", "decommission", "verify"],
+        "action": Param("balance", enum=["probe", "repair", "balance", "decommission", "verify", "retention"],
                         description="probe: heartbeat only; repair: relocate buckets off unavailable backends; "
                                     "balance: repair, then even out buckets; decommission: drain 'backend'; "
                                     "verify: re-hash every replica and re-check every row's bucket, mark the bad "
-                                    "ones, then repair them"),
+                                    "ones, then repair them; retention: only drop partitions past their table's "
+                                    "retention (balance runs it too)"),
         "dry_run": Param(False, type="boolean", description="only print the plan"),
         "group": Param(None, type=["null", "string"], description="one group (name or dbId.grpId); empty = every group"),
         "table": Param(None, type=["null", "string"], description="one table, for verify; empty = every table of the group(s)"),
         "backend": Param(None, type=["null", "string"], description="backend name or id, for decommission; empty for every other action"),
+        "today": Param(None, type=["null", "string"], format="date",
+                       description="retention counts back from this day (YYYY-MM-DD); empty = today (UTC)"),
         "strategy": Param("count", enum=["count", "size"], description="count: even bucket slots; size: bytes against capacity"),
         "alert_after_minutes": Param(None, type=["null", "number"], minimum=0,
                                      description="the alert task fails when a group has been unstable, or a backend "
-                                                 "down, longer than this; empty = twice the relocate delay"),
+                                                 "down, longer than this; empty = twice the relocate delay (at least 10)"),
     },
     doc_md=__doc__,
 ) as dag:
@@ -51,7 +54,11 @@ with DAG(
             return ["decommission"]
         if action == "verify":
             return ["verify"]
-        return ["balance"]
+        if action == "retention":
+            return ["retention"]
+        if action == "repair":
+            return ["balance"]
+        return ["balance", "retention"]  # the scheduled run
 
     @task
     def probe() -> list[dict]:
@@ -88,8 +95,20 @@ with DAG(
         dry_run="{{ params.dry_run }}",
         conf={"spark.ui.enabled": "false"},
     )
+    @task
+    def retention(params: dict | None = None) -> dict:
+        """Drop partitions older than their table's retention into the recycle bin, purge the bin
+        after its window, erase purged files after gc's grace (jobs/retention.py)."""
+        from datetime import date
+
+        from airflow_colocate.jobs.retention import apply_retention
+
+        today = date.fromisoformat(params["today"]) if params.get("today") else None
+        return apply_retention(ColocateCatalogHook().get_conn(), today=today, dry_run=bool(params["dry_run"])).as_dict()
+
     drain = decommission()
-    choose() >> [probe(), drain, verify, balance]
+    expire = retention()
+    choose() >> [probe(), drain, verify, balance, expire]
     drain >> balance
     verify >> balance  # what verify marked bad is repaired from a good replica at once
 

@@ -199,7 +199,7 @@ def conform(spark, df, plan: WritePlan, *, keep_partition: bool = False):
     extra = [(src_name, src_type) for key, (src_name, src_type) in source.items() if key not in cols]
     if extra and not plan.add_columns:
         alter = " ".join(f"--add-column '{n} {t}'" for n, t in extra)
-        problems.append(f"source column{'s' if len(extra) > 1 else ''} {', '.join(repr(n) for n, _ in extra)} "
+        problems.append(f"source column{'s' if len(extra) > 1 else ''} {', '.join(f'{n!r} ({t})' for n, t in extra)} "
                         f"{'are' if len(extra) > 1 else 'is'} not {'columns' if len(extra) > 1 else 'a column'} of table "
                         f"{plan.table}: 'colocate table alter {plan.table} {alter}' accepts "
                         f"{'them' if len(extra) > 1 else 'it'} (or write with schema_evolution='add_columns')")

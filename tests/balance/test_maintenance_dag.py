@@ -55,7 +55,7 @@ def test_maintenance_dag_probes_and_repairs(lake_env):
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
         "choose": "success", "probe": "success", "decommission": "skipped", "verify": "skipped",
-        "balance": "skipped"}
+        "balance": "skipped", "retention": "skipped", "alert": "success"}
     assert all(b.state == "alive" for b in cat.backends.list()) and cat.groups.get("g").stable
 
     cat.backends.set_state("be2", "down", reason="disk failed")  # held by the admin: probes keep it down
@@ -98,7 +98,7 @@ def test_maintenance_dag_dry_runs_change_nothing_then_decommission_drains(lake_e
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
         "choose": "success", "probe": "skipped", "decommission": "success", "verify": "skipped",
-        "balance": "success"}
+        "balance": "success", "retention": "skipped", "alert": "success"}
     assert cat.backends.get("be3").state == "decommissioning"
     group = cat.groups.get("g")
     assert group.stable and lake_env.names["be3"] not in {be for row in group.bucket_map for be in row}
@@ -138,7 +138,8 @@ def test_maintenance_dag_verify_marks_a_tampered_replica_bad_and_balance_repairs
     run = dag.test(logical_date=next(day), run_conf=form(group="g"))
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        "choose": "success", "probe": "skipped", "decommission": "skipped", "verify": "success", "balance": "success"}
+        "choose": "success", "probe": "skipped", "decommission": "skipped", "verify": "success", "balance": "success",
+        "retention": "skipped", "alert": "success"}
     assert [e.subject for e in cat.events(limit=1000) if e.kind == "replica.bad"] == [victim]
     assert_whole(cat)  # repaired from the good replica: stable, every file hashing right
     assert fingerprint(cat) == sums and {t: rows(cat, t) for t in before} == before

@@ -15,7 +15,7 @@ import pytest
 
 from daily_pipeline import DAGS
 
-ACTIONS = ("probe", "repair", "balance", "decommission", "verify")
+ACTIONS = ("probe", "repair", "balance", "decommission", "verify", "retention")
 
 
 def required_by_the_form(schema: dict) -> bool:
