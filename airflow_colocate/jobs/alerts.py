@@ -11,12 +11,17 @@ from datetime import timedelta
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.jobs.health import relocate_delay_from_env
 
+MIN_DEFAULT = timedelta(minutes=10)
+"""The default threshold is never shorter: with a relocate delay of 0 (tests, a demo that
+repairs at once) twice the delay would alert on every probe blip."""
+
 
 def threshold_of(minutes: float | str | None) -> timedelta:
     """The alert threshold: ``minutes`` if given, else twice the relocate delay (a backend down
-    that long should have been relocated already, and the repair should have finished)."""
+    that long should have been relocated already, and the repair should have finished), at least
+    :data:`MIN_DEFAULT`."""
     if minutes in (None, "", "None", "null"):
-        return 2 * relocate_delay_from_env()
+        return max(2 * relocate_delay_from_env(), MIN_DEFAULT)
     try:
         value = float(minutes)
     except (TypeError, ValueError):

@@ -98,12 +98,14 @@ def test_the_alert_task_fails_with_the_reason_past_the_threshold(airflow_db, tmp
     cat.dispose()
 
 
-def test_the_default_threshold_is_twice_the_relocate_delay(monkeypatch):
+def test_the_default_threshold_is_twice_the_relocate_delay_and_at_least_10_minutes(monkeypatch):
     from airflow_colocate.core.errors import InvalidArgument
     from airflow_colocate.jobs.alerts import threshold_of
 
     monkeypatch.setenv("COLOCATE_RELOCATE_DELAY_MINUTES", "45")
     assert threshold_of(None) == timedelta(minutes=90) == threshold_of("")
     assert threshold_of(15) == timedelta(minutes=15)
+    monkeypatch.setenv("COLOCATE_RELOCATE_DELAY_MINUTES", "0")  # repair at once: no alert on a blip
+    assert threshold_of(None) == timedelta(minutes=10)
     with pytest.raises(InvalidArgument, match="expected a number of minutes"):
         threshold_of("soon")
