@@ -12,6 +12,8 @@ Two promises live here so that no command has to keep them itself:
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from dataclasses import dataclass, field
 
 import click
@@ -94,8 +96,13 @@ class Command(_Refusing, click.Command):
     def invoke(self, ctx: click.Context):
         as_json = bool(ctx.params.pop("as_json", False))
         ctx.meta[output.JSON_KEY] = as_json
-        result = super().invoke(ctx)
-        output.render(result, as_json=as_json)
+        outer, output.OUT = output.OUT, output.OUT or sys.stdout
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # library log lines are not the command's output
+                result = super().invoke(ctx)
+            output.render(result, as_json=as_json)
+        finally:
+            output.OUT = outer
         return result
 
 

@@ -88,12 +88,22 @@ def wants_json() -> bool:
     return bool(ctx and ctx.meta.get(JSON_KEY))
 
 
+# Where what a command prints goes (None: the current stdout). While a command runs, the stdout of
+# everything else in the process (Airflow's and py4j's log lines) is stderr, so that
+# ``colocate … --json | jq`` reads one JSON document: see cli/base.py's Command.invoke.
+OUT = None
+
+
+def _echo(line: str) -> None:
+    click.echo(line, file=OUT)
+
+
 def progress() -> Callable[[str], None]:
     """A printer for lines that report progress as a long command runs: silent under ``--json``,
     where stdout must hold one JSON document and nothing else."""
     if wants_json():
         return lambda line: None
-    return lambda line: click.echo(line)
+    return _echo
 
 
 def render(result: Result, *, as_json: bool = False) -> None:
@@ -101,15 +111,15 @@ def render(result: Result, *, as_json: bool = False) -> None:
     if result is None:
         return
     if isinstance(result, str):
-        click.echo(result)
+        _echo(result)
         return
     report = result if isinstance(result, Report) else Report([result])
     if as_json:
-        click.echo(json.dumps(jsonable(report.document()), indent=2, default=str))
+        _echo(json.dumps(jsonable(report.document()), indent=2, default=str))
         return
     for block in report.blocks:
         for line in text(block):
-            click.echo(line)
+            _echo(line)
 
 
 def text(block: Block) -> list[str]:
