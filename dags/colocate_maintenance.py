@@ -1,6 +1,7 @@
 """Maintenance of colocation groups: probe backends, verify, repair, balance, decommission.
 
-Scheduled every 30 minutes it probes every backend and repairs and balances every group (a no-op
+Scheduled every 30 minutes it probes every backend, repairs and balances every group and drops the partitions
+past their table's retention (each a no-op
 when all is well). Triggered from the Airflow UI ("Trigger DAG w/ config") it shows a form:
 action, dry run, group, table and backend, e.g. to drain a backend before retiring its disk, or to
 verify a group (re-hash every replica and re-compute every row's bucket) and repair what failed.
@@ -112,11 +113,13 @@ with DAG(
     drain >> balance
     verify >> balance  # what verify marked bad is repaired from a good replica at once
 
-    @task(trigger_rule="all_done", retries=0)
+    @task(retries=0)
     def alert(params: dict | None = None) -> dict:
         """Fail, with the reason, when a group has stayed unstable or a backend down past the
         threshold: Airflow's own notifications of a failed task (email, Slack,
-        on_failure_callback) then carry it. Runs after every action, whatever the others did."""
+        on_failure_callback) then carry it. A task of its own, upstream of nothing and downstream of
+        nothing: it runs whatever the action, reads what the last probes and checks recorded (the
+        threshold is minutes long), and a failed action still fails the run."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from airflow_colocate.jobs.alerts import overdue, threshold_of
@@ -127,4 +130,4 @@ with DAG(
             raise AirflowFailException("; ".join(lines))
         return {"threshold_minutes": threshold.total_seconds() / 60, "overdue": []}
 
-    balance >> alert()
+    alert()

@@ -67,6 +67,19 @@ class Partitions:
 
         return self.db.tx(run)
 
+    def recycle_bin(self) -> dict[int, list[PartitionView]]:
+        """Every table's dropped partitions (table id -> partitions by value), in one query on the
+        recycle bin's partial index: for the Colocation page."""
+        def run(s: Session) -> dict[int, list[PartitionView]]:
+            out: dict[int, list[PartitionView]] = {}
+            q = (select(m.Partition).where(m.Partition.dropped_at.is_not(None))
+                 .order_by(m.Partition.table_id, m.Partition.value))
+            for p in s.scalars(q):
+                out.setdefault(p.table_id, []).append(partition_view(p))
+            return out
+
+        return self.db.tx(run)
+
     def drop(self, ref: str | int, value: str, *, force: bool = False, db: str | None = None) -> PartitionView:
         """Drop a committed partition into the recycle bin (``force``: purge it now; gc still waits
         the grace before erasing its files)."""

@@ -53,6 +53,7 @@ from airflow_colocate.plugins.presenters import (
     group_detail,
     group_model,
     job_model,
+    table_detail,
     table_names,
 )
 from airflow_colocate.plugins.prometheus import CONTENT_TYPE
@@ -74,6 +75,10 @@ from airflow_colocate.plugins.schemas import (
     JobKind,
     JobState,
     Limit,
+    RetentionBody,
+    SchemaChangeBody,
+    TableDetail,
+    TableRef,
     error_responses,
 )
 
@@ -292,6 +297,26 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
                   force: Annotated[bool, Query(description="set the map although repair/balance may move it back")] = False) -> dict:
         g = catalog.groups.set_bucket_map(f"{db_id}.{group_id}", bucket_map, force=force)
         return {"status": "OK", "group": group_detail(catalog, g)}
+
+    @app.get("/tables/{table}", response_model=TableDetail, responses=error_responses(401, 403, 404, 422, 503),
+             summary="A table: its schema versions, retention and dropped partitions")
+    def table(catalog: ReadCatalog, table: TableRef) -> dict:
+        return table_detail(catalog, table)
+
+    @app.post("/tables/{table}/schema", response_model=TableDetail, responses=WRITE_ERRORS,
+              summary="Add, drop or widen columns: one new schema version, no file rewritten",
+              description="Distribution and partition columns cannot change; a widening must be lossless; a "
+                          "dropped column's name cannot be added again. Refused (422) with the rule otherwise.")
+    def alter_schema(catalog: AdminCatalog, table: TableRef, change: Annotated[SchemaChangeBody, Body()]) -> dict:
+        catalog.schemas.alter(table, add=[(c.name, c.type) for c in change.add], drop=list(change.drop),
+                              widen=[(c.name, c.type) for c in change.widen])
+        return table_detail(catalog, table)
+
+    @app.post("/tables/{table}/retention", response_model=TableDetail, responses=WRITE_ERRORS,
+              summary="Set a table's retention (the maintenance DAG drops partitions dated older)")
+    def set_retention(catalog: AdminCatalog, table: TableRef, body: Annotated[RetentionBody, Body()]) -> dict:
+        catalog.schemas.set_retention(table, body.retention_days)
+        return table_detail(catalog, table)
 
     @app.get("/guide", response_class=HTMLResponse, include_in_schema=False)
     def guide() -> HTMLResponse:

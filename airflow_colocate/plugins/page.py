@@ -187,6 +187,9 @@ def bucket_heatmap_svg(g: GroupView, backends: list[dict]) -> Markup:
     return Markup("".join(out))
 
 
+MAX_DROPPED_SHOWN = 12  # dropped partitions listed per table; the rest are counted
+
+
 def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user: str = "") -> str:
     names = table_names(catalog)
     groups = catalog.groups.list()
@@ -229,7 +232,11 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
                           f"/tasks/{quote(who['task_id'], safe='')}")
         return who
 
-    return _env.get_template("colocation.html").render(task_of=task_of, rendered_at=catalog.now().isoformat(timespec="seconds"),
+    bin_ = catalog.partitions.recycle_bin()
+    tables = [{"id": t.id, "name": t.qualified_name, "group": t.group_name, "schema_version": t.schema_version,
+               "columns": ", ".join(f"{n} {ty}" for n, ty in t.columns), "retention_days": t.retention_days,
+               "dropped": [p.value for p in bin_.get(t.id, [])]} for t in catalog.tables.list()]
+    return _env.get_template("colocation.html").render(task_of=task_of, tables=tables, max_dropped=MAX_DROPPED_SHOWN, rendered_at=catalog.now().isoformat(timespec="seconds"),
         base=base, user=user, version=__version__, groups=rows, chosen=chosen_row, problem=problem,
         map_svg=bucket_map_svg(chosen, backends) if chosen is not None else None,
         heatmap=chosen is not None and len(chosen.bucket_map) > EXACT_MAX_BUCKETS, exact_max=EXACT_MAX_BUCKETS,

@@ -79,3 +79,15 @@ def job_model(j: JobView) -> dict:
 
 def event_model(e: EventView) -> dict:
     return {"id": e.id, "ts": e.ts, "kind": e.kind, "subject": e.subject, "detail": e.detail, "actor": e.actor}
+
+
+def table_detail(catalog: Catalog, ref: str) -> dict:
+    """A table with its schema versions, retention and recycle bin (the schema API's answer)."""
+    t = catalog.tables.get(ref)
+    return {"id": t.id, "table": t.qualified_name, "group": t.group_name, "columns": [list(c) for c in t.columns],
+            "dist_cols": list(t.dist_cols), "partition_cols": list(t.partition_cols), "schema_version": t.schema_version,
+            "retention_days": t.retention_days,
+            "versions": [{"version": v.version, "columns": [list(c) for c in v.columns],
+                          "change": [{k: str(x) for k, x in c.items()} for c in v.change],
+                          "created_at": v.created_at.isoformat()} for v in catalog.schemas.history(t.id)],
+            "dropped_partitions": [p.value for p in catalog.partitions.list(t.id, dropped=True)]}

@@ -140,6 +140,26 @@ READ_ERRORS = error_responses(401, 403, 422, 503)
 WRITE_ERRORS = error_responses(401, 403, 404, 409, 422, 503)
 
 
+class SchemaVersion(BaseModel):
+    version: int
+    columns: list[list[str]] = Field(description="[name, type] pairs of this version")
+    change: list[dict[str, str]] = Field(description="what made it: {op: add|drop|widen, column, type, old}; empty for the first")
+    created_at: str
+
+
+class TableDetail(BaseModel):
+    id: int
+    table: str = Field(description="db.table")
+    group: str | None = Field(description="its colocation group's name (null: none)")
+    columns: list[list[str]] = Field(description="the current schema, [name, type] pairs")
+    dist_cols: list[str]
+    partition_cols: list[str]
+    schema_version: int
+    retention_days: int | None = Field(description="partitions dated older are dropped by the maintenance DAG (null: kept)")
+    versions: list[SchemaVersion]
+    dropped_partitions: list[str] = Field(description="partition values in the recycle bin")
+
+
 # ---------------------------------------------------------------------- requests
 
 
@@ -163,6 +183,30 @@ MAX_BODY_BYTES = MAX_MAP_BUCKETS * (MAX_REPLICAS * len("2147483647, ") + len("[]
 """The largest request body the API reads (~12.3 MB): the largest bucket map the schema allows,
 as compact JSON. Larger bodies are refused with 413 before authentication or parsing
 (:mod:`.guard`), so an anonymous client cannot make the API server read and parse megabytes."""
+ColumnName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+ColumnType = Annotated[str, Field(min_length=1, max_length=64, examples=["bigint", "decimal(18,2)"])]
+
+
+class ColumnDef(BaseModel):
+    name: ColumnName
+    type: ColumnType
+
+
+class SchemaChangeBody(BaseModel):
+    """One schema version: every change applied, or none (the refusal names the rule)."""
+
+    add: list[ColumnDef] = Field(default=[], max_length=100, description="columns to add; older partitions read them as null")
+    drop: list[ColumnName] = Field(default=[], max_length=100, description="columns to drop (a name dropped is never taken again)")
+    widen: list[ColumnDef] = Field(default=[], max_length=100,
+                                   description="lossless widenings: int->bigint, float->double, decimal precision up, date->timestamp_ntz")
+
+
+class RetentionBody(BaseModel):
+    retention_days: int | None = Field(ge=1, le=36500, description="days to keep partitions by their date value; null keeps all")
+
+
+TableRef = Annotated[str, PathParam(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63})?$",
+                                    description="table or db.table")]
 DbId = Annotated[int, Query(ge=0, le=MAX_ID, description="database id (0 for a global group)")]
 GrpId = Annotated[int, Query(ge=1, le=MAX_ID, description="group id")]
 GroupRef = Annotated[str, PathParam(pattern=GROUP_REF, description="dbId.grpId, dbId_groupName, or a group name in database 'default'")]
