@@ -1,6 +1,7 @@
 """Maintenance of colocation groups: probe backends, verify, repair, balance, decommission.
 
-Scheduled every 30 minutes it probes every backend and repairs and balances every group (a no-op
+Scheduled every 30 minutes it probes every backend, repairs and balances every group and drops the partitions
+past their table's retention (each a no-op
 when all is well). Triggered from the Airflow UI ("Trigger DAG w/ config") it shows a form:
 action, dry run, group, table and backend, e.g. to drain a backend before retiring its disk, or to
 verify a group (re-hash every replica and re-compute every row's bucket) and repair what failed.
