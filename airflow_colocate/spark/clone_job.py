@@ -205,6 +205,9 @@ def run_clone(spark, plan: ClonePlan, *, threads: int | None = None) -> CloneRep
         dealt = [items[i::slices] for i in range(slices)]
         from airflow_colocate.spark.session import scoped
 
+        from airflow_colocate.spark.shipping import ship_context
+
+        ship_context(sc)  # run_partition is this package's: a cluster may never have installed it
         with scoped(spark, description=f"colocate-clone {plan.job_id}: {len(plan.copies)} copies, "
                                        f"{len(plan.verifies)} verifies"):
             results = (sc.parallelize(dealt, slices).flatMap(lambda part: part)

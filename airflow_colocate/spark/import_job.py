@@ -27,6 +27,7 @@ from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark import write_job
 from airflow_colocate.spark.failures import first_line, is_spark_error, one_line
 from airflow_colocate.spark.session import scoped
+from airflow_colocate.spark.shipping import ship_context
 from airflow_colocate.storage import fs
 from airflow_colocate.storage import place as placement
 from airflow_colocate.storage.plan_files import save_report
@@ -257,6 +258,7 @@ def place_all(spark, plan: ImportPlan, staged: dict[str, dict[int, list[str]]],
                     take(index, bucket, result)
         else:
             slices = max(1, min(len(items), threads * 4))
+            ship_context(sc)  # _place_safely is this package's: the cluster may not have it
             for index, bucket, result in sc.parallelize(items, slices).map(_place_safely).toLocalIterator():
                 take(index, bucket, result)
     for value, reason in failed.items():

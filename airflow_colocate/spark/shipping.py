@@ -174,6 +174,13 @@ def ship(spark) -> Path | None:
         sc = spark.sparkContext
     except Exception:  # a Spark Connect session has none (PySparkNotImplementedError)
         return None
+    return ship_context(sc)
+
+
+def ship_context(sc) -> Path | None:
+    """:func:`ship` for a SparkContext: what runs this package's functions on executors calls it
+    first, so a job started from a user's own session (``write_in_session``, ``import_in_session``,
+    an in-session clone) finds the package on a cluster that never installed it."""
     if sc is None or (sc.master or "").startswith("local"):
         return None
     with _lock:

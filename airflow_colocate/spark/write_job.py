@@ -34,6 +34,7 @@ from airflow_colocate.core.contract import ReplicaReport, WritePlan, WriteReport
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
 from airflow_colocate.core.sqltypes import comparable_type, widening_ok
 from airflow_colocate.spark.failures import executor_error, is_spark_error, one_line
+from airflow_colocate.spark.shipping import ship_context
 from airflow_colocate.storage import fs
 from airflow_colocate.storage import place as placement
 
@@ -407,6 +408,7 @@ def on_executors(sc, fn, tasks: list) -> list:
 
         with ThreadPoolExecutor(slices) as pool:
             return list(pool.map(fn, tasks))
+    ship_context(sc)
     return sc.parallelize(tasks, slices).map(fn).collect()
 
 
