@@ -97,10 +97,14 @@ def probe(env: Env, backends: tuple[str, ...], timeout: float, sample: int, relo
 
     results = probe_backends(env.catalog(), backends=list(backends) or None, timeout=timeout, sample=sample,
                              relocate_delay=params.relocate_delay(relocate_delay_minutes))
-    return Table(["BackendId", "Name", "State", "Probe", "Error", "DownSince", "LastHeartbeat", "Unavailable", "BadReplicas"],
-                 [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else "FAILED", r.error or None,
-                   r.backend.state_since if r.backend.state != "alive" else None, r.backend.last_heartbeat,
-                   r.backend.unavailable, len(r.bad_replicas)] for r in results])
+    from airflow_colocate.cli.maintenance import exit_if
+
+    table = Table(["BackendId", "Name", "State", "Probe", "Error", "DownSince", "LastHeartbeat", "Unavailable", "BadReplicas"],
+                  [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else "FAILED", r.error or None,
+                    r.backend.state_since if r.backend.state != "alive" else None, r.backend.last_heartbeat,
+                    r.backend.unavailable, len(r.bad_replicas)] for r in results])
+    return exit_if(table, [f"backend {r.backend.name} failed the probe ({r.error}): recorded {r.backend.state}; the "
+                           f"others were probed" for r in results if not r.ok], "backend probe")
 
 
 def _mark(state: str, verb: str, help: str) -> click.Command:

@@ -66,19 +66,34 @@ def events(env: Env, limit: int, kind: str | None) -> Table:
 def gc(env: Env, grace_minutes: float, stale_hours: float, deep: bool, dry_run: bool) -> Table:
     """Files are deleted before their rows are forgotten: a crash in between only means the next
     gc deletes nothing and forgets them. Temporary copies are looked for on every reachable backend
-    (alive or decommissioning; a down backend's are removed when it is back)."""
-    from airflow_colocate.storage import fs, sweep
+    (alive or decommissioning; a down backend's are removed when it is back). A backend that cannot
+    be opened is skipped, the others cleaned, and the command exits 1 naming it (jobs/gc.py)."""
+    from airflow_colocate.jobs.gc import collect_garbage
 
-    catalog = env.catalog()
-    items = catalog.writes.garbage(grace=timedelta(minutes=grace_minutes), stale_after=timedelta(hours=stale_hours))
-    temps = [uri for b in catalog.backends.list() if b.state in ("alive", "decommissioning")
-             for uri in sweep.stale_temps(b.root_uri, older_than_seconds=stale_hours * 3600, deep=deep)]
-    if not dry_run:
-        for item in items:
-            fs.delete_tree(item.uri)
-        catalog.writes.forget_garbage(items)
-        for uri in temps:
-            fs.delete_file(uri)
-    return Table(["Reason", "Uri", "Removed"], [[i.reason, i.uri, not dry_run] for i in items]
-                 + [["temporary copy of a killed job", uri, not dry_run] for uri in temps],
-                 title="dry run: nothing is removed" if dry_run else None)
+    done = collect_garbage(env.catalog(), grace=timedelta(minutes=grace_minutes),
+                           stale_after=timedelta(hours=stale_hours), deep=deep, dry_run=dry_run)
+    rows = ([[i.reason, i.uri, not dry_run] for i in done.items]
+            + [["temporary copy of a killed job", uri, not dry_run] for uri in done.temps]
+            + [[f"not deleted: {reason}", uri, False] for uri, reason in done.failed])
+    rows += [[f"backend unreachable, skipped: {reason}", name, False] for name, reason in done.unreachable.items()]
+    table = Table(["Reason", "Uri", "Removed"], rows, title="dry run: nothing is removed" if dry_run else None)
+    problems = [f"backend {name} unreachable ({reason}): skipped; gc cleaned the others" + (
+        f", {done.skipped} item(s) left for the next gc" if done.skipped else "")
+        for name, reason in done.unreachable.items()]
+    problems += [f"{uri} not deleted: {reason}" for uri, reason in done.failed if not any(
+        uri.startswith(n) for n in done.unreachable)]
+    return exit_if(table, problems, "gc")
+
+
+def exit_if(result, problems: list[str], command: str):
+    """``result`` as the command's output; with ``problems`` (one line each, e.g. a backend that
+    could not be opened), print the result first, then each problem on stderr, and exit 1: the
+    command did its work on everything else, and a script still sees that something was skipped."""
+    if not problems:
+        return result
+    from airflow_colocate.cli import output
+
+    output.render(result, as_json=output.wants_json())
+    for line in problems:
+        click.echo(f"colocate {command}: {line}", err=True)
+    click.get_current_context().exit(1)

@@ -39,7 +39,11 @@ def verify(env: Env, group: str | None, table: str | None, limit: int | None, ma
                             title="bad replicas (marked bad: no read uses them; 'colocate balance' repairs them)"))
     blocks.append(Table(["GroupId", "GroupName", "IsStable", "Reason"],
                         [[g["group_id"], g["group"], g["stable"], g["reason"]] for g in out["groups"]]))
-    return Report(blocks, data=out)
+    from airflow_colocate.cli.maintenance import exit_if
+
+    return exit_if(Report(blocks, data=out), [
+        f"backend {u['backend']} unreachable ({u['reason']}): its replicas were not verified; the others were"
+        for u in out.get("unreachable", [])], "verify")
 
 
 def _run(catalog, group: str | None, table: str | None, limit: int | None, master: str | None) -> dict:

@@ -92,7 +92,7 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
             except FutureTimeout:
                 error = f"no answer within {timeout:g}s"
             except Exception as exc:  # any I/O failure means the backend is not usable
-                error = f"{type(exc).__name__}: {exc}"[:500]
+                error = f"{type(exc).__name__}: {one_line_reason(exc, 480)}"
             recorded = catalog.health.record_probe(b.id, error is None, error, relocate_delay=delay)
             bad = sample_files(catalog, b.id, sample) if error is None and sample else []
             results.append(ProbeResult(recorded, error is None, error, round(time.monotonic() - started[b.id], 3),
@@ -103,6 +103,40 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
         catalog.health.check_groups()  # a backend went down or came back: groups say so at once
     return results
 
+
+
+def one_line_reason(exc: BaseException, limit: int = 300) -> str:
+    """An error as the one line a report shows (pyarrow's cannot-load messages run to a hundred
+    lines of dlopen attempts: the first says what is wrong)."""
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "") or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def unreachable_backends(backends, *, timeout: float = DEFAULT_PROBE_TIMEOUT) -> dict[int, str]:
+    """The backends (views with ``id`` and ``root_uri``) whose file system cannot be opened or
+    does not answer within ``timeout`` seconds, id -> the reason; a root that opens but is missing
+    is reachable (a lost disk: its replicas fail their checks, which is the truth). ``gc``,
+    ``verify`` and the probe skip these and go on with the others."""
+    targets = list(backends)
+    if not targets:
+        return {}
+    from airflow_colocate.storage import fs
+
+    pool = ThreadPoolExecutor(max_workers=min(16, len(targets)), thread_name_prefix="colocate-reach")
+    futures = {b.id: pool.submit(fs.exists, b.root_uri) for b in targets}
+    out: dict[int, str] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        for b in targets:
+            try:
+                futures[b.id].result(timeout=max(0.1, deadline - time.monotonic()))
+            except FutureTimeout:
+                out[b.id] = f"no answer within {timeout:g}s"
+            except Exception as exc:  # noqa: BLE001 - any failure to open it is the reason
+                out[b.id] = one_line_reason(exc)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return out
 
 
 def _minutes(td: timedelta) -> str:
@@ -146,5 +180,5 @@ def group_state(catalog, group: str, *, check: bool = True, db: str = "default")
     return health.to_dict()
 
 
-__all__ = ["ProbeResult", "group_state", "probe_backends", "probe_line", "probe_root", "relocate_delay_from_env",
-           "waiting_to_relocate"]
+__all__ = ["ProbeResult", "group_state", "one_line_reason", "probe_backends", "probe_line", "probe_root",
+           "relocate_delay_from_env", "unreachable_backends", "waiting_to_relocate"]

@@ -84,8 +84,11 @@ def scope(catalog, group: str | None = None, table: str | None = None) -> tuple[
 
 
 def plan_verify(catalog, *, group: str | None = None, table: str | None = None, limit: int | None = None,
-                work_dir: str | Path | None = None) -> tuple[VerifyPlan, dict[int, Target]]:
-    """The verify plan for the scope, and what each replica in it is (for the summary)."""
+                work_dir: str | Path | None = None,
+                skip_backends: frozenset[int] | set[int] = frozenset()) -> tuple[VerifyPlan, dict[int, Target]]:
+    """The verify plan for the scope, and what each replica in it is (for the summary).
+    ``skip_backends``: backend ids whose replicas are left out (unreachable: they would all read as
+    bad, which they are not)."""
     if limit is not None and limit < 1:
         raise InvalidArgument(f"invalid limit {limit}: verify at least 1 replica (or give no limit for all)")
     views, groups = scope(catalog, group, table)
@@ -93,6 +96,7 @@ def plan_verify(catalog, *, group: str | None = None, table: str | None = None, 
     # the least recently verified first, with what the summary names: no replica is loaded twice,
     # and --limit reads only the rows it verifies (a 3-year lake holds millions)
     needs = catalog.health.replicas_to_verify(groups=groups, limit=limit, table_ids=sorted(by_id))
+    needs = [n for n in needs if n.backend_id not in skip_backends]
     targets = {n.replica_id: Target(n.replica_id, by_id[n.table_id].qualified_name, n.partition, n.bucket_seq,
                                     n.backend_id, n.path, n.bytes, n.rows) for n in sorted(needs, key=lambda n: n.replica_id)}
     wanted = {n.replica_id: n for n in needs}
@@ -132,7 +136,15 @@ def verify(catalog, runner: Runner, *, group: str | None = None, table: str | No
            echo: Callable[[str], None] | None = None) -> dict:
     """Plan, run and record one verify; returns its summary (plain JSON)."""
     echo = echo or log.info
-    plan, targets = plan_verify(catalog, group=group, table=table, limit=limit, work_dir=work_dir)
+    from airflow_colocate.jobs.health import unreachable_backends
+
+    alive = [b for b in catalog.backends.list() if b.state == "alive"]
+    unreachable = unreachable_backends(alive)
+    names = {b.id: b.name for b in alive}
+    for backend_id, reason in unreachable.items():
+        echo(f"backend {names[backend_id]} unreachable, its replicas are not verified this run: {reason}")
+    plan, targets = plan_verify(catalog, group=group, table=table, limit=limit, work_dir=work_dir,
+                                skip_backends=set(unreachable))
     size = sum(t.bytes for t in targets.values())
     echo(f"verify job {plan.job_id}: {len(targets)} replicas of {len(plan.tables)} tables ({size} bytes)")
     report = runner(plan) if targets else VerifyReport(plan.job_id, [], [], 0.0, 0, "")
@@ -151,7 +163,8 @@ def verify(catalog, runner: Runner, *, group: str | None = None, table: str | No
         echo(f"group {g['group']}: {'stable' if g['stable'] else 'UNSTABLE: ' + (g['reason'] or '')}")
     return {"job_id": plan.job_id, "replicas": len(targets), "bytes": report.bytes,
             "rows": sum(r.rows for r in report.rows), "seconds": report.seconds, "bad": bad, "marked_bad": marked,
-            "groups": groups}
+            "groups": groups,
+            "unreachable": [{"backend_id": i, "backend": names[i], "reason": r} for i, r in sorted(unreachable.items())]}
 
 
 def _groups(catalog, targets, group: str | None, table: str | None) -> Sequence[str]:

@@ -1,0 +1,88 @@
+"""``colocate gc``: delete the files no visible version needs, backend by backend.
+
+A backend whose file system cannot be opened (a name node down, a bucket's credentials gone) is
+skipped with its reason: its garbage stays listed in the catalog for the next gc, and the others
+are cleaned now. Files are deleted before their rows are forgotten, so a crash in between only means
+the next gc deletes nothing and forgets them; a file that could not be deleted is not forgotten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from airflow_colocate.catalog.views import GarbageItem
+from airflow_colocate.jobs.health import one_line_reason, unreachable_backends
+from airflow_colocate.storage import fs, sweep
+
+
+@dataclass
+class GcResult:
+    items: list[GarbageItem] = field(default_factory=list)  # deleted (or, in a dry run, to delete)
+    temps: list[str] = field(default_factory=list)  # temporary copies of killed jobs, likewise
+    unreachable: dict[str, str] = field(default_factory=dict)  # backend name (or scheme://host) -> reason
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (uri, reason): not deleted, not forgotten
+    skipped: int = 0  # garbage items left on unreachable backends for the next gc
+
+
+def _owner(uri: str, roots: dict[str, str]) -> str | None:
+    """The name of the backend whose root holds ``uri`` (longest root wins)."""
+    best = None
+    for root, name in roots.items():
+        r = root.rstrip("/")
+        if (uri == r or uri.startswith(r + "/")) and (best is None or len(r) > len(best[0])):
+            best = (r, name)
+    return best[1] if best else None
+
+
+def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: bool = False,
+                    dry_run: bool = False) -> GcResult:
+    """Delete (unless ``dry_run``) the catalog's garbage and the stale temporary copies on every
+    reachable backend (alive or decommissioning; a down backend's copies go when it is back)."""
+    out = GcResult()
+    backends = [b for b in catalog.backends.list() if b.state != "decommissioned"]
+    unreachable = unreachable_backends(backends)
+    names = {b.id: b.name for b in backends}
+    out.unreachable = {names[i]: reason for i, reason in unreachable.items()}
+    roots = {b.root_uri: b.name for b in backends}
+    for b in backends:
+        if b.state not in ("alive", "decommissioning") or b.id in unreachable:
+            continue
+        try:
+            out.temps += sweep.stale_temps(b.root_uri, older_than_seconds=stale_after.total_seconds(), deep=deep)
+        except Exception as exc:  # noqa: BLE001 - opened a moment ago, gone now: report it, go on
+            out.unreachable[b.name] = one_line_reason(exc)
+    done, kept = [], set()  # kept: versions with a file left behind, whose rows must stay
+    for item in catalog.writes.garbage(grace=grace, stale_after=stale_after):
+        owner = _owner(item.uri, roots)
+        if owner in out.unreachable:
+            out.skipped += 1
+            kept.add((item.partition_id, item.version))
+            continue
+        if not dry_run:
+            try:
+                fs.delete_tree(item.uri)
+            except Exception as exc:  # noqa: BLE001 - left for the next gc, named now
+                reason = one_line_reason(exc)
+                if owner is None and "cannot open a file system" in reason:
+                    parts = urlsplit(item.uri)
+                    out.unreachable[f"{parts.scheme}://{parts.netloc}"] = reason
+                out.failed.append((item.uri, reason))
+                kept.add((item.partition_id, item.version))
+                continue
+        done.append(item)
+    if not dry_run:
+        # a version is forgotten only once every file of it is gone (its rows list them all)
+        catalog.writes.forget_garbage([i for i in done if i.partition_id is None or (i.partition_id, i.version) not in kept])
+        for uri in list(out.temps):
+            try:
+                fs.delete_file(uri)
+            except Exception as exc:  # noqa: BLE001
+                out.failed.append((uri, one_line_reason(exc)))
+                out.temps.remove(uri)
+    out.items = done
+    return out
+
+
+__all__ = ["GcResult", "collect_garbage"]
