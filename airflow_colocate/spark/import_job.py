@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from airflow_colocate.core.contract import ImportPlan, ImportReport, WriteReport
 from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core.sqltypes import comparable_type, widening_ok
 from airflow_colocate.spark import write_job
 from airflow_colocate.spark.failures import first_line, is_spark_error, one_line
 from airflow_colocate.spark.session import scoped
@@ -83,11 +84,56 @@ def read_all(spark, plan: ImportPlan):
     fmt = plan.format.lower()
     if fmt not in ("parquet", "orc"):
         raise ColocateError(f"import source format {plan.format!r} is not supported: use parquet or orc")
+    folders = [p.folder for p in plan.partitions]
     # the folder names, exactly: the catalog's partition values
     with scoped(spark, {"spark.sql.sources.partitionColumnTypeInference.enabled": "false"}):
-        df = spark.read.format(fmt).option("basePath", plan.root).load([p.folder for p in plan.partitions])
+        try:
+            # partitions written under different schema versions: the union of their columns (a
+            # column missing from a partition reads as null), as a read across schema versions does
+            df = spark.read.format(fmt).option("basePath", plan.root).option("mergeSchema", "true").load(folders)
+        except Exception as exc:
+            if not is_spark_error(exc) or "merge" not in str(exc).lower():
+                raise
+            df = _read_widened(spark, plan, fmt, folders)
     log.info(f"source: {fmt} {plan.root}, {len(plan.partitions)} partition folders")
     return df
+
+
+def _read_widened(spark, plan: ImportPlan, fmt: str, folders: list[str]):
+    """Partitions whose types differ (a column widened, int in old folders and bigint in new):
+    each group of folders with one schema read on its own, every column cast to the widest of its
+    types (:func:`widening_ok`), and the groups unioned by name. Types no widening joins are
+    refused with one line naming the column, its types and a folder of each."""
+    from pyspark.sql import functions as F
+
+    groups: dict[str, tuple[object, list[str]]] = {}
+    for folder in folders:
+        schema = spark.read.format(fmt).option("basePath", plan.root).load(folder).schema
+        groups.setdefault(schema.simpleString(), (schema, []))[1].append(folder)
+    types: dict[str, dict[str, str]] = {}  # lower name -> type -> a folder
+    names: dict[str, str] = {}
+    for schema, group in groups.values():
+        for f in schema.fields:
+            names.setdefault(f.name.lower(), f.name)
+            types.setdefault(f.name.lower(), {}).setdefault(comparable_type(f.dataType.simpleString()), group[0])
+    widest: dict[str, str] = {}
+    for key, seen in types.items():
+        best = next((t for t in seen if all(widening_ok(o, t) for o in seen)), None)
+        if best is None:
+            raise ColocateError(f"import of {plan.root}: column {names[key]!r} has types no lossless widening joins: "
+                                + ", ".join(f"{t} (e.g. {folder})" for t, folder in seen.items())
+                                + "; rewrite the partitions of one type, or import them separately")
+        widest[key] = best
+    out = None
+    for schema, group in groups.values():
+        df = spark.read.format(fmt).option("basePath", plan.root).load(group)
+        have = {f.name.lower(): f for f in schema.fields}
+        cols = [(F.col(f"`{have[k].name}`").cast(t) if k in have else F.lit(None).cast(t)).alias(names[k])
+                for k, t in widest.items()]
+        df = df.select(*cols)
+        out = df if out is None else out.unionByName(df)
+    log.info(f"source: {len(groups)} schemas among {len(folders)} partition folders, merged by widening")
+    return out
 
 
 def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
