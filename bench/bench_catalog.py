@@ -5,7 +5,10 @@
 Builds, at each scale (a share of 1,095 days of history), a catalog of one group of 10 tables x
 64 buckets x 3 replicas on 24 backends, daily partitions, and times each control-plane operation
 in a fresh child process on it (time of the catalog work after imports; peak RSS of the child).
-At 100% the catalog holds about 2.1 million replica rows.
+At 100% the catalog holds about 2.1 million replica rows. Each table has 3 schema versions (a
+column added, then widened), and the oldest third of the history (a year at 100%) has been dropped
+by the tables' retention into the recycle bin: its replica rows stay (invisible, until purged), so
+every query must skip them.
 
 The catalog is built quickly but honestly: backends, group and tables through the real API, then
 the rows of every daily write (partition, version, write job, replicas, events, bucket summaries,
@@ -117,7 +120,26 @@ def setup(url: str, shape: Shape, root: Path):
     for t in range(shape.tables):
         cat.tables.create(f"t{t}", COLUMNS, ["id"], bucket_num=shape.buckets, replication_num=shape.replicas,
                          partition_cols=["dt"], colocate_with=GROUP)
+        cat.schemas.alter(f"t{t}", add=[("n", "int")])  # schema version 2
+        cat.schemas.alter(f"t{t}", widen=[("n", "bigint")])  # schema version 3
     return cat, clock
+
+
+def dropped_days(shape: Shape) -> int:
+    """The oldest third of the history: a year of the three at 100%."""
+    return shape.days // 3
+
+
+def age(cat, shape: Shape, clock: Clock) -> None:
+    """After the history: every table gets the retention that drops its oldest third, and the
+    retention pass drops those partitions into the recycle bin, through the real API."""
+    dropped = dropped_days(shape)
+    if not dropped:
+        return
+    clock.t = write_time(shape.days, 0) + timedelta(hours=3)
+    for t in range(shape.tables):
+        cat.schemas.set_retention(f"t{t}", shape.days - dropped)
+    cat.partitions.expire(today=FIRST_DAY + timedelta(days=shape.days))
 
 
 def build_api(url: str, shape: Shape, root: Path) -> None:
@@ -130,6 +152,7 @@ def build_api(url: str, shape: Shape, root: Path) -> None:
             daily_write(cat, t, day, work)
     clock.t = write_time(shape.days, 0) + timedelta(hours=2)
     cat.writes.forget_garbage(cat.writes.garbage())
+    age(cat, shape, clock)
     cat.dispose()
 
 
@@ -143,7 +166,7 @@ def build_bulk(url: str, shape: Shape, root: Path, *, chunk_days: int = 20) -> N
     from airflow_colocate.planner.write import write_plan
     from airflow_colocate.storage import layout
 
-    cat, _ = setup(url, shape, root)
+    cat, clock = setup(url, shape, root)
     work = (root / "runs").as_uri()
     group = cat.groups.get(GROUP)
     views = [cat.tables.get(f"t{t}") for t in range(shape.tables)]
@@ -228,6 +251,8 @@ def build_bulk(url: str, shape: Shape, root: Path, *, chunk_days: int = 20) -> N
             for name in ("partitions", "jobs", "replicas", "events"):  # the API's inserts advance the sequences
                 conn.exec_driver_sql(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), (SELECT max(id) FROM {name}))")
             conn.commit()
+    age(cat, shape, clock)  # after the sequences are set: the API inserts events
+    if cat.engine.dialect.name == "postgresql":
         with cat.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("ANALYZE")
     else:
@@ -306,6 +331,8 @@ OPERATIONS = [
     ("commit", "commit one daily write (catalog side: begin, targets, commit)"),
     ("check_after_commit", "group check after that write"),
     ("join_plan", "plan a 30-day join of two tables (replica choice per bucket)"),
+    ("expire", "retention pass of every table, steady state (nothing newly expired)"),
+    ("recycle_bin", "the recycle bin of every table (the Colocation page's tables)"),
 ]
 
 
@@ -343,6 +370,10 @@ def run_operation(url: str, op: str, shape: Shape, round_: int = 0) -> None:
     elif op == "join_plan":
         days = [day_value(d) for d in range(max(0, shape.days - 30), shape.days)]
         read_plans(cat, {"default.t0": days, "default.t1": days})
+    elif op == "expire":
+        cat.partitions.expire(today=FIRST_DAY + timedelta(days=shape.days))
+    elif op == "recycle_bin":
+        cat.partitions.recycle_bin()
     else:
         raise SystemExit(f"unknown operation {op!r}")
     seconds = time.perf_counter() - started

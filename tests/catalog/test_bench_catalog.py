@@ -28,4 +28,9 @@ def test_bulk_build_equals_the_api_build(catalog_url, tmp_path):
     cat = Catalog(bulk)
     assert cat.tx(summary.drift) == []  # the bulk summaries are a recount, as the write path keeps them
     assert cat.health.check_group("lake").stable
+    # 3 schema versions per table, the oldest third of the days in the recycle bin
+    assert [v.version for v in cat.schemas.history("t0")] == [1, 2, 3]
+    dropped = bench_catalog.dropped_days(shape)
+    assert dropped and len(cat.partitions.list("t0", dropped=True)) == dropped
+    assert len(cat.partitions.list("t0")) == shape.days - dropped
     cat.dispose()
