@@ -339,7 +339,8 @@ TYPED_LISTINGS = {
                             "Detail": lambda v: isinstance(v, dict)}),
     "gc": (["gc", "--dry-run", "--stale-hours", "0", "--grace-minutes", "0"], {"Reason": str, "Uri": str, "Removed": bool}),
     "jobs list": (["jobs", "list"], {"JobId": int, "Kind": str, "State": str, "Group": OPT_STR, "Step": OPT_STR,
-                                     "Moves": OPT_INT, "Done": OPT_INT, "Updated": str}),
+                                     "Moves": OPT_INT, "Done": OPT_INT, "Percent": (float, type(None)),
+                                     "EtaSeconds": (float, type(None)), "Updated": str}),
 }
 
 

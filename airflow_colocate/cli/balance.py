@@ -102,11 +102,19 @@ def jobs() -> None:
 @json_option
 @pass_env
 def list_(env: Env, kind: str | None, state: str | None, limit: int) -> Table:
-    return Table(["JobId", "Kind", "State", "Group", "Step", "Moves", "Done", "Updated"],
-                 [[j.id, j.kind, j.state, j.group or None, j.step or None,
-                   len(j.plan.get("moves", [])) if j.kind != "write" else None,
-                   j.progress.get("cloned", j.progress.get("rows")), j.updated_at]
-                  for j in env.catalog().jobs.list(kinds=[kind] if kind else None, states=[state] if state else None, limit=limit)])
+    from airflow_colocate.jobs.balance import job_progress
+
+    catalog = env.catalog()
+    now = catalog.now()
+    rows = []
+    for j in catalog.jobs.list(kinds=[kind] if kind else None, states=[state] if state else None, limit=limit):
+        moving = j.kind not in ("write", "gc")
+        progress = job_progress(j, now) if moving else {"percent": None, "eta_seconds": None}
+        rows.append([j.id, j.kind, j.state, j.group or None, j.step or None,
+                     len(j.plan.get("moves", [])) if j.kind != "write" else None,
+                     j.progress.get("cloned", j.progress.get("rows")), progress["percent"], progress["eta_seconds"],
+                     j.updated_at])
+    return Table(["JobId", "Kind", "State", "Group", "Step", "Moves", "Done", "Percent", "EtaSeconds", "Updated"], rows)
 
 
 @jobs.command("cancel", help="Cancel balance job JOB_ID if it has not switched its map yet.")

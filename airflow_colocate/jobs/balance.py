@@ -35,6 +35,7 @@ from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY
 from airflow_colocate.core.contract import ClonePlan, CloneReport, CloneTask, VerifyTask
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.core.times import utc
 from airflow_colocate.jobs import metrics
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
@@ -69,6 +70,9 @@ class BalanceOptions:
     grace: timedelta = DEFAULT_GRACE
     comeback_fraction: float = 0.5
     max_rounds: int = 4
+    # one clone job copies at most this much before its clones are registered (progress, resume)
+    clone_batch_bytes: int = 2 << 30
+    clone_batch_replicas: int = 2_000
     groups: Sequence[str] | None = None
     verify: bool = False
     verify_limit: int | None = None
@@ -157,6 +161,42 @@ def clone_plan(job_id: str, needs: Sequence[CloneNeed], report_uri: str,
     return ClonePlan(job_id=job_id, copies=tasks, report_uri=report_uri, verifies=list(verifies))
 
 
+def clone_batches(needs: Sequence[CloneNeed], max_bytes: int, max_replicas: int) -> list[list[CloneNeed]]:
+    """``needs`` biggest first, cut into batches of at most ``max_replicas`` replicas and about
+    ``max_bytes`` bytes (a replica bigger than that is a batch of its own). Biggest first, so the
+    long copies start early and the last batch is quick small files."""
+    out: list[list[CloneNeed]] = []
+    batch: list[CloneNeed] = []
+    size = 0
+    for need in sorted(needs, key=lambda n: -n.bytes):
+        if batch and (len(batch) >= max_replicas or size + need.bytes > max_bytes):
+            out.append(batch)
+            batch, size = [], 0
+        batch.append(need)
+        size += need.bytes
+    if batch:
+        out.append(batch)
+    return out
+
+
+def job_progress(job: JobView, now) -> dict:
+    """A balance job's progress as the CLI and the page show it: bytes copied of the bytes its
+    moves plan, the percent, and the time left at the rate so far (elapsed since the job was
+    created); None where it cannot be known (no moves planned, nothing copied yet)."""
+    plan, progress = job.plan or {}, job.progress or {}
+    planned = sum(int(mv.get("bytes") or 0) for mv in plan.get("moves") or [] if isinstance(mv, dict))
+    copied = int(progress.get("bytes") or 0) if isinstance(progress.get("bytes"), (int, float)) else 0
+    finished = progress.get("step") == "finished" or job.state in ("done", "committed")
+    percent = 100.0 if finished else (round(min(100.0, 100.0 * copied / planned), 1) if planned else None)
+    eta = None
+    if not finished and planned and copied and job.created_at is not None:
+        elapsed = (utc(now) - utc(job.created_at)).total_seconds()
+        eta = round(max(0.0, elapsed * (planned - copied) / copied), 1) if elapsed > 0 else None
+    elif finished:
+        eta = 0.0
+    return {"planned_bytes": planned, "copied_bytes": copied, "percent": percent, "eta_seconds": eta}
+
+
 class Balancer:
     """One balance run over the catalog. ``on_step(step, job_id)`` is called after each recorded
     step (``planned``, ``unstable``, ``cloned``, ``switched``, ``finished``, ``dropping``,
@@ -187,14 +227,21 @@ class Balancer:
         return report
 
     def _clone_round(self, job: JobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:
-        report = self._run_plan(f"balance-{job.id}", needs)
-        added, stale = self.catalog.balance.register_clones(job.id, report.copies)
-        for path in stale:
-            fs.delete_tree(path)
-        for c in report.copies:
-            if not c.ok:
-                self.echo(f"job {job.id}: clone to {c.path} failed: {c.error}")
-        return added, sum(c.bytes for c in report.copies if c.ok)
+        """Clone ``needs`` in batches (:func:`clone_batches`), registering each batch's clones as
+        it ends: the job's progress (bytes copied of planned, so percent and time left) moves while
+        a lost disk is repaired, and a killed run keeps every finished batch."""
+        added = copied = 0
+        for batch in clone_batches(needs, self.options.clone_batch_bytes, self.options.clone_batch_replicas):
+            report = self._run_plan(f"balance-{job.id}", batch)
+            n, stale = self.catalog.balance.register_clones(job.id, report.copies)
+            for path in stale:
+                fs.delete_tree(path)
+            for c in report.copies:
+                if not c.ok:
+                    self.echo(f"job {job.id}: clone to {c.path} failed: {c.error}")
+            added += n
+            copied += sum(c.bytes for c in report.copies if c.ok)
+        return added, copied
 
     # -- steps ------------------------------------------------------------------------------
 

@@ -70,10 +70,17 @@ def job_model(j: JobView) -> dict:
         done = min(1.0, copied / planned)
     else:
         done = None
+    eta = None
+    if j.kind not in ("write", "gc"):  # a balance job: time left at its copy rate so far (jobs.balance)
+        from datetime import datetime, timezone
+
+        from airflow_colocate.jobs.balance import job_progress
+
+        eta = job_progress(j, datetime.now(timezone.utc))["eta_seconds"]
     return {"id": j.id, "kind": j.kind, "state": j.state, "group_id": j.group_id, "group": j.group or None,
             "subject": j.subject, "rows": progress.get("rows") if isinstance(progress.get("rows"), int) else None,
             "step": step if isinstance(step, str) else None, "moves": len(moves), "planned_bytes": planned,
-            "copied_bytes": copied, "done_fraction": done, "progress": progress,
+            "copied_bytes": copied, "done_fraction": done, "eta_seconds": eta, "progress": progress,
             "created_at": j.created_at, "updated_at": j.updated_at}
 
 

@@ -114,6 +114,7 @@ class Job(BaseModel):
     planned_bytes: int
     copied_bytes: int
     done_fraction: float | None
+    eta_seconds: float | None = None  # a balance job's time left at its copy rate so far
     progress: dict[str, Any]
     created_at: datetime
     updated_at: datetime

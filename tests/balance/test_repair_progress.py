@@ -1,0 +1,73 @@
+"""A repair shows its progress while it runs (issue 29): the clone round is cut into batches whose
+clones are registered as each ends, so the job's bytes copied, percent and time left move; the
+CLI's ``jobs list`` and the page's job rows read them (jobs.balance.job_progress)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import timedelta
+from types import SimpleNamespace
+
+from balance_lake import assert_whole
+
+from airflow_colocate.jobs.balance import BalanceOptions, Balancer, clone_batches, job_progress
+from airflow_colocate.jobs.health import probe_backends
+from airflow_colocate.jobs.runners import local_runner
+
+
+def _need(n: int, size: int):
+    return SimpleNamespace(key=n, bytes=size)  # clone_batches reads the size only
+
+
+def test_batches_biggest_first_within_both_limits():
+    needs = [_need(i, s) for i, s in enumerate([5, 100, 1, 40, 60, 2, 3])]
+    batches = clone_batches(needs, max_bytes=100, max_replicas=3)
+    assert [[n.bytes for n in b] for b in batches] == [[100], [60, 40], [5, 3, 2], [1]]
+    assert clone_batches([], 10, 10) == []
+
+
+def test_a_lost_disk_repair_reports_percent_and_time_left_as_it_goes(lake):
+    for table in ("a", "b"):
+        lake.create(table, buckets=4, replicas=2)
+        for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
+            lake.write(table, day, range(300))
+    cat = lake.catalog
+    shutil.rmtree(lake.root / "backends" / "be2")
+    probe_backends(cat, timeout=10, sample=0)
+    lake.clock.advance(minutes=31)  # past the relocate delay
+    seen = []
+    inner = local_runner()
+
+    def runner(plan):
+        (job,) = [j for j in cat.jobs.list() if j.kind != "write" and j.state == "running"]
+        lake.clock.advance(seconds=10)  # each batch takes ten seconds of the catalog's clock
+        seen.append(job_progress(job, cat.now()))
+        return inner(plan)
+
+    Balancer(cat, runner, BalanceOptions(grace=timedelta(0), clone_batch_replicas=3), work_dir=lake.work).run()
+    assert len(seen) >= 3, seen
+    assert seen[0]["copied_bytes"] == 0 and seen[0]["percent"] == 0.0 and seen[0]["eta_seconds"] is None
+    percents = [s["percent"] for s in seen]
+    assert percents == sorted(percents) and 0 < percents[-1] < 100  # it moved while the repair ran
+    assert all(s["eta_seconds"] > 0 for s in seen[1:]) and seen[-1]["planned_bytes"] > 0
+    assert_whole(cat)
+    (job,) = [j for j in cat.jobs.list() if j.kind != "write"]
+    assert job_progress(job, cat.now()) | {"planned_bytes": 0, "copied_bytes": 0} == {
+        "planned_bytes": 0, "copied_bytes": 0, "percent": 100.0, "eta_seconds": 0.0}
+
+
+def test_jobs_list_shows_percent_and_time_left(lake, monkeypatch, capsys):
+    from airflow_colocate.cli import main
+
+    lake.create("a", buckets=4, replicas=2)
+    lake.write("a", "2026-11-01", range(300))
+    shutil.rmtree(lake.root / "backends" / "be2")
+    probe_backends(lake.catalog, timeout=10, sample=0)
+    lake.clock.advance(minutes=31)
+    lake.run()
+    monkeypatch.setenv("COLOCATE_CATALOG_URL", str(lake.catalog.engine.url))
+    capsys.readouterr()  # the balance run's lines
+    assert main(["jobs", "list", "--json"]) == 0
+    (row,) = [r for r in json.loads(capsys.readouterr().out) if r["Kind"] != "write"]
+    assert row["Percent"] == 100.0 and row["EtaSeconds"] == 0.0
