@@ -108,3 +108,32 @@ def test_retention_at_create_and_alter(cat):
     with pytest.raises(ColocateError, match="not partitioned"):
         cat.tables.create("u", COLUMNS, ["id"], bucket_num=2, retention_days=3)
     assert [e.kind for e in cat.events(limit=2, kind="table.set_retention")] == ["table.set_retention"] * 2
+
+
+def test_migration_0005_gives_existing_tables_their_first_version(catalog_url, tmp_path):
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from airflow_colocate.catalog.migrate import _config
+
+    c = Catalog(catalog_url, actor="pytest", clock=Clock())
+    c.init()
+    add_local_backends(c, tmp_path / "backends", n=2)
+    c.tables.create("old", COLUMNS, ["id"], bucket_num=2, partition_cols=["dt"], colocate_with="g")
+    write(c, "old", "2026-11-01")
+    c.dispose()
+    cfg = _config()
+    plain = create_engine(catalog_url)
+    with plain.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0004")
+    plain.dispose()
+    c = Catalog(catalog_url, actor="pytest", clock=Clock())
+    c.init()  # 'colocate init' upgrades
+    c.check_schema()
+    history = c.schemas.history("old")
+    assert [(h.version, h.columns, h.change) for h in history] == [(1, tuple(COLUMNS), ())]
+    t = c.schemas.alter("old", add=["extra string"])
+    assert t.schema_version == 2 and t.retention_days is None
+    assert c.partitions.list("old")[0].dropped_at is None
+    c.dispose()
