@@ -168,7 +168,7 @@ def test_drop_recover_and_a_read_started_before_the_drop(spark, evolved, tmp_pat
 
     # A read planned before a drop (and a purge, and gc within its grace) still reads its rows.
     sql = SQL1.format(A="A", B="B", C="C")
-    plan, ticket = prepare_join(cat, sql, {t: None for t in "ABC"})
+    plan, _ = prepare_join(cat, sql, {t: None for t in "ABC"})
     paths = [b[0].path for p in cat.writes.read_replicas("C", [DAYS[3]])[1] for b in p.buckets if b]
     cat.partitions.drop("C", DAYS[3], force=True)
     gc(cat, grace=timedelta(hours=1))
