@@ -15,9 +15,10 @@ from datetime import date, timedelta
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.partitions import DEFAULT_RECYCLE_BIN, partition_date
-from airflow_colocate.storage import fs
+from airflow_colocate.jobs.gc import collect_garbage
 
 DEFAULT_GRACE = timedelta(hours=1)  # what 'colocate gc' keeps superseded versions for running readers
+DEFAULT_STALE = timedelta(hours=24)  # and after which a write still staging is dead
 
 
 @dataclass
@@ -26,9 +27,11 @@ class RetentionResult:
     purged: list[dict] = field(default_factory=list)  # {"table", "partition", "version"}
     erased: list[str] = field(default_factory=list)  # directories deleted
     dry_run: bool = False
+    unreachable: dict[str, str] = field(default_factory=dict)  # backend -> why gc left its files for later
 
     def as_dict(self) -> dict:
-        return {"expired": self.expired, "purged": self.purged, "erased": self.erased, "dry_run": self.dry_run}
+        return {"expired": self.expired, "purged": self.purged, "erased": self.erased, "dry_run": self.dry_run,
+                "unreachable": self.unreachable}
 
 
 def apply_retention(catalog: Catalog, *, today: date | None = None, window: timedelta = DEFAULT_RECYCLE_BIN,
@@ -48,11 +51,10 @@ def apply_retention(catalog: Catalog, *, today: date | None = None, window: time
                       for e in catalog.partitions.expire(today=today)]
     result.purged = [{"table": t, "partition": p.value, "version": p.dropped_version}
                      for t, p in catalog.partitions.purge_dropped(retention=window)]
-    items = catalog.writes.garbage(grace=grace)
-    for item in items:
-        fs.delete_tree(item.uri)  # files before rows: a crash in between only repeats the delete
-    catalog.writes.forget_garbage(items)
-    result.erased = sorted({i.uri for i in items})
+    # gc as 'colocate gc' runs it (jobs/gc.py): files before rows, an unreachable backend's left for later
+    gc = collect_garbage(catalog, grace=grace, stale_after=DEFAULT_STALE)
+    result.erased = sorted({i.uri for i in gc.items})
+    result.unreachable = dict(gc.unreachable)
     return result
 
 
