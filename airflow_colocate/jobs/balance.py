@@ -71,8 +71,8 @@ class BalanceOptions:
     comeback_fraction: float = 0.5
     max_rounds: int = 4
     # one clone job copies at most this much before its clones are registered (progress, resume)
-    clone_batch_bytes: int = 2 << 30
-    clone_batch_replicas: int = 2_000
+    clone_batch_bytes: int = 1 << 30
+    clone_batch_replicas: int = 500
     groups: Sequence[str] | None = None
     verify: bool = False
     verify_limit: int | None = None

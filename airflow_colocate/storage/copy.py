@@ -50,7 +50,8 @@ def tmp_area(root: str) -> str:
     if not fs.exists(root):
         raise StagingError(f"backend root {root} does not exist (a lost or unmounted disk): nothing is copied there")
     area = layout.tmp_dir(root)
-    fs.makedirs(area)
+    if not fs.is_dir(area):  # a stat, not a mkdir per copied file: 0.2 ms each, 10,000s in a repair
+        fs.makedirs(area)
     return area
 
 
