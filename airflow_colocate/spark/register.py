@@ -441,9 +441,9 @@ def _ours(spark, name: str, text: str | None) -> bool:
     """Whether the temp view ``name`` is one this module created: it reads our backing table (from its
     text; on Spark Connect, this session created it and its plan still reads that table)."""
     ident = backing_ident(name)
-    if text is not None:
-        return f"FROM {ident}" in text
-    if name not in _state(spark)[1]:
+    if text is not None:  # Spark's names are case-insensitive: our view `a` is still ours when asked for as `A`
+        return f"FROM {ident}".lower() in text.lower()
+    if name.lower() not in {view.lower() for view in _state(spark)[1]}:
         return False
     try:
         plan = spark.table(quote_ident(name))._explain_string(extended=True)

@@ -169,3 +169,23 @@ def test_scoped_sets_then_restores_or_unsets_on_failure_too(spark):
         assert sc.getLocalProperty("spark.jobGroup.id") is None and sc.getLocalProperty("spark.job.description") is None
     finally:
         spark.conf.unset(kept)
+
+
+def test_our_own_view_is_ours_whatever_the_case_of_its_name(spark, tpch_catalog):
+    """Spark's names are case-insensitive: a view colocate registered as ``orders`` is ours when a
+    later read registers a table named ``ORDERS`` (a catalog may hold both names), not refused as if
+    the user had made it."""
+    from dataclasses import replace
+
+    from airflow_colocate.spark.register import register_tables
+
+    (orders,) = register(spark, {"orders": BOTH["orders"]}, catalog=tpch_catalog)
+    try:
+        register_tables(spark, [replace(orders, name="ORDERS")])
+        assert spark.table("ORDERS").count() == spark.table("orders").count() > 0
+        with pytest.raises(ColocateError, match="did not create"):  # a caller's own view still is not ours
+            spark.range(1).createOrReplaceTempView("Lineitem")
+            register(spark, {"lineitem": BOTH["lineitem"]}, catalog=tpch_catalog)
+    finally:
+        spark.catalog.dropTempView("Lineitem")
+        unregister(spark)
