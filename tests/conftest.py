@@ -118,13 +118,19 @@ def airflow_db():
 # The longest test files (seconds on the idle 2-core machine, two workers), started first so the
 # two workers finish together instead of one running a 4-minute file alone at the end.
 LONGEST_FIRST = [
-    "tests/dags/test_dags.py",  # ~190 s: the daily DAG twice through spark-submit
-    "tests/dags/test_daily_dag_on_cluster.py",  # ~170 s
-    "tests/balance/test_local_reads.py",  # ~150 s
-    "tests/operators/test_join_operator.py",
+    "tests/dags/test_dags.py",  # ~190-300 s: the daily DAG twice through spark-submit
+    "tests/dags/test_daily_dag_on_cluster.py",  # ~170-280 s
+    "tests/balance/test_local_reads.py",  # ~150-200 s
+    "tests/spark/test_cluster_without_package.py",  # ~170 s: a cluster whose workers lack the package
+    "tests/joins/test_read_failover.py",  # ~150 s: a small lake per fault
+    "tests/joins/test_schema_evolution.py",  # ~140 s
+    "tests/plugins/test_browser.py",
     "tests/balance/test_maintenance_dag.py",
+    "tests/operators/test_join_operator.py",
+    "tests/joins/test_spark_connect.py",  # a Spark Connect server (~20 s to start)
     "tests/operators/test_task_log.py",
     "tests/test_compose_services.py",
+    "tests/test_wheel.py",  # builds and installs the wheel
     "tests/operators/test_write_operator.py",
 ]
 
