@@ -446,13 +446,14 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
 
     run = api_server.api(f"/api/v2/dags/colocate_maintenance/dagRuns/{run_id}")
     assert run["conf"] == {"action": "repair", "dry_run": False, "group": None, "table": None, "backend": None,
-                           "strategy": "count"}
+                           "today": None, "strategy": "count", "alert_after_minutes": None}
 
     # Run it (see RUNNER): the tasks run for real against the run's own catalog.
     result = run_in_helper(api_server, run)
     assert result["run_id"] == run_id and result["state"] == "success", result
     assert result["tasks"] == {"choose": "success", "balance": "success", "probe": "skipped",
-                               "decommission": "skipped", "verify": "skipped"}, result
+                               "decommission": "skipped", "verify": "skipped", "retention": "skipped",
+                               "alert": "success"}, result  # the alert task runs on every run
 
     # and the UI shows that run as a success
     assert api_server.api(f"/api/v2/dags/colocate_maintenance/dagRuns/{run_id}")["state"] == "success"
