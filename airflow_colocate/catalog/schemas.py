@@ -129,22 +129,20 @@ class Schemas:
             index = {n.lower(): i for i, (n, _) in enumerate(cols)}
             keys = {c.lower(): "distribution" for c in t.dist_cols} | {c.lower(): "partition" for c in t.partition_cols}
             change: list[dict] = []
+
+            def data_column(name: str, verb: str, refused: str, why: str) -> None:
+                """Refuse a change of a column that is missing, or that the group schema fixes."""
+                if name.lower() not in index:
+                    raise InvalidArgument(f"cannot {verb} column {name!r} of {label}: it has no such column "
+                                          f"(its columns: {', '.join(n for n, _ in cols)})")
+                if name.lower() in keys:
+                    raise SchemaMismatch(f"cannot {refused} column {name!r} of {label}: it is a {keys[name.lower()]} "
+                                         f"column, which the colocation group schema fixes {why}")
+
             for name in drops:
-                if name.lower() not in index:
-                    raise InvalidArgument(f"cannot drop column {name!r} of {label}: it has no such column "
-                                          f"(its columns: {', '.join(n for n, _ in cols)})")
-                if name.lower() in keys:
-                    raise SchemaMismatch(f"cannot drop column {name!r} of {label}: it is a {keys[name.lower()]} column, "
-                                         f"which the colocation group schema fixes (rows are placed by it); "
-                                         f"create a new table to change it")
+                data_column(name, "drop", "drop", "(rows are placed by it); create a new table to change it")
             for name, typ in widens:
-                if name.lower() not in index:
-                    raise InvalidArgument(f"cannot widen column {name!r} of {label}: it has no such column "
-                                          f"(its columns: {', '.join(n for n, _ in cols)})")
-                if name.lower() in keys:
-                    raise SchemaMismatch(f"cannot change the type of column {name!r} of {label}: it is a "
-                                         f"{keys[name.lower()]} column, which the colocation group schema fixes "
-                                         f"(its type decides each row's bucket or directory)")
+                data_column(name, "widen", "change the type of", "(its type decides each row's bucket or directory)")
                 old = cols[index[name.lower()]][1]
                 why = widening(old, typ)
                 if why is not None:
