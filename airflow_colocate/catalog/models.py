@@ -60,6 +60,10 @@ class Backend(Base):
     marker_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # The replica id after which the probe's rotating sample of files resumes.
     sample_cursor: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # The last probe's own finding, whatever the state says (an admin's mark holds against the probe).
+    last_probe_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_probe_ok: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    last_probe_detail: Mapped[str | None] = mapped_column(String(1024), nullable=True)
 
 
 class ColocateGroup(Base):
@@ -84,6 +88,8 @@ class ColocateGroup(Base):
     # and balance jobs (a commit, a clone, a drop, a bad replica, a map switch, a table joining or
     # leaving): a check that finds the generation it saw last reuses its answer.
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # When ``stable`` last turned false (None while stable, or not yet checked since 0007).
+    unstable_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     __table_args__ = (
         Index("uq_group_db_name", "db_id", "name", unique=True, postgresql_where=text("db_id IS NOT NULL"),
               sqlite_where=text("db_id IS NOT NULL")),
