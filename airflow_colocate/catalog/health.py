@@ -27,16 +27,20 @@ from airflow_colocate.catalog.views import (
     SampledReplica,
     VerifyNeed,
     is_unavailable,
+    split_reason,
 )
 from airflow_colocate.core.errors import NotFound
 from airflow_colocate.core.times import utc
 
 
 def _health(b: m.Backend, now: datetime, delay: timedelta) -> BackendHealth:
+    reason, source = split_reason(b.state_reason)
     return BackendHealth(id=b.id, name=b.name, root_uri=b.root_uri, host=b.host, capacity_bytes=b.capacity_bytes,
                          state=b.state, state_since=utc(b.state_since), last_heartbeat=utc(b.last_heartbeat),
-                         state_reason=b.state_reason,
-                         unavailable=is_unavailable(b.state, b.state_since, now, delay))
+                         state_reason=reason, reason_source=source,
+                         unavailable=is_unavailable(b.state, b.state_since, now, delay),
+                         last_probe_at=utc(b.last_probe_at), last_probe_ok=b.last_probe_ok,
+                         last_probe_detail=b.last_probe_detail)
 
 
 def _redundant(s: Session, bk: Buckets, bucket_map: list[list[int]]) -> int:
@@ -78,10 +82,14 @@ class Health:
         """Record one heartbeat probe. A success refreshes ``last_heartbeat`` and brings a backend the
         probe had marked down back to alive; a failure marks an alive backend down (its
         ``state_since`` is then the down-since time). A backend an operator marked down stays down
-        until ``mark-up``; decommissioning backends keep their state."""
+        until ``mark-up``; decommissioning backends keep their state. Whatever the state, the
+        probe's own finding is kept apart (``last_probe_at/ok/detail``), so "down (admin), but
+        reachable" can be told from "down, unreachable"."""
         def run(s: Session) -> BackendHealth:
             row = backend_row(s, ref)
             now = self.db.now()
+            row.last_probe_at, row.last_probe_ok = now, bool(ok)
+            row.last_probe_detail = ("heartbeat ok" if ok else (error or "heartbeat failed"))[:1000]
             if ok:
                 row.last_heartbeat = now
                 if row.state == "down" and (row.state_reason or "").startswith("probe"):

@@ -11,7 +11,15 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.summary import chunks
-from airflow_colocate.catalog.views import ACTIVE, BALANCE_KINDS, BackendView, GroupView, PartitionView, TableView
+from airflow_colocate.catalog.views import (
+    ACTIVE,
+    BALANCE_KINDS,
+    BackendView,
+    GroupView,
+    PartitionView,
+    TableView,
+    split_reason,
+)
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import NotFound
 from airflow_colocate.core.times import utc
@@ -20,8 +28,11 @@ DEFAULT_DB = "default"
 
 
 def backend_view(b: m.Backend) -> BackendView:
+    reason, source = split_reason(b.state_reason)
     return BackendView(id=b.id, name=b.name, root_uri=b.root_uri, host=b.host, capacity_bytes=b.capacity_bytes,
-                       state=b.state, state_since=utc(b.state_since), last_heartbeat=utc(b.last_heartbeat))
+                       state=b.state, state_since=utc(b.state_since), last_heartbeat=utc(b.last_heartbeat),
+                       state_reason=reason, reason_source=source, last_probe_at=utc(b.last_probe_at),
+                       last_probe_ok=b.last_probe_ok, last_probe_detail=b.last_probe_detail)
 
 
 def partition_view(p: m.Partition) -> PartitionView:

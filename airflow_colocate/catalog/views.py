@@ -9,6 +9,32 @@ from datetime import datetime, timedelta
 from airflow_colocate.core.times import utc
 
 
+REASON_SOURCES = ("admin", "probe")
+
+
+def split_reason(stored: str | None) -> tuple[str | None, str | None]:
+    """``backends.state_reason`` as stored (``"admin: disk pulled"``, ``"probe: <error>"``, ``"admin"``
+    for a mark without a reason, ``"drained"``) -> (the reason as given, who set it). A person reads
+    the reason the operator typed, not who typed it: that is the event's actor."""
+    if not stored:
+        return None, None
+    head, sep, rest = stored.partition(": ")
+    if head in REASON_SOURCES and sep:
+        rest = rest.strip()
+        # the defaults marks wrote before 0.3 ("admin: admin", "admin: marked down") are no reason
+        return (None if head == "admin" and rest in ("admin", "marked down", "marked alive") else rest or None), head
+    if stored in REASON_SOURCES:
+        return None, stored
+    return stored, None
+
+
+def reason_line(reason: str | None, source: str | None) -> str | None:
+    """The reason with who gave it, for one line of text: ``admin: disk pulled``."""
+    if source and reason:
+        return f"{source}: {reason}"
+    return reason or (f"{source}: no reason given" if source else None)
+
+
 @dataclass(frozen=True)
 class BackendView:
     id: int
@@ -19,6 +45,35 @@ class BackendView:
     state: str
     state_since: datetime
     last_heartbeat: datetime | None
+    state_reason: str | None = None  # the reason as given ("disk pulled"); None when none was given
+    reason_source: str | None = None  # who set the state: "admin" (mark-down/up), "probe", None (other)
+    # The last probe's own finding, whatever the state says (an admin's mark holds against the probe).
+    last_probe_at: datetime | None = None
+    last_probe_ok: bool | None = None
+    last_probe_detail: str | None = None
+
+    @property
+    def reason_line(self) -> str | None:
+        """``admin: disk pulled`` / ``probe: no answer within 20s`` / ``admin: no reason given``."""
+        return reason_line(self.state_reason, self.reason_source)
+
+    def state_fields(self) -> dict:
+        """What the API and the page show about a backend's state, under the names both use."""
+        return {"state": self.state, "state_reason": self.state_reason, "reason_source": self.reason_source,
+                "state_since": self.state_since, "last_heartbeat": self.last_heartbeat,
+                "last_probe_at": self.last_probe_at, "last_probe_ok": self.last_probe_ok,
+                "last_probe_detail": self.last_probe_detail}
+
+
+@dataclass(frozen=True)
+class RootChange:
+    """What ``Backends.set_root`` did: the backend as it is now, the root it left, and how many
+    replica paths moved with it (0 and ``changed`` false when it was already at that root)."""
+
+    backend: BackendView
+    old_root: str
+    replicas: int
+    changed: bool
 
 
 @dataclass(frozen=True)
@@ -184,8 +239,16 @@ class BackendHealth:
     state: str  # alive | down | decommissioning | decommissioned
     state_since: datetime
     last_heartbeat: datetime | None
-    state_reason: str | None
+    state_reason: str | None  # the reason as given, as on BackendView
     unavailable: bool  # placement must replace it (decommissioning, or down longer than the delay)
+    reason_source: str | None = None  # "admin", "probe" or None, as on BackendView
+    last_probe_at: datetime | None = None
+    last_probe_ok: bool | None = None
+    last_probe_detail: str | None = None
+
+    @property
+    def reason_line(self) -> str | None:
+        return reason_line(self.state_reason, self.reason_source)
 
     @property
     def alive(self) -> bool:

@@ -39,7 +39,8 @@ def test_failed_probe_marks_down_and_after_the_delay_unavailable(clocked):
     results = {r.backend.name: r for r in health.probe_backends(cat, timeout=10)}
     assert not results["be2"].ok and results["be2"].error
     be2 = cat.health.backends()[1]
-    assert be2.state == "down" and be2.state_since == now[0] and be2.state_reason.startswith("probe:")
+    assert be2.state == "down" and be2.state_since == now[0] and be2.reason_source == "probe"
+    assert be2.state_reason == results["be2"].error  # the probe's finding as the reason, without "probe:"
     assert not be2.unavailable and be2.transiently_down
     g = cat.groups.get("g")
     assert not g.stable and "be2 is down" in g.unstable_reason  # recorded by the probe run
@@ -60,7 +61,8 @@ def test_failed_probe_marks_down_and_after_the_delay_unavailable(clocked):
 def test_admin_marks_hold_against_the_probe(clocked):
     cat, now, root = clocked
     cat.backends.set_state("be1", "down", reason="replacing a disk")
-    assert cat.health.backends()[0].state_reason == "admin: replacing a disk"
+    be1 = cat.health.backends()[0]
+    assert (be1.state_reason, be1.reason_source) == ("replacing a disk", "admin")
     health.probe_backends(cat, timeout=10)
     assert cat.backends.get("be1").state == "down"  # the heartbeat works, but the admin said down
     assert cat.health.backends()[0].last_heartbeat == now[0]
