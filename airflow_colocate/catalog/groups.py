@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.buckets import lacking_rows, load_buckets
+from airflow_colocate.catalog.outlook import GroupOutlook, outlooks
 from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, slot_load
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
-from airflow_colocate.catalog.views import GroupView
+from airflow_colocate.catalog.stability import bind_clock
+from airflow_colocate.catalog.views import DEFAULT_RELOCATE_DELAY, GroupView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     Conflict,
@@ -74,6 +77,7 @@ class Groups:
 
     def __init__(self, db: CatalogSession):
         self.db = db
+        bind_clock(db)  # unstable_since is stamped with the catalog's clock
 
     def list(self) -> list[GroupView]:
         return self.db.tx(lambda s: [group_view(s, g, with_map=True)
@@ -81,6 +85,20 @@ class Groups:
 
     def get(self, ref: str, *, db: str = DEFAULT_DB) -> GroupView:
         return self.db.tx(lambda s: group_view(s, group_row(s, ref, db), with_map=True))
+
+    def outlook(self, ref: str, *, relocate_delay: timedelta = DEFAULT_RELOCATE_DELAY,
+                db: str = DEFAULT_DB) -> GroupOutlook:
+        """Since when the group is unstable, when relocation starts, whether joins shuffle now
+        (:mod:`.outlook`)."""
+        def run(s: Session) -> GroupOutlook:
+            g = group_row(s, ref, db)
+            return outlooks(s, self.db.now(), relocate_delay, [g.id])[g.id]
+
+        return self.db.tx(run)
+
+    def outlooks(self, *, relocate_delay: timedelta = DEFAULT_RELOCATE_DELAY) -> dict[int, GroupOutlook]:
+        """:meth:`outlook` of every group, by group id (``GroupView.grp_id``), in one transaction."""
+        return self.db.tx(lambda s: outlooks(s, self.db.now(), relocate_delay))
 
     def set_stable(self, ref: str, stable: bool, *, reason: str | None = None, db: str = DEFAULT_DB) -> GroupView:
         """Operator override; the next stability check replaces it if the replicas disagree."""

@@ -3,7 +3,9 @@ the maintenance DAG's alert): per group, per backend, per balance job kind and s
 
 Every figure comes from an aggregate the catalog already keeps (the bucket summaries, the group and
 backend rows), a ``GROUP BY`` over an index (balance jobs), two index probes (the oldest re-hash,
-``ix_replica_checked``) or the few events of the unstable groups: a scrape every 15 s must cost the
+``ix_replica_checked``), the unavailable partitions (:mod:`.availability`: the summaries, then an
+indexed query only for a table whose bucket may have lost its last readable copy) or, for a group
+unstable since before 0007 (no ``unstable_since``), its few events: a scrape every 15 s must cost the
 same on a 3-year lake as on a new one, so nothing here reads a replica row per partition
 (0.5 s at most on bench/bench_catalog.py's 100% catalog; docs/benchmarks.md).
 """
@@ -17,6 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.availability import unavailable
 from airflow_colocate.catalog.buckets import load_buckets
 from airflow_colocate.catalog.rows import group_view, map_of
 from airflow_colocate.catalog.views import BALANCE_KINDS
@@ -49,6 +52,13 @@ class BackendMetrics:
     bytes: int  # verified bytes of visible versions held there
     capacity_bytes: int | None
     bad_replicas: int
+    unavailable_partitions: int = 0  # partitions whose last verified copy of a bucket is here (not alive)
+
+
+@dataclass(frozen=True)
+class TableMetrics:
+    table: str  # db.table
+    unavailable_partitions: int  # committed partitions a read cannot serve (:mod:`.availability`)
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ class CatalogMetrics:
     backends: tuple[BackendMetrics, ...]
     jobs: tuple[JobMetrics, ...]
     oldest_unverified: datetime | None  # the verified replica re-hashed (or written) longest ago
+    tables: tuple[TableMetrics, ...] = ()  # every live table
 
 
 def collect(s: Session, now: datetime) -> CatalogMetrics:
@@ -75,17 +86,26 @@ def collect(s: Session, now: datetime) -> CatalogMetrics:
     per_backend = {be: (int(size or 0), int(bad or 0)) for be, size, bad in s.execute(
         select(m.BucketReplicas.backend_id, func.sum(m.BucketReplicas.bytes), func.sum(m.BucketReplicas.bad))
         .group_by(m.BucketReplicas.backend_id))}
-    groups = tuple(_group(s, g, alive) for g in s.scalars(select(m.ColocateGroup).order_by(m.ColocateGroup.id)))
-    since = _unstable_since(s, [g for g in groups if not g.stable])
-    groups = tuple(g if g.stable else _with_since(g, since.get(g.group)) for g in groups)
+    rows = list(s.scalars(select(m.ColocateGroup).order_by(m.ColocateGroup.id)))
+    groups = tuple(_group(s, g, alive) for g in rows)
+    # unstable_since is kept by the group row since 0007; a group unstable since before has none.
+    recorded = {g.id: utc(g.unstable_since) for g in rows if not g.stable and g.unstable_since is not None}
+    since = _unstable_since(s, [g for g, row in zip(groups, rows) if not g.stable and row.id not in recorded])
+    groups = tuple(g if g.stable else _with_since(g, recorded.get(row.id) or since.get(g.group))
+                   for g, row in zip(groups, rows))
+    lost = unavailable(s, limit=0)
+    names = s.execute(select(m.Table.id, m.Database.name, m.Table.name).join(m.Database, m.Database.id == m.Table.db_id)
+                      .where(m.Table.state == "normal").order_by(m.Database.name, m.Table.name))
+    tables = tuple(TableMetrics(f"{db}.{name}", lost.tables[t].count if t in lost.tables else 0) for t, db, name in names)
     jobs = tuple(JobMetrics(kind, state, int(n), utc(created), utc(updated)) for kind, state, n, created, updated in s.execute(
         select(m.Job.kind, m.Job.state, func.count(), func.min(m.Job.created_at), func.min(m.Job.updated_at))
         .where(m.Job.kind.in_(BALANCE_KINDS)).group_by(m.Job.kind, m.Job.state).order_by(m.Job.kind, m.Job.state)))
     return CatalogMetrics(
         now=now, groups=groups,
         backends=tuple(BackendMetrics(b.name, b.state, utc(b.state_since), b.state_reason, per_backend.get(b.id, (0, 0))[0],
-                                      b.capacity_bytes, per_backend.get(b.id, (0, 0))[1]) for b in backends),
-        jobs=jobs, oldest_unverified=_oldest_unverified(s))
+                                      b.capacity_bytes, per_backend.get(b.id, (0, 0))[1], lost.by_backend.get(b.id, 0))
+                       for b in backends),
+        jobs=jobs, oldest_unverified=_oldest_unverified(s), tables=tables)
 
 
 def _group(s: Session, g: m.ColocateGroup, alive: set[int]) -> GroupMetrics:
@@ -165,4 +185,4 @@ def _oldest_unverified(s: Session) -> datetime | None:
     return min(times) if times else None
 
 
-__all__ = ["BackendMetrics", "CatalogMetrics", "GroupMetrics", "JobMetrics", "collect"]
+__all__ = ["BackendMetrics", "CatalogMetrics", "GroupMetrics", "JobMetrics", "TableMetrics", "collect"]

@@ -8,9 +8,10 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict
+from datetime import datetime, timezone
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session, object_session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.buckets import lacking_rows, load_buckets
@@ -19,6 +20,28 @@ from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import tracking
 from airflow_colocate.catalog.views import MAX_REASONS, GroupHealth, Reason, summary
 from airflow_colocate.core.times import utc
+
+
+def bind_clock(db: CatalogSession) -> None:
+    """Let every session of ``db`` tell the catalog's clock (``session.info["now"]``), so that
+    :func:`_stable_set` stamps ``unstable_since`` with the time the change's events carry (a test's
+    clock, not the wall clock)."""
+    db._sessions.configure(info={"now": db.now})
+
+
+@event.listens_for(m.ColocateGroup.stable, "set", active_history=True)
+def _stable_set(g: m.ColocateGroup, value, old, initiator) -> None:
+    """``unstable_since`` follows ``stable`` wherever it is assigned (a check, a mark, a bad
+    replica, a balance job, a forced map, a write missing replicas, a table joining): set when the
+    group turns unstable, kept while it stays so, cleared when it turns stable. One listener, so no
+    code path that flips the flag can forget the time. A group still unstable from before 0007
+    (false -> false, no time) keeps None: the metrics then read the time from the event log."""
+    if value:
+        g.unstable_since = None
+    elif old is not False:  # True, None, or never set (a new row)
+        s = object_session(g)
+        clock = s.info.get("now") if s is not None else None
+        g.unstable_since = clock() if clock is not None else datetime.now(timezone.utc)
 
 
 def _shown(seqs: list[int]) -> str:

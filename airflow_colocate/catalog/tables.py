@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog import summary
+from airflow_colocate.catalog.availability import MAX_LISTED, Availability, TableAvailability, unavailable
 from airflow_colocate.catalog.checks import (
     check_cgs,
     check_col_list,
@@ -140,6 +141,22 @@ class Tables:
             return [table_view(s, t) for t in s.scalars(q)]
 
         return self.db.tx(run)
+
+    def unavailable(self, ref: str | int, *, db: str | None = None, limit: int = MAX_LISTED) -> TableAvailability:
+        """The table's partitions no read can serve now (a bucket's verified replicas all on backends
+        that are not alive; :mod:`.availability`): the count, the first ``limit`` values by value."""
+        def run(s: Session) -> TableAvailability:
+            t = table_row(s, ref, db)
+            found = unavailable(s, [t.id], limit=limit).tables.get(t.id)
+            return found or TableAvailability(table_id=t.id, table=table_view(s, t).qualified_name, count=0,
+                                              partitions=(), backends=())
+
+        return self.db.tx(run)
+
+    def availability(self, *, limit: int = MAX_LISTED) -> Availability:
+        """:meth:`unavailable` of every live table with such a partition, and per backend how many
+        partitions are unavailable with it (what its replicas outside the groups mean now)."""
+        return self.db.tx(lambda s: unavailable(s, limit=limit))
 
     def alter_colocate_with(self, ref: str, colocate_with: str, *, db: str | None = None) -> TableView:
         """Move a table to another group (created if missing), or out of its group with ``""``."""

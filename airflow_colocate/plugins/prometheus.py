@@ -23,12 +23,15 @@ HELP = {
     "colocate_group_bad_replicas": ("gauge", "Bad replicas of the group's visible partition versions"),
     "colocate_buckets_under_replicated": ("gauge", "Under-replicated bucket seqs over every group"),
     "colocate_replicas_bad": ("gauge", "Bad replicas of visible versions over every group (balance repairs them)"),
+    "colocate_partitions_unavailable": ("gauge", "Committed partitions no read can serve: a bucket's verified replicas are all on backends that are not alive"),
+    "colocate_table_partitions_unavailable": ("gauge", "Unavailable partitions of the table (its last readable copy is on a backend that is not alive)"),
     "colocate_backends": ("gauge", "Backends by state"),
     "colocate_backend_up": ("gauge", "1 if the backend is alive, else 0"),
     "colocate_backend_state_seconds": ("gauge", "Seconds the backend has been in its current state"),
     "colocate_backend_bytes": ("gauge", "Verified bytes of visible versions on the backend"),
     "colocate_backend_capacity_bytes": ("gauge", "The backend's declared capacity (only backends that declare one)"),
     "colocate_backend_bad_replicas": ("gauge", "Bad replicas of visible versions on the backend"),
+    "colocate_backend_partitions_unavailable": ("gauge", "Partitions unavailable while the backend is not alive (it holds the only verified copy of one of their buckets)"),
     "colocate_balance_jobs": ("gauge", "Balance jobs (relocate, balance, repair) by kind and state"),
     "colocate_balance_job_oldest_seconds": ("gauge", "Age of the oldest running balance job of the kind"),
     "colocate_balance_job_idle_seconds": ("gauge", "Seconds the running balance job of the kind longest without progress has been idle"),
@@ -62,6 +65,9 @@ def render(mx: CatalogMetrics) -> str:
         add("colocate_group_bad_replicas", g.bad_replicas, group=g.group)
     add("colocate_buckets_under_replicated", sum(g.under_replicated for g in mx.groups))
     add("colocate_replicas_bad", sum(g.bad_replicas for g in mx.groups))
+    add("colocate_partitions_unavailable", sum(t.unavailable_partitions for t in mx.tables))
+    for t in mx.tables:
+        add("colocate_table_partitions_unavailable", t.unavailable_partitions, table=t.table)
     for state in BACKEND_STATES:
         add("colocate_backends", sum(1 for b in mx.backends if b.state == state), state=state)
     for b in mx.backends:
@@ -71,6 +77,7 @@ def render(mx: CatalogMetrics) -> str:
         if b.capacity_bytes:
             add("colocate_backend_capacity_bytes", b.capacity_bytes, backend=b.name)
         add("colocate_backend_bad_replicas", b.bad_replicas, backend=b.name)
+        add("colocate_backend_partitions_unavailable", b.unavailable_partitions, backend=b.name)
     for j in mx.jobs:
         add("colocate_balance_jobs", j.count, kind=j.kind, state=j.state)
         if j.state == RUNNING:

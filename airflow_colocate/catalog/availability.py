@@ -1,0 +1,127 @@
+"""Partitions no read can serve now: a committed partition is *unavailable* when one of its buckets
+has verified replicas of the visible version only on backends that are not alive (down,
+decommissioning, decommissioned), e.g. a replication-1 table outside any group whose only copy is
+on a disk that was pulled. A read of it fails until the backend is back (or balance has rebuilt the
+bucket elsewhere, which needs a readable copy: with none left, only the backend's return helps).
+
+Computed from the bucket summaries first (``bucket_replicas``: per table, bucket seq and backend,
+how many committed partitions have a verified replica there), so a healthy catalog, or a group
+whose other replicas are all on alive backends, costs buckets x backends rows however long its
+history: a (table, bucket seq) is safe when no backend that is not alive holds one of its
+replicas, or when one alive backend holds as many as the table has committed partitions (one
+replica per partition and backend, so every partition has one there). Only the cells left
+(typically a replication-1 table with a bucket on a down backend) are asked in SQL, one indexed
+query per table over the replicas on the down backends, each with a NOT EXISTS on the alive ones
+(``ix_replica_table``, ``uq_replica``): never a replica row per partition in Python.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy.orm import Session, aliased
+
+from airflow_colocate.catalog import models as m
+
+MAX_LISTED = 100  # partition values listed per table; the count is always exact
+
+
+@dataclass(frozen=True)
+class TableAvailability:
+    table_id: int
+    table: str  # db.table
+    count: int  # unavailable partitions
+    partitions: tuple[str, ...]  # the first MAX_LISTED (or the caller's limit) by value
+    backends: tuple[str, ...]  # the not-alive backends holding their only verified copies
+
+
+@dataclass(frozen=True)
+class Availability:
+    tables: dict[int, TableAvailability]  # only tables with an unavailable partition
+    by_backend: dict[int, int] = field(default_factory=dict)  # backend id -> partitions unavailable with it
+
+    @property
+    def total(self) -> int:
+        return sum(t.count for t in self.tables.values())
+
+
+def unavailable(s: Session, table_ids: list[int] | None = None, *, limit: int = MAX_LISTED) -> Availability:
+    """The unavailable partitions of live tables (of ``table_ids`` only, if given)."""
+    state = {be: st for be, st in s.execute(select(m.Backend.id, m.Backend.state))}
+    alive = {be for be, st in state.items() if st == "alive"}
+    dark = sorted(set(state) - alive)
+    if not dark:
+        return Availability({})
+    BR = m.BucketReplicas
+    q = (select(BR.table_id, BR.bucket_seq, BR.backend_id).join(m.Table, m.Table.id == BR.table_id)
+         .where(BR.backend_id.in_(dark), BR.verified > 0, m.Table.state == "normal"))
+    if table_ids is not None:
+        q = q.where(BR.table_id.in_(table_ids))
+    held: dict[tuple[int, int], list[int]] = defaultdict(list)  # (table, seq) -> dark backends holding replicas
+    for t, seq, be in s.execute(q):
+        held[(t, seq)].append(be)
+    if not held:
+        return Availability({})
+    tables = sorted({t for t, _ in held})
+    committed: dict[int, list[tuple[int, int]]] = defaultdict(list)  # table -> [(bucket_num, partitions)]
+    for t, buckets, n in s.execute(select(m.Partition.table_id, m.Partition.bucket_num, func.count())
+                                   .where(m.Partition.table_id.in_(tables), m.Partition.visible_version > 0)
+                                   .group_by(m.Partition.table_id, m.Partition.bucket_num)):
+        committed[t].append((buckets, int(n)))
+    best: dict[tuple[int, int], int] = defaultdict(int)  # (table, seq) -> most verified on one alive backend
+    for t, seq, be, n in s.execute(select(BR.table_id, BR.bucket_seq, BR.backend_id, BR.verified)
+                                   .where(BR.table_id.in_(tables))):
+        if be in alive and (t, seq) in held:
+            best[(t, seq)] = max(best[(t, seq)], n)
+    open_cells: dict[int, list[tuple[int, int]]] = defaultdict(list)  # table -> [(seq, dark backend)]
+    for (t, seq), holders in sorted(held.items()):
+        expected = sum(n for buckets, n in committed[t] if buckets > seq)
+        if best[(t, seq)] < expected:
+            open_cells[t] += [(seq, be) for be in holders]
+    out: dict[int, TableAvailability] = {}
+    by_backend: dict[int, int] = defaultdict(int)
+    names = {be: name for be, name in s.execute(select(m.Backend.id, m.Backend.name))}
+    for t, cells in open_cells.items():
+        found = _table(s, t, cells, alive, limit)
+        if found is None:
+            continue
+        count, values, holders = found
+        for be, n in holders.items():
+            by_backend[be] += n
+        out[t] = TableAvailability(table_id=t, table=_label(s, t), count=count, partitions=values,
+                                   backends=tuple(names[be] for be in sorted(holders)))
+    return Availability(out, dict(by_backend))
+
+
+def _table(s: Session, t: int, cells: list[tuple[int, int]], alive: set[int],
+           limit: int) -> tuple[int, tuple[str, ...], dict[int, int]] | None:
+    """(count, the first ``limit`` values, dark backend -> partitions) of table ``t``'s partitions
+    with a bucket of ``cells`` ((seq, dark backend)) whose verified replicas are all on dark backends."""
+    R, other = m.Replica, aliased(m.Replica)
+    readable = exists().where(other.partition_id == R.partition_id, other.version == R.version,
+                              other.bucket_seq == R.bucket_seq, other.state == "verified",
+                              other.backend_id.in_(sorted(alive)))
+    lost = and_(R.table_id == t, R.state == "verified",
+                or_(*[and_(R.bucket_seq == seq, R.backend_id == be) for seq, be in cells]), ~readable)
+    sub = select(R.partition_id, R.backend_id).join(
+        m.Partition, and_(m.Partition.id == R.partition_id, m.Partition.visible_version == R.version)
+    ).where(lost).subquery()
+    holders = {be: int(n) for be, n in s.execute(
+        select(sub.c.backend_id, func.count(func.distinct(sub.c.partition_id))).group_by(sub.c.backend_id)) if n}
+    if not holders:
+        return None
+    count = int(s.scalar(select(func.count(func.distinct(sub.c.partition_id)))))
+    values = tuple(s.scalars(select(m.Partition.value).where(m.Partition.id.in_(select(sub.c.partition_id)))
+                             .order_by(m.Partition.value).limit(limit))) if limit > 0 else ()
+    return count, values, holders
+
+
+def _label(s: Session, t: int) -> str:
+    db, name = s.execute(select(m.Database.name, m.Table.name).join(m.Table, m.Table.db_id == m.Database.id)
+                         .where(m.Table.id == t)).one()
+    return f"{db}.{name}"
+
+
+__all__ = ["MAX_LISTED", "Availability", "TableAvailability", "unavailable"]

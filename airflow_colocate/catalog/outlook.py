@@ -1,0 +1,100 @@
+"""What happens next to a group, as an on-call engineer asks it: since when it is unstable, when
+balance starts relocating the buckets of its down backends, and whether its joins shuffle now.
+
+The relocation time is the balance's own rule (``views.is_unavailable``): a backend that its map
+names and that has been down for the relocate delay is replaced by the next balance/repair run;
+decommissioning (or a backend id the map names that no longer exists) is replaced at once. The join
+rule is the read planner's (``planner/reads.py: plan_reads``), restated here because the catalog
+may not import the planner: a join on the group's tables is colocated only when
+``disable_colocate_join`` is not set, the group is stable, and its bucket map names no backend that
+is not alive; otherwise it falls back to a shuffle join. (A query can still fall back on a stable
+group when one of the partitions it reads lacks a verified replica on the backend chosen for a
+bucket; a check makes such a group unstable, so this is only between a write and the next check.)
+
+Everything comes from the group, backend, bucket-map and running-job rows: a handful of small
+queries, whatever the history.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.views import ACTIVE, is_unavailable
+from airflow_colocate.core.times import utc
+
+# The planner's words (planner/join.py: DISABLED, NOT_STABLE), so the page and the join log agree.
+JOIN_DISABLED = "colocate join is disabled"
+NOT_STABLE = "group is not stable"
+
+
+@dataclass(frozen=True)
+class GroupOutlook:
+    grp_id: int
+    unstable_since: datetime | None  # when ``stable`` last turned false; None while stable
+    relocation_starts_at: datetime | None  # earliest down-since + delay of a mapped backend still inside the delay
+    relocation_due: bool  # a mapped backend is unavailable now (or a relocate job runs): the next balance moves it
+    joins_shuffle: bool  # a join on the group's tables falls back to a shuffle join now
+    joins_shuffle_reason: str | None  # the planner's reason, e.g. "group is not stable: ..."
+    relocation_backends: tuple[str, ...]  # the mapped backends that are not alive, by name
+    relocate_delay_seconds: float
+    relocation_disabled: bool = False  # disable_colocate_relocate is set: no balance run relocates
+
+    def to_dict(self) -> dict:
+        """The fields the API, the CLI's --json and the page share (names fixed by issue 30)."""
+        return {"unstable_since": self.unstable_since, "relocation_starts_at": self.relocation_starts_at,
+                "relocation_due": self.relocation_due, "joins_shuffle": self.joins_shuffle,
+                "joins_shuffle_reason": self.joins_shuffle_reason,
+                "relocation_backends": list(self.relocation_backends),
+                "relocate_delay_seconds": self.relocate_delay_seconds, "relocation_disabled": self.relocation_disabled}
+
+
+def outlooks(s: Session, now: datetime, delay: timedelta, grp_ids: list[int] | None = None) -> dict[int, GroupOutlook]:
+    """Per group id (every group, or ``grp_ids``): its outlook at ``now`` under the relocate ``delay``."""
+    q = select(m.ColocateGroup).order_by(m.ColocateGroup.id)
+    if grp_ids is not None:
+        q = q.where(m.ColocateGroup.id.in_(grp_ids))
+    groups = list(s.scalars(q))
+    if not groups:
+        return {}
+    ids = [g.id for g in groups]
+    backends = {b.id: b for b in s.scalars(select(m.Backend))}
+    mapped: dict[int, set[int]] = defaultdict(set)
+    for gid, row in s.execute(select(m.BucketMap.group_id, m.BucketMap.backend_ids).where(m.BucketMap.group_id.in_(ids))):
+        mapped[gid].update(row or ())
+    relocating = set(s.scalars(select(m.Job.group_id).where(m.Job.group_id.in_(ids), m.Job.kind == "relocate",
+                                                            m.Job.state == ACTIVE)))
+    flags = {f.name: bool(f.value) for f in s.scalars(select(m.Flag))}
+    disabled = flags.get("disable_colocate_join", False)
+    out = {}
+    for g in groups:
+        gone = sorted(be for be in mapped[g.id] if be not in backends)
+        down = sorted((b for be in mapped[g.id] if (b := backends.get(be)) is not None and b.state != "alive"),
+                      key=lambda b: b.id)
+        due = bool(gone) or g.id in relocating or any(is_unavailable(b.state, b.state_since, now, delay) for b in down)
+        waiting = [utc(b.state_since) + delay for b in down if b.state == "down"]
+        starts = None if due or not waiting else min(waiting)
+        if disabled:
+            shuffle = JOIN_DISABLED
+        elif not g.stable:
+            shuffle = f"{NOT_STABLE}: {g.unstable_reason or 'marked unstable'}"
+        elif down or gone:
+            names = [b.name for b in down] + [str(be) for be in gone]
+            shuffle = f"{NOT_STABLE}: its bucket map names backend(s) {', '.join(names)}, which are not alive"
+        else:
+            shuffle = None
+        out[g.id] = GroupOutlook(
+            grp_id=g.id, unstable_since=None if g.stable else utc(g.unstable_since), relocation_starts_at=starts,
+            relocation_due=due, joins_shuffle=shuffle is not None, joins_shuffle_reason=shuffle,
+            relocation_backends=tuple([b.name for b in down] + [f"id {be}" for be in gone]),
+            relocate_delay_seconds=delay.total_seconds(),
+            relocation_disabled=bool(down or gone) and flags.get("disable_colocate_relocate", False))
+    return out
+
+
+__all__ = ["GroupOutlook", "outlooks"]
