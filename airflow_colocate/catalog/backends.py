@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import asdict
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, literal, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -13,7 +14,7 @@ from airflow_colocate.catalog import summary
 from airflow_colocate.catalog.checks import BACKEND_STATES, nested, normalize_root
 from airflow_colocate.catalog.rows import backend_row, backend_view
 from airflow_colocate.catalog.session import CatalogSession
-from airflow_colocate.catalog.views import BackendView, Reason
+from airflow_colocate.catalog.views import ACTIVE, BackendView, Reason, RootChange, split_reason
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     AlreadyExists,
@@ -108,6 +109,58 @@ class Backends:
 
         return self.db.tx(run)
 
+    def set_root(self, ref: int | str, root_uri: str, *, reason: str | None = None,
+                 marker_token: str | None = None) -> RootChange:
+        """Point a backend at another root (a disk remounted elsewhere, a demo home copied): its
+        ``root_uri`` and the path of every replica on it move in one transaction, with one
+        ``backend.root`` event (old and new root, the reason; the actor is the event's).
+
+        The files must already be at the new root: the caller checks its identity marker first
+        (:func:`airflow_colocate.jobs.backends.set_backend_root`) and passes the token it found, which
+        must still be the backend's. Refused while a running job names a path under the old root
+        or moves a bucket to or from the backend (a write, a clone: it would land on the disk that
+        is being left)."""
+        root = normalize_root(root_uri)
+        reason = (reason or "").strip() or None
+
+        def run(s: Session) -> RootChange:
+            row = backend_row(s, ref)
+            old = row.root_uri
+            if row.state == "decommissioned":
+                raise Conflict(f"backend {row.name} is decommissioned: it holds nothing; "
+                               f"'colocate backend remove {row.name}' deletes it")
+            if marker_token is not None and row.marker_token != marker_token:
+                raise Conflict(f"backend {row.name}'s identity marker changed meanwhile (re-initialised?): "
+                               f"check {root} again")
+            if root == old:
+                return RootChange(backend_view(row), old, 0, False)
+            for other in s.scalars(select(m.Backend).where(m.Backend.id != row.id)):
+                if nested(other.root_uri, root):
+                    what = "is" if other.root_uri == root else "overlaps"
+                    raise AlreadyExists(f"backend root {root!r} {what} the root of backend {other.name} "
+                                        f"({other.root_uri!r}): each backend needs its own root")
+            busy = [j for j in s.scalars(select(m.Job).where(m.Job.state == ACTIVE).order_by(m.Job.id))
+                    if (old + "/") in json.dumps(j.plan) or _moves_on(j.plan, row.id)]
+            if busy:
+                listed = ", ".join(f"{j.kind} job {j.id}" for j in busy[:5]) + (" …" if len(busy) > 5 else "")
+                raise Conflict(f"backend {row.name}'s root cannot move while {listed} still uses paths under {old}: "
+                               f"let it finish (or abort it) first")
+            R = m.Replica
+            prefix = old + "/"
+            outside = s.scalar(select(func.count()).select_from(R).where(
+                R.backend_id == row.id, ~R.path.startswith(prefix, autoescape=True)))
+            if outside:
+                raise Conflict(f"backend {row.name} has {outside} replicas whose path is not under its root {old}: "
+                               f"the catalog is inconsistent; run 'colocate verify' before moving the root")
+            moved = s.execute(update(R).where(R.backend_id == row.id)
+                              .values(path=literal(root) + func.substr(R.path, len(old) + 1))
+                              .execution_options(synchronize_session=False)).rowcount
+            self.db.event(s, "backend.root", row.name, id=row.id, old=old, new=root, reason=reason, replicas=moved)
+            row.root_uri = root
+            return RootChange(backend_view(row), old, moved, True)
+
+        return self.db.tx(run)
+
     def list(self) -> list[BackendView]:
         return self.db.tx(lambda s: [backend_view(b) for b in s.scalars(select(m.Backend).order_by(m.Backend.id))])
 
@@ -115,21 +168,35 @@ class Backends:
         return self.db.tx(lambda s: backend_view(backend_row(s, ref)))
 
     def set_state(self, ref: int | str, state: str, *, reason: str = "") -> BackendView:
-        """Admin override (mark-down / mark-up). The health probe records through
-        :meth:`record_probe`, which never overrides a state set here."""
+        """Admin override (mark-down / mark-up); see :meth:`mark`."""
+        return self.mark(ref, state, reason=reason)[0]
+
+    def mark(self, ref: int | str, state: str, *, reason: str | None = None) -> tuple[BackendView, bool]:
+        """Admin override (mark-down / mark-up), and whether it changed anything. The health probe
+        records through :meth:`Health.record_probe`, which never overrides a state set here.
+
+        ``reason`` is kept as given ("disk pulled"); who gave it is the event's actor. A mark of
+        the state a backend is already in changes nothing (no event, the reason and "since" stay),
+        except a mark-down of a backend the *probe* found down: the admin's mark then takes hold
+        (with its reason), so a probe that reaches the disk again does not bring it back."""
         if state not in BACKEND_STATES:
             raise InvalidArgument(f"invalid backend state {state!r}: expected one of {', '.join(BACKEND_STATES)}")
+        reason = (reason or "").strip()
 
-        def run(s: Session) -> BackendView:
+        def run(s: Session) -> tuple[BackendView, bool]:
             row = backend_row(s, ref)
             if row.state in ("decommissioning", "decommissioned") and state in ("alive", "down"):
                 raise Conflict(f"backend {row.name} is {row.state}: a decommissioned backend does not come back; add it again under a new root")
-            if row.state != state:
-                self.db.event(s, "backend.state", row.name, id=row.id, old=row.state, new=state, reason=reason)
-                row.state, row.state_since = state, self.db.now()
+            _, source = split_reason(row.state_reason)
+            if row.state == state and (state != "down" or source == "admin"):
+                return backend_view(row), False
             # An admin's mark holds: the health probe never brings up a backend marked down here.
-            row.state_reason = None if state == "alive" else f"admin: {reason or 'marked ' + state}"[:1000]
-            return backend_view(row)
+            stored = None if state == "alive" else (f"admin: {reason}" if reason else "admin")[:1000]
+            self.db.event(s, "backend.state", row.name, id=row.id, old=row.state, new=state, reason=reason or None)
+            if row.state != state:
+                row.state, row.state_since = state, self.db.now()
+            row.state_reason = stored
+            return backend_view(row), True
 
         return self.db.tx(run)
 
@@ -192,6 +259,13 @@ class Backends:
             return out
 
         return self.db.tx(run)
+
+
+def _moves_on(plan: dict, backend_id: int) -> bool:
+    """Whether a balance job's plan copies to or from the backend (its clones name paths under the
+    root they were planned with)."""
+    moves = plan.get("moves") if isinstance(plan, dict) else None
+    return any(isinstance(mv, dict) and backend_id in (mv.get("src"), mv.get("dst")) for mv in moves or [])
 
 
 def _check_drainable(s: Session, row: m.Backend) -> None:

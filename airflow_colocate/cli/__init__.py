@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import click
 
 from airflow_colocate.catalog import DEFAULT_DB
-from airflow_colocate.cli import backends, balance, doctor, groups, imports, maintenance, partitions, tables, verify
+from airflow_colocate.cli import backends, balance, doctor, groups, imports, maintenance, params, partitions, tables, verify
 from airflow_colocate.cli.base import CONTEXT, Env, Group
 from airflow_colocate.cli.groups import GROUP_COLUMNS, MAP_COLUMNS
 from airflow_colocate.core.errors import ColocateError
@@ -25,9 +25,11 @@ __all__ = ["GROUP_COLUMNS", "MAP_COLUMNS", "cli", "main"]
 @click.group("colocate", cls=Group, context_settings=CONTEXT, help="Colocation groups for Spark data lakes.")
 @click.option("--catalog", metavar="URL", help="Catalog URL (default: $COLOCATE_CATALOG_URL or sqlite under $COLOCATE_HOME).")
 @click.option("--db", default=DEFAULT_DB, show_default=True, help="Database for bare table and group names.")
+@click.option("--actor", type=params.ACTOR, help="Who the event log names for this command's changes "
+              "(default: $COLOCATE_ACTOR, else the OS user).")
 @click.pass_context
-def cli(ctx: click.Context, catalog: str | None, db: str) -> None:
-    ctx.obj = Env(catalog, db)
+def cli(ctx: click.Context, catalog: str | None, db: str, actor: str | None) -> None:
+    ctx.obj = Env(catalog, db, actor)
     ctx.call_on_close(ctx.obj.close)
 
 

@@ -6,10 +6,10 @@ import click
 
 from airflow_colocate.cli import params
 from airflow_colocate.cli.base import Env, Group, pass_env
-from airflow_colocate.cli.output import Table, json_option
+from airflow_colocate.cli.output import Report, Table, json_option, timestamp
 
 
-@click.group("backend", cls=Group, help="Storage backends: add, list, probe, drain, remove. A backend is a root URI on one host.")
+@click.group("backend", cls=Group, help="Storage backends: add, list, probe, mark down/up, move to another root, drain, remove. A backend is a root URI on one host.")
 def backend() -> None:
     pass
 
@@ -29,12 +29,14 @@ def add(env: Env, root: str, name: str | None, host: str | None, capacity: str |
     return f"backend {b.name} (id {b.id}) added: root {b.root_uri}, host {b.host}"
 
 
-@backend.command("list", help="List backends.")
+@backend.command("list", help="List backends: state, why and since when, the last heartbeat and the last probe's own finding.")
 @json_option
 @pass_env
 def list_(env: Env) -> Table:
-    return Table(["BackendId", "Name", "Root", "Host", "CapacityBytes", "State", "Since"],
-                 [[b.id, b.name, b.root_uri, b.host, b.capacity_bytes, b.state, b.state_since]
+    return Table(["BackendId", "Name", "Root", "Host", "CapacityBytes", "State", "Since", "Reason", "ReasonSource",
+                  "LastHeartbeat", "LastProbeAt", "LastProbeOk", "LastProbeDetail"],
+                 [[b.id, b.name, b.root_uri, b.host, b.capacity_bytes, b.state, b.state_since, b.state_reason,
+                   b.reason_source, b.last_heartbeat, b.last_probe_at, b.last_probe_ok, b.last_probe_detail]
                   for b in env.catalog().backends.list()])
 
 
@@ -81,7 +83,7 @@ def remove(env: Env, backend: str) -> str:
     return f"backend {backend} removed"
 
 
-@backend.command("probe", help="Heartbeat the backends; record alive or down. Writes, reads and deletes a small file under each root of the BACKENDs named (ids or names; default: all that are not decommissioned).")
+@backend.command("probe", help="Heartbeat the backends; record alive or down (a backend an admin marked down stays down, however reachable). Writes, reads and deletes a small file under each root of the BACKENDs named (ids or names; default: all that are not decommissioned).")
 @click.argument("backends", nargs=-1, metavar="[BACKEND]...")
 @click.option("--timeout", type=params.FLOAT, default=20.0, show_default=True,
               help="Seconds before a backend counts as down.")
@@ -99,8 +101,10 @@ def probe(env: Env, backends: tuple[str, ...], timeout: float, sample: int, relo
                              relocate_delay=params.relocate_delay(relocate_delay_minutes))
     from airflow_colocate.cli.maintenance import exit_if
 
-    table = Table(["BackendId", "Name", "State", "Probe", "Error", "DownSince", "LastHeartbeat", "Unavailable", "BadReplicas"],
-                  [[r.backend.id, r.backend.name, r.backend.state, "ok" if r.ok else "FAILED", r.error or None,
+    table = Table(["BackendId", "Name", "State", "Reason", "Probe", "Error", "DownSince", "LastHeartbeat", "Unavailable",
+                   "BadReplicas"],
+                  [[r.backend.id, r.backend.name, r.backend.state,
+                    r.backend.reason_line if r.backend.state != "alive" else None, "ok" if r.ok else "FAILED", r.error or None,
                     r.backend.state_since if r.backend.state != "alive" else None, r.backend.last_heartbeat,
                     r.backend.unavailable, len(r.bad_replicas)] for r in results])
     return exit_if(table, [f"backend {r.backend.name} failed the probe ({r.error}): recorded {r.backend.state}; the "
@@ -110,16 +114,45 @@ def probe(env: Env, backends: tuple[str, ...], timeout: float, sample: int, relo
 def _mark(state: str, verb: str, help: str) -> click.Command:
     @backend.command(f"mark-{verb}", help=help)
     @click.argument("backend", metavar="BACKEND")
-    @click.option("--reason", help="Why, recorded with the state (default: admin).")
+    @click.option("--reason", help="Why, e.g. 'disk pulled': shown with the state on the page, the API and "
+                  "'backend list'. Who marked it is the event's actor (--actor, else the OS user).")
     @pass_env
     def mark(env: Env, backend: str, reason: str | None) -> str:
         catalog = env.catalog()
-        b = catalog.backends.set_state(backend, state, reason=reason or "admin")
+        b, changed = catalog.backends.mark(backend, state, reason=reason)
+        why = f" ({b.reason_line})" if b.reason_line and b.state != "alive" else ""
+        if not changed:
+            return f"backend {b.name} (id {b.id}) is already {b.state} since {timestamp(b.state_since)}{why}: nothing changed"
         catalog.health.check_groups()
-        return f"backend {b.name} (id {b.id}) is now {b.state}"
+        return f"backend {b.name} (id {b.id}) is now {b.state}{why}"
 
     return mark
 
 
 mark_down = _mark("down", "down", "Admin: mark a backend down. The health probe never brings it back; mark-up does.")
 mark_up = _mark("alive", "up", "Admin: mark a backend up (alive) again.")
+
+
+@backend.command("set-root", help="Move a backend to another root that already holds its files (a disk remounted "
+                 "elsewhere, a copied home), e.g. 'colocate backend set-root be1 file:///new/mount'. The identity "
+                 "marker there must be this backend's; its root and every replica path move in one catalog "
+                 "transaction, logged with the old and new root. BACKEND is an id or a name.")
+@click.argument("backend", metavar="BACKEND")
+@click.argument("root")
+@click.option("--reason", help="Why, e.g. 'disk remounted at /mnt/sdc' (kept in the event log).")
+@json_option
+@pass_env
+def set_root(env: Env, backend: str, root: str, reason: str | None) -> Report:
+    from airflow_colocate.jobs.backends import set_backend_root
+
+    catalog = env.catalog()
+    change = set_backend_root(catalog, backend, root, reason=reason)
+    b = change.backend
+    if change.changed:
+        line = (f"backend {b.name} (id {b.id}) moved from {change.old_root} to {b.root_uri}: "
+                f"{change.replicas} replica paths follow it")
+    else:
+        line = f"backend {b.name} (id {b.id}) is already at {b.root_uri}: nothing changed"
+    return Report([line], data={"backend": b.name, "backend_id": b.id, "old_root": change.old_root,
+                                "new_root": b.root_uri, "replicas": change.replicas, "changed": change.changed,
+                                "reason": (reason or "").strip() or None, "actor": catalog.actor})

@@ -141,12 +141,14 @@ class Env:
 
     catalog_url: str | None
     db: str
+    actor: str | None = None  # --actor; else the catalog's default ($COLOCATE_ACTOR, then the OS user)
     _catalog: Catalog | None = field(default=None, repr=False)
 
     def catalog(self, *, check_schema: bool = True) -> Catalog:
         """The catalog; refused unless it is at the code's schema (``colocate init`` skips the check)."""
         if self._catalog is None:
-            self._catalog = Catalog(self.catalog_url)  # disposed by close(), also when the check refuses it
+            # disposed by close(), also when the check refuses it
+            self._catalog = Catalog(self.catalog_url, actor=self.actor)
             if check_schema:
                 self._catalog.check_schema()
         return self._catalog

@@ -49,8 +49,23 @@ class Choice(click.Choice):
         self.fail(f"invalid choice: {value!r} (choose from {', '.join(map(repr, self.choices))})", param, ctx)
 
 
+class Actor(click.ParamType):
+    """``--actor``: who the event log names for this command's changes."""
+
+    name = "name"
+
+    def convert(self, value, param, ctx):
+        from airflow_colocate.core.actor import check_actor
+
+        try:
+            return check_actor(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 INT = Int()
 FLOAT = Float()
+ACTOR = Actor()
 
 
 def boolean(text: str) -> bool:

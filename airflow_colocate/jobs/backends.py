@@ -1,12 +1,14 @@
 """Adding a backend is a catalog change and a storage check: the root must exist and take a write
 before the catalog lists it as alive, so a typo or an unmounted disk is refused at once instead of
 becoming an empty backend that the balancer fills. The backend's identity marker is written at its
-root then, and rewritten only by an explicit re-initialisation."""
+root then, and rewritten only by an explicit re-initialisation; it is also what lets a backend move
+to another root (``set-root``): the files there are this backend's only if its marker is."""
 
 from __future__ import annotations
 
 from airflow_colocate.catalog.checks import normalize_root
 from airflow_colocate.catalog.views import BackendView
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs, identity
 
 
@@ -39,3 +41,25 @@ def reinit_backend(catalog, ref: int | str, *, reason: str, keep_replicas: bool 
     token = identity.new_token()
     identity.write_marker(b.root_uri, backend_id=b.id, name=b.name, catalog_id=catalog.backends.catalog_uid(), token=token)
     return catalog.backends.reinit(b.id, token, reason=reason, lost=not keep_replicas)
+
+
+def set_backend_root(catalog, ref: int | str, root_uri: str, *, reason: str | None = None):
+    """Move a backend to another root that already holds its files (a disk remounted elsewhere, a
+    copied demo home). The identity marker there must be this backend's, with the token the
+    catalog recorded: anything else (no marker, another backend's, another catalog's, an older
+    token) is refused in one line naming both roots and what was found, and nothing changes.
+    Returns the catalog's :class:`~airflow_colocate.catalog.views.RootChange`."""
+    root = normalize_root(root_uri)
+    b = catalog.backends.get(ref)
+    if root == b.root_uri:
+        return catalog.backends.set_root(b.id, root, reason=reason)  # already there: nothing changes
+    token = catalog.backends.markers().get(b.id)
+    if not token:
+        raise ColocateError(f"backend {b.name} has no identity marker recorded (added before 0.2), so {root} cannot be "
+                            f"checked to hold its disk: run 'colocate backend reinit {b.name} --keep-replicas' at "
+                            f"{b.root_uri} first")
+    problem = identity.marker_problem(root, backend_id=b.id, catalog_id=catalog.backends.catalog_uid(), token=token)
+    if problem:
+        raise ColocateError(f"backend {b.name}'s root stays {b.root_uri}: the new root {root} is not its disk: {problem}; "
+                            f"copy or mount {b.name}'s disk there (with its {identity.MARKER}) first")
+    return catalog.backends.set_root(b.id, root, reason=reason, marker_token=token)

@@ -44,11 +44,28 @@ def relocate_delay_from_env(default: timedelta = DEFAULT_RELOCATE_DELAY) -> time
 
 @dataclass(frozen=True)
 class ProbeResult:
+    """One backend's probe: what the probe found (``reachable``: the marker, the heartbeat write,
+    read and delete all worked) apart from the state the catalog holds after it, which an admin's
+    mark may keep ``down`` however reachable the disk is."""
+
     backend: BackendHealth  # as recorded after this probe
-    ok: bool
+    ok: bool  # reachable (kept under this name for existing callers)
     error: str | None
     seconds: float
     bad_replicas: list[str] = field(default_factory=list)  # paths the file sample found wrong
+
+    @property
+    def reachable(self) -> bool:
+        return self.ok
+
+    def to_dict(self) -> dict:
+        """The result as a task returns it (XCom): the state with its reason, and the probe's finding
+        under its own name, so ``state: down`` never sits next to a bare ``ok: true``."""
+        b = self.backend
+        return {"backend": b.name, "state": b.state, "state_reason": b.state_reason, "reason_source": b.reason_source,
+                "state_since": b.state_since.isoformat() if b.state_since else None,
+                "reachable": self.ok, "error": self.error, "seconds": self.seconds,
+                "bad_replicas": len(self.bad_replicas)}
 
 
 def sample_files(catalog, backend_id: int, limit: int) -> list[str]:
@@ -144,17 +161,32 @@ def _minutes(td: timedelta) -> str:
     return f"{minutes:.0f} min" if minutes >= 1 else f"{td.total_seconds():.0f} s"
 
 
+def describe(r: ProbeResult) -> str:
+    """One backend that is not simply alive and reachable, as the probe's line names it: the state
+    with its reason, then what the probe found when the state does not already say it, e.g.
+    ``be2 down (admin: disk pulled), reachable`` or ``be2 down (probe: no answer within 20s)``."""
+    b = r.backend
+    text = b.name + " " + b.state + (f" ({b.reason_line})" if b.reason_line and b.state != "alive" else "")
+    if r.ok:
+        return text + ", reachable" if b.state != "alive" else text
+    if b.reason_source == "probe" and b.state_reason == r.error:
+        return text
+    return f"{text}, unreachable ({r.error})"
+
+
 def probe_line(results: list[ProbeResult]) -> str:
-    """One line for a whole probe (not one per backend): how many answered, and the ones that did
-    not with their error, e.g. ``probed 3 backends in 0.4s: 2 alive; be2 down (no answer within 20s)``."""
+    """One line for a whole probe (not one per backend): how many are alive after it, and every
+    other one with its state, reason and what the probe found, e.g. ``probed 3 backends in 0.4s:
+    2 alive; be2 down (admin: disk pulled), reachable``. The count is of states, not of answers:
+    a backend an admin holds down is never counted alive because its disk answered."""
     if not results:
         return "probed no backend (none registered, or all decommissioned)"
-    ok = [r for r in results if r.ok]
-    failed = [f"{r.backend.name} {r.backend.state} ({r.error})" for r in results if not r.ok]
+    alive = [r for r in results if r.backend.state == "alive" and r.ok]
+    others = [describe(r) for r in results if not (r.backend.state == "alive" and r.ok)]
     bad = sum(len(r.bad_replicas) for r in results)
-    line = f"probed {len(results)} backends in {max(r.seconds for r in results):.1f}s: {len(ok)} alive"
-    if failed:
-        line += "; " + "; ".join(failed)
+    line = f"probed {len(results)} backends in {max(r.seconds for r in results):.1f}s: {len(alive)} alive"
+    if others:
+        line += "; " + "; ".join(others)
     if bad:
         line += f"; {bad} replicas failed the file sample (marked bad, balance repairs them)"
     return line
@@ -180,5 +212,5 @@ def group_state(catalog, group: str, *, check: bool = True, db: str = "default")
     return health.to_dict()
 
 
-__all__ = ["ProbeResult", "group_state", "one_line_reason", "probe_backends", "probe_line", "probe_root",
+__all__ = ["ProbeResult", "describe", "group_state", "one_line_reason", "probe_backends", "probe_line", "probe_root",
            "relocate_delay_from_env", "unreachable_backends", "waiting_to_relocate"]
