@@ -48,7 +48,7 @@ from airflow_colocate.plugins.guard import RequestGuard
 from airflow_colocate.plugins.index import colocate_meta
 from airflow_colocate.plugins.page import render_page
 from airflow_colocate.plugins.presenters import (
-    backends_with_load,
+    backend_model,
     event_model,
     group_detail,
     group_model,
@@ -247,9 +247,11 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     def group(catalog: ReadCatalog, group: GroupRef) -> dict:
         return group_detail(catalog, catalog.groups.get(group))
 
-    @app.get("/backends", response_model=list[Backend], responses=READ_ERRORS, summary="Backends with load and capacity")
+    @app.get("/backends", response_model=list[Backend], responses=READ_ERRORS,
+             summary="Backends with their state (why, since when, last heartbeat, last probe), load and capacity")
     def backends(catalog: ReadCatalog) -> list[dict]:
-        return backends_with_load(catalog)
+        loads = catalog.backends.loads()
+        return [backend_model(b, loads.get(b.id, {})) | b.state_fields() for b in catalog.backends.list()]
 
     @app.get("/jobs", response_model=list[Job], responses=READ_ERRORS,
              summary="Balance jobs (relocate, balance, repair) with their progress, newest first")

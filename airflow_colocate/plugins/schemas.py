@@ -93,9 +93,17 @@ class Backend(BaseModel):
     name: str
     root_uri: str
     host: str
-    state: str
-    state_since: datetime
-    last_heartbeat: datetime | None
+    state: str = Field(description="alive, down, decommissioning or decommissioned")
+    state_reason: str | None = Field(description="why it is in this state, as given (e.g. 'disk pulled', or the "
+                                                 "probe's error); null when no reason was given")
+    reason_source: str | None = Field(description="who set the state: 'admin' (mark-down / mark-up; the event "
+                                                  "log names the user), 'probe', or null")
+    state_since: datetime = Field(description="when it entered this state")
+    last_heartbeat: datetime | None = Field(description="the last probe that reached it (null: never)")
+    last_probe_at: datetime | None = Field(description="when the last probe ran, whatever it found (null: never)")
+    last_probe_ok: bool | None = Field(description="whether the last probe reached it: a backend an admin "
+                                                   "marked down can be reachable and stay down")
+    last_probe_detail: str | None = Field(description="'heartbeat ok', or why the last probe failed")
     capacity_bytes: int | None
     slots: int = Field(description="bucket replicas that the groups' maps place here")
     replicas: int = Field(description="verified replicas of visible versions held here")
