@@ -175,6 +175,7 @@ def plan_text(df) -> str:
 
 
 ORDERED_NODE = "ColocateOrderedBucket"  # AssertOrderedExec's node name (java/.../colocate/ordered)
+COLUMNAR_NODE = "ColocateColumnarMergeJoin"  # ColumnarMergeJoinExec's (spark.colocate.join.columnar)
 
 
 def final_plan(text: str) -> str:
@@ -199,13 +200,16 @@ def ordered_reads(spark, df, text: str) -> str:
     if "isFinalPlan=false" in text and locality.ordered_read(spark):
         try:
             initial = df._jdf.queryExecution().executedPlan().initialPlan()
-            text = str(spark._jvm.colocate.ordered.SkipSortedSort().apply(initial).toString())
+            rule = spark._jvm.colocate.ordered.ColumnarJoinRule(spark._jvm.colocate.ordered.SkipSortedSort())
+            text = str(rule.apply(initial).toString())
         except Exception:  # noqa: BLE001 - a line for the log; the query itself is unaffected
             pass
     text = final_plan(text)
     ordered = text.count(f"{ORDERED_NODE} [")
     sorts = sum(1 for line in text.splitlines() if line.lstrip(" :+-*()0123456789").startswith("Sort ["))
-    return f"bucket reads: {ordered} in key order (no sort, order checked per row), {sorts} sorted by Spark"
+    line = f"bucket reads: {ordered} in key order (no sort, order checked per row), {sorts} sorted by Spark"
+    columnar = text.count(f"{COLUMNAR_NODE} [")  # which join ran: the plan before running still shows Spark's
+    return line + (f"; {columnar} merge join(s) on column batches ({COLUMNAR_NODE})" if columnar else "")
 
 
 # Nodes of a parsed query a LIMIT looks through to the join: they pass rows on as they come.

@@ -37,6 +37,7 @@ import scala.runtime.AbstractFunction1;
  * copied.
  */
 public final class AssertOrderedExec extends SparkPlan {
+    static final String NODE_NAME = "ColocateOrderedBucket";
     private final Seq<SortOrder> sortOrder;
     private final SparkPlan child;
     private final String table;
@@ -86,7 +87,7 @@ public final class AssertOrderedExec extends SparkPlan {
 
     @Override
     public String nodeName() {
-        return "ColocateOrderedBucket";
+        return NODE_NAME;
     }
 
     @Override

@@ -11,7 +11,8 @@ import scala.runtime.BoxedUnit;
 /**
  * The session extension ({@code spark.sql.extensions=colocate.ordered.ColocateExtensions}) that
  * lets a colocated sort-merge join read each bucket's key-sorted files in order instead of
- * sorting them again ({@link SkipSortedSort}).
+ * sorting them again ({@link SkipSortedSort}), and, where {@value ColumnarJoinRule#FLAG} allows, join
+ * them on column batches ({@link ColumnarJoinRule}).
  *
  * <p>It is injected as a columnar rule because that is the one hook Spark runs after
  * EnsureRequirements has placed its sorts, in both the adaptive and the non-adaptive planner,
@@ -24,7 +25,7 @@ public class ColocateExtensions extends AbstractFunction1<SparkSessionExtensions
             @Override
             public ColumnarRule apply(SparkSession session) {
                 return new ColumnarRule() {
-                    private final Rule<SparkPlan> rule = new SkipSortedSort();
+                    private final Rule<SparkPlan> rule = new ColumnarJoinRule(new SkipSortedSort());
 
                     @Override
                     public Rule<SparkPlan> preColumnarTransitions() {

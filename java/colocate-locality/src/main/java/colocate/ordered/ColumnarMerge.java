@@ -1,0 +1,616 @@
+package colocate.ordered;
+
+import java.io.Serializable;
+
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.BasePredicate;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.JoinedRow;
+import org.apache.spark.sql.catalyst.expressions.Predicate;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.sql.vectorized.ColumnarBatchRow;
+import scala.collection.AbstractIterator;
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
+import scala.runtime.AbstractFunction2;
+
+/**
+ * The executor side of {@link ColumnarMergeJoinExec}: merges one bucket's two key-ordered column
+ * batch streams into batches of joined rows.
+ *
+ * <p>Each side is read run by run (the rows of one key). A run inside one input batch is named by
+ * its row numbers and never copied; only a run that reaches the end of a batch is copied into a
+ * small carry buffer, because the scan refills its vectors with the next batch. The output is
+ * written a column at a time from the pairs of row numbers a key's runs produce. A row whose key
+ * has a null never matches. Every side that is a table's read is checked to be in key order as
+ * it is merged, as {@link AssertOrderedExec} checks it for Spark's join: the query stops at the
+ * first row out of order instead of missing its matches.
+ */
+final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Iterator<ColumnarBatch>, Iterator<ColumnarBatch>>
+        implements Serializable {
+    static final int INNER = 0, LEFT_OUTER = 1, RIGHT_OUTER = 2, LEFT_SEMI = 3, LEFT_ANTI = 4;
+    static final int BATCH = 4096;
+
+    /** What the merge needs to know of one side, resolved on the driver. */
+    static final class Side implements Serializable {
+        final Seq<Attribute> input;     // the child's output, in its batches' column order
+        final Expression filter;        // null: every row
+        final int[] keys;               // ordinals of the join keys in input
+        final int[] needed;             // ordinals copied into the carry (keys, output, condition)
+        final int[] codes, precisions, scales; // per input ordinal (-1 where not needed)
+        final DataType[] types;
+        final String table;             // the table a read comes from; null for a join's output
+        final String keyNames;
+
+        Side(Seq<Attribute> input, Expression filter, int[] keys, int[] needed, int[] codes, int[] precisions,
+             int[] scales, DataType[] types, String table, String keyNames) {
+            this.input = input;
+            this.filter = filter;
+            this.keys = keys;
+            this.needed = needed;
+            this.codes = codes;
+            this.precisions = precisions;
+            this.scales = scales;
+            this.types = types;
+            this.table = table;
+            this.keyNames = keyNames;
+        }
+    }
+
+    private final int joinType;
+    private final Side left;
+    private final Side right;
+    private final Expression condition;    // null: none
+    private final Seq<Attribute> conditionInput;
+    private final int[] outSide;            // 0 left, 1 right
+    private final int[] outOrdinal;
+    private final DataType[] outTypes;
+
+    ColumnarMerge(int joinType, Side left, Side right, Expression condition, Seq<Attribute> conditionInput,
+                  int[] outSide, int[] outOrdinal, DataType[] outTypes) {
+        this.joinType = joinType;
+        this.left = left;
+        this.right = right;
+        this.condition = condition;
+        this.conditionInput = conditionInput;
+        this.outSide = outSide;
+        this.outOrdinal = outOrdinal;
+        this.outTypes = outTypes;
+    }
+
+    @Override
+    public Iterator<ColumnarBatch> apply(Iterator<ColumnarBatch> l, Iterator<ColumnarBatch> r) {
+        return new Merge(l, r);
+    }
+
+    static int compareKeys(Side a, ColumnVector[] ac, int i, Side b, ColumnVector[] bc, int j) {
+        for (int k = 0; k < a.keys.length; k++) {
+            ColumnVector x = ac[a.keys[k]];
+            ColumnVector y = bc[b.keys[k]];
+            boolean nx = x.isNullAt(i), ny = y.isNullAt(j);
+            if (nx || ny) {
+                if (nx && ny) {
+                    continue;
+                }
+                return nx ? -1 : 1; // nulls first, as the reads are sorted
+            }
+            int o = a.keys[k];
+            int c = Vectors.compare(a.codes[o], a.precisions[o], a.scales[o], x, i, y, j);
+            if (c != 0) {
+                return c;
+            }
+        }
+        return 0;
+    }
+
+    /** One side's reader: its batches, the rows its filter keeps, and the current run of one key. */
+    final class Cursor {
+        private final Iterator<ColumnarBatch> in;
+        private final Side side;
+        private final BasePredicate filter;
+        private final Merge owner;
+        private final int bucket = TaskContext.getPartitionId();
+        ColumnVector[] cols;
+        private int[] sel = new int[0];
+        private boolean all;   // every row kept (no filter): sel unused
+        private int selN;
+        private int p;
+        private long seen;     // kept rows of the batches before this one
+        private final OnHeapColumnVector[] carry;
+        private final ColumnVector[] carryCols;
+        private int carryN;
+        private boolean carryValid;
+        // the current run
+        ColumnVector[] runCols;
+        int[] runRows;          // null: rows runFrom..runTo themselves
+        int runFrom, runTo;
+        boolean runNull;
+
+        Cursor(Iterator<ColumnarBatch> in, Side side, Merge owner) {
+            this.in = in;
+            this.side = side;
+            this.owner = owner;
+            if (side.filter != null) {
+                filter = Predicate.create(side.filter, side.input);
+                filter.initialize(bucket);
+            } else {
+                filter = null;
+            }
+            int n = side.types.length;
+            carry = new OnHeapColumnVector[n];
+            carryCols = new ColumnVector[n];
+            for (int o : side.needed) {
+                carry[o] = new OnHeapColumnVector(64, side.types[o]);
+                carryCols[o] = carry[o];
+            }
+        }
+
+        int row(int k) {
+            return all ? k : sel[k];
+        }
+
+        int runRow(int k) {
+            return runRows == null ? k : runRows[k];
+        }
+
+        int runSize() {
+            return runTo - runFrom;
+        }
+
+        /** The next batch with a kept row; false at the end of the input. */
+        private boolean load() {
+            owner.flush();
+            seen += selN;
+            while (in.hasNext()) {
+                ColumnarBatch b = in.next();
+                int n = b.numRows();
+                if (cols == null || cols.length != b.numCols()) {
+                    cols = new ColumnVector[b.numCols()];
+                }
+                for (int c = 0; c < cols.length; c++) {
+                    cols[c] = b.column(c);
+                }
+                if (filter == null) {
+                    all = true;
+                    selN = n;
+                } else {
+                    all = false;
+                    if (sel.length < n) {
+                        sel = new int[n];
+                    }
+                    ColumnarBatchRow view = new ColumnarBatchRow(cols);
+                    int k = 0;
+                    for (int i = 0; i < n; i++) {
+                        view.rowId = i;
+                        if (filter.eval(view)) {
+                            sel[k++] = i;
+                        }
+                    }
+                    selN = k;
+                }
+                p = 0;
+                if (selN > 0) {
+                    return true;
+                }
+            }
+            cols = null;
+            selN = 0;
+            p = 0;
+            return false;
+        }
+
+        private boolean anyNullKey(ColumnVector[] c, int i) {
+            for (int k : side.keys) {
+                if (c[k].isNullAt(i)) {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        private void disorder(long rowNumber) {
+            String what = side.table == null ? "a columnar merge join's input" : "table " + side.table;
+            throw new IllegalStateException("colocate: " + what + " bucket " + bucket + " is not in (" + side.keyNames
+                    + ") order at its row " + rowNumber + ": its replica's files were not written sorted by the bucket "
+                    + "key, and a merge join over them would miss rows, so the query stops instead of returning wrong "
+                    + "rows; set spark.colocate.sortedScan=false to have Spark sort them, and rewrite the partition");
+        }
+
+        private void appendCarry(int from, int to) {
+            for (int o : side.needed) {
+                Vectors.gather(side.codes[o], side.precisions[o], side.scales[o], cols[o], all ? null : sel, from, to,
+                        carry[o], carryN);
+            }
+            carryN += to - from;
+        }
+
+        /** Moves to the next run of equal keys; false at the end of the input. */
+        boolean nextRun() {
+            if (cols == null || p >= selN) {
+                if (!load()) {
+                    return false;
+                }
+                if (carryValid && compareKeys(side, cols, row(0), side, carryCols, 0) < 0) {
+                    disorder(seen + 1);
+                }
+            }
+            int s = p;
+            int first = row(s);
+            boolean isNull = anyNullKey(cols, first);
+            int j = s + 1;
+            while (j < selN) {
+                int c = compareKeys(side, cols, row(j), side, cols, first);
+                if (c != 0) {
+                    if (c < 0) {
+                        disorder(seen + j + 1);
+                    }
+                    break;
+                }
+                j++;
+            }
+            if (j < selN) {
+                runCols = cols;
+                runRows = all ? null : sel;
+                runFrom = s;
+                runTo = j;
+                runNull = isNull;
+                p = j;
+                return true;
+            }
+            // The run reaches the end of the batch: copy it, it may go on in the next ones.
+            owner.flush();
+            for (OnHeapColumnVector v : carry) {
+                if (v != null) {
+                    v.reset();
+                }
+            }
+            carryN = 0;
+            appendCarry(s, selN);
+            while (load()) {
+                j = 0;
+                while (j < selN) {
+                    int c = compareKeys(side, cols, row(j), side, carryCols, 0);
+                    if (c != 0) {
+                        if (c < 0) {
+                            disorder(seen + j + 1);
+                        }
+                        break;
+                    }
+                    j++;
+                }
+                if (j > 0) {
+                    appendCarry(0, j);
+                }
+                if (j < selN) {
+                    p = j;
+                    break;
+                }
+            }
+            runCols = carryCols;
+            runRows = null;
+            runFrom = 0;
+            runTo = carryN;
+            runNull = isNull;
+            carryValid = true;
+            return true;
+        }
+    }
+
+    private static final int NONE = 0, MATCH = 1, LEFT_ONLY = 2, RIGHT_ONLY = 3, BOTH_NULL = 4;
+
+    /** The merge of one bucket, resumable wherever an output batch fills up. */
+    final class Merge extends AbstractIterator<ColumnarBatch> {
+        private final Cursor lc;
+        private final Cursor rc;
+        private final BasePredicate cond;
+        private final OnHeapColumnVector[] out;
+        private final ColumnarBatch batch;
+        private int outN;
+        private final int[] pl = new int[BATCH];
+        private final int[] pr = new int[BATCH];
+        private int pn;
+        private ColumnVector[] pendL, pendR;
+        private boolean started, done, haveL, haveR;
+        private ColumnarBatch ready;
+        // the group (one key's runs) being emitted
+        private int kind = NONE, gi, gj, phase;
+        private boolean matched;
+        private boolean[] rMatched = new boolean[16];
+        private final JoinedRow joined = new JoinedRow();
+        private ColumnarBatchRow lRow, rRow;
+
+        Merge(Iterator<ColumnarBatch> l, Iterator<ColumnarBatch> r) {
+            lc = new Cursor(l, left, this);
+            rc = new Cursor(r, right, this);
+            if (condition != null) {
+                cond = Predicate.create(condition, conditionInput);
+                cond.initialize(TaskContext.getPartitionId());
+            } else {
+                cond = null;
+            }
+            out = new OnHeapColumnVector[outTypes.length];
+            for (int c = 0; c < out.length; c++) {
+                out[c] = new OnHeapColumnVector(BATCH, outTypes[c]);
+            }
+            batch = new ColumnarBatch(out);
+        }
+
+        @Override
+        public boolean hasNext() {
+            if (ready == null && !done) {
+                ready = fill();
+            }
+            return ready != null;
+        }
+
+        @Override
+        public ColumnarBatch next() {
+            if (!hasNext()) {
+                throw new java.util.NoSuchElementException();
+            }
+            ColumnarBatch b = ready;
+            ready = null;
+            return b;
+        }
+
+        private ColumnarBatch fill() {
+            for (OnHeapColumnVector v : out) {
+                v.reset();
+            }
+            outN = 0;
+            if (!started) {
+                started = true;
+                haveL = lc.nextRun();
+                haveR = rc.nextRun();
+            }
+            while (outN + pn < BATCH) {
+                if (kind == NONE && !startGroup()) {
+                    done = true;
+                    break;
+                }
+                if (emitGroup()) {
+                    finishGroup();
+                }
+            }
+            flush();
+            if (outN == 0) {
+                return null; // only when done: the loop ends early only on a full batch
+            }
+            batch.setNumRows(outN);
+            return batch;
+        }
+
+        private boolean startGroup() {
+            if (!haveL && !haveR) {
+                return false;
+            }
+            if (haveL && haveR) {
+                int c = compareKeys(left, lc.runCols, lc.runRow(lc.runFrom), right, rc.runCols, rc.runRow(rc.runFrom));
+                kind = c < 0 ? LEFT_ONLY : c > 0 ? RIGHT_ONLY : lc.runNull ? BOTH_NULL : MATCH;
+            } else {
+                kind = haveL ? LEFT_ONLY : RIGHT_ONLY;
+            }
+            gi = 0;
+            gj = 0;
+            phase = 0;
+            matched = false;
+            if (kind == MATCH && cond != null && joinType == RIGHT_OUTER) {
+                int n = rc.runSize();
+                if (rMatched.length < n) {
+                    rMatched = new boolean[Math.max(n, 2 * rMatched.length)];
+                }
+                java.util.Arrays.fill(rMatched, 0, n, false);
+            }
+            return true;
+        }
+
+        private void finishGroup() {
+            int k = kind;
+            kind = NONE;
+            if (k != RIGHT_ONLY) {
+                haveL = lc.nextRun();
+            }
+            if (k != LEFT_ONLY) {
+                haveR = rc.nextRun();
+            }
+        }
+
+        private boolean full() {
+            return outN + pn >= BATCH;
+        }
+
+        /** Emits the current group's rows until done (true) or the batch is full (false). */
+        private boolean emitGroup() {
+            switch (kind) {
+                case LEFT_ONLY:
+                    return leftAlone();
+                case RIGHT_ONLY:
+                    return rightAlone();
+                case BOTH_NULL:
+                    if (phase == 0) {
+                        if (!leftAlone()) {
+                            return false;
+                        }
+                        phase = 1;
+                        gi = 0;
+                    }
+                    return rightAlone();
+                default:
+                    return cond == null ? matchAll() : matchWhere();
+            }
+        }
+
+        private boolean leftAlone() {
+            if (joinType != LEFT_OUTER && joinType != LEFT_ANTI) {
+                return true;
+            }
+            int n = lc.runSize();
+            while (gi < n) {
+                if (full()) {
+                    return false;
+                }
+                add(lc.runRow(lc.runFrom + gi), -1);
+                gi++;
+            }
+            return true;
+        }
+
+        private boolean rightAlone() {
+            if (joinType != RIGHT_OUTER) {
+                return true;
+            }
+            int n = rc.runSize();
+            while (gi < n) {
+                if (full()) {
+                    return false;
+                }
+                add(-1, rc.runRow(rc.runFrom + gi));
+                gi++;
+            }
+            return true;
+        }
+
+        private boolean matchAll() {
+            int ln = lc.runSize();
+            if (joinType == LEFT_ANTI) {
+                return true;
+            }
+            if (joinType == LEFT_SEMI) {
+                while (gi < ln) {
+                    if (full()) {
+                        return false;
+                    }
+                    add(lc.runRow(lc.runFrom + gi), -1);
+                    gi++;
+                }
+                return true;
+            }
+            int rn = rc.runSize();
+            while (gi < ln) {
+                int l = lc.runRow(lc.runFrom + gi);
+                while (gj < rn) {
+                    if (full()) {
+                        return false;
+                    }
+                    add(l, rc.runRow(rc.runFrom + gj));
+                    gj++;
+                }
+                gj = 0;
+                gi++;
+            }
+            return true;
+        }
+
+        private boolean test(int l, int r) {
+            if (lRow == null || lRowCols != lc.runCols) {
+                lRow = new ColumnarBatchRow(lc.runCols);
+                lRowCols = lc.runCols;
+            }
+            if (rRow == null || rRowCols != rc.runCols) {
+                rRow = new ColumnarBatchRow(rc.runCols);
+                rRowCols = rc.runCols;
+            }
+            lRow.rowId = l;
+            rRow.rowId = r;
+            return cond.eval(joined.apply(lRow, rRow));
+        }
+
+        private ColumnVector[] lRowCols, rRowCols;
+
+        private boolean matchWhere() {
+            int ln = lc.runSize();
+            int rn = rc.runSize();
+            if (phase == 0) {
+                while (gi < ln) {
+                    int l = lc.runRow(lc.runFrom + gi);
+                    if (joinType == LEFT_SEMI || joinType == LEFT_ANTI) {
+                        if (full()) {
+                            return false;
+                        }
+                        boolean any = false;
+                        for (int j = 0; j < rn && !any; j++) {
+                            any = test(l, rc.runRow(rc.runFrom + j));
+                        }
+                        if (any == (joinType == LEFT_SEMI)) {
+                            add(l, -1);
+                        }
+                        gi++;
+                        continue;
+                    }
+                    while (gj < rn) {
+                        if (full()) {
+                            return false;
+                        }
+                        int r = rc.runRow(rc.runFrom + gj);
+                        if (test(l, r)) {
+                            add(l, r);
+                            matched = true;
+                            if (joinType == RIGHT_OUTER) {
+                                rMatched[gj] = true;
+                            }
+                        }
+                        gj++;
+                    }
+                    if (joinType == LEFT_OUTER && !matched) {
+                        if (full()) {
+                            return false;
+                        }
+                        add(l, -1);
+                    }
+                    matched = false;
+                    gj = 0;
+                    gi++;
+                }
+                if (joinType != RIGHT_OUTER) {
+                    return true;
+                }
+                phase = 1;
+                gj = 0;
+            }
+            while (gj < rn) {
+                if (!rMatched[gj]) {
+                    if (full()) {
+                        return false;
+                    }
+                    add(-1, rc.runRow(rc.runFrom + gj));
+                }
+                gj++;
+            }
+            return true;
+        }
+
+        private void add(int l, int r) {
+            ColumnVector[] lcols = l < 0 ? pendL : lc.runCols;
+            ColumnVector[] rcols = r < 0 ? pendR : rc.runCols;
+            if (pn > 0 && (lcols != pendL || rcols != pendR)) {
+                flush();
+            }
+            pendL = lcols;
+            pendR = rcols;
+            pl[pn] = l;
+            pr[pn] = r;
+            pn++;
+        }
+
+        /** Writes the pending pairs' columns into the output batch (before any input vector changes). */
+        void flush() {
+            if (pn == 0) {
+                return;
+            }
+            for (int c = 0; c < out.length; c++) {
+                boolean fromLeft = outSide[c] == 0;
+                Side s = fromLeft ? left : right;
+                ColumnVector[] src = fromLeft ? pendL : pendR;
+                int o = outOrdinal[c];
+                Vectors.gather(s.codes[o], s.precisions[o], s.scales[o], src == null ? null : src[o],
+                        fromLeft ? pl : pr, 0, pn, out[c], outN);
+            }
+            outN += pn;
+            pn = 0;
+        }
+    }
+}
