@@ -2,15 +2,23 @@
 group's map, backends' load against capacity, write and balance jobs, and recent changes with who
 made them (the DAG, task and run, for changes made by Airflow tasks).
 
+It also says what is wrong and what happens next, as the on-call engineer asks it: why each
+backend is in its state, since when, its last heartbeat and probe; since when a group is unstable,
+when balance starts relocating its buckets and whether its joins shuffle now; which partitions no
+read can serve (their only copies on backends that are not alive).
+
 Rendered on the server (Jinja2 template and an inline SVG), so the page is complete without
 scripts and a test can read the same numbers the catalog holds. One small script
-(``static/colocation.js``) only follows Airflow's light/dark theme and runs the auto-refresh toggle.
+(``static/colocation.js``) follows Airflow's light/dark theme, runs the auto-refresh toggle, keeps
+the "in 29 min" / "3 min ago" times current, and makes links out of the page work inside Airflow's
+sandboxed iframe.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, timedelta
 from html import escape
 from pathlib import Path
 from urllib.parse import quote
@@ -23,6 +31,7 @@ from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import BALANCE_KINDS, GroupView
 from airflow_colocate.core.actor import parse_task_actor
 from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core.times import utc
 from airflow_colocate.core.web import PREFIX
 from airflow_colocate.plugins.presenters import backends_with_load, group_model, group_reasons, job_model, table_names
 from airflow_colocate.plugins.schemas import GROUP_REF
@@ -32,6 +41,41 @@ JOB_KINDS = ("write", *BALANCE_KINDS)
 RECENT_JOBS = 12
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+
+PRIMARY_MEANS = ("primary replica: the first backend of a bucket's list, where a colocated join reads the bucket "
+                 "while every backend is alive; the other replicas are the copies a read moves to when it is not")
+
+
+def relative(ts: datetime | None, now: datetime) -> str:
+    """``in 29 min`` / ``3 min ago`` / ``2 h 5 min ago`` / ``4 days ago``: how far from now, in
+    the largest unit that reads well (colocation.js recomputes it while the page stays open)."""
+    if ts is None:
+        return ""
+    seconds = (utc(ts) - utc(now)).total_seconds()
+    n = abs(seconds)
+    if n < 45:
+        return "now" if n < 5 else (f"in {n:.0f} s" if seconds > 0 else f"{n:.0f} s ago")
+    if n < 90 * 60:
+        text = f"{n / 60:.0f} min"
+    elif n < 48 * 3600:
+        h, m = divmod(round(n / 60), 60)
+        text = f"{h} h {m} min" if m else f"{h} h"
+    else:
+        text = f"{n / 86400:.0f} days"
+    return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
+def when(ts: datetime | None, now: datetime, *, rel: bool = False) -> Markup:
+    """A time on one line (never wrapped mid-date): ``14:32:05`` today, else ``2026-11-24 14:32``,
+    UTC as the catalog stores it, the exact ISO time in its tooltip; with ``rel``, how far from now
+    as well (``14:32:05 (3 min ago)``)."""
+    if ts is None:
+        return Markup('<span class="muted">never</span>')
+    ts, now = utc(ts), utc(now)
+    short = ts.strftime("%H:%M:%S") if ts.date() == now.date() else ts.strftime("%Y-%m-%d %H:%M")
+    iso = ts.isoformat(timespec="seconds")
+    after = f' (<span class="rel" data-at="{escape(iso)}">{escape(relative(ts, now))}</span>)' if rel else ""
+    return Markup(f'<time class="ts" datetime="{escape(iso)}" title="{escape(iso)} (UTC)">{escape(short)}</time>{after}')
 
 
 def human_bytes(n: int | None) -> str:
@@ -76,7 +120,7 @@ def _header(out: list[str], cols: list[dict], totals: list[int], primaries: list
         alive = b["state"] == "alive"
         out.append(f'<text x="{x + cw / 2}" y="14" class="be-name" data-backend="{b["id"]}">'
                    f'<title>{escape(b["name"])} (id {b["id"]}, host {escape(str(b.get("host", "")))})</title>'
-                   f'{escape(b["name"][:8])}</text>')
+                   f'{escape(b["name"][:max(8, int(cw) // 8)])}</text>')
         out.append(f'<text x="{x + cw / 2}" y="28" class="be-state {"ok" if alive else "bad"}">{escape(b["state"])}</text>')
         out.append(f'<text x="{x + cw / 2}" y="44" class="total" data-backend="{b["id"]}" data-total="{totals[i]}" '
                    f'data-primary="{primaries[i]}"><title>{totals[i]} bucket replicas of this group on '
@@ -94,8 +138,9 @@ def _header(out: list[str], cols: list[dict], totals: list[int], primaries: list
 def _legend(out: list[str], left: int, y: int, items) -> None:
     for j, (cls, label) in enumerate(items):
         lx = left + j * 180
-        out.append(f'<rect x="{lx}" y="{y - 10}" width="14" height="12" rx="2" class="cell {cls}"/>'
-                   f'<text x="{lx + 20}" y="{y}" class="legend">{label}</text>')
+        tip = f"<title>{escape(PRIMARY_MEANS)}</title>" if cls == "primary" else ""
+        out.append(f'<g class="legend-item">{tip}<rect x="{lx}" y="{y - 10}" width="14" height="12" rx="2" '
+                   f'class="cell {cls}"/><text x="{lx + 20}" y="{y}" class="legend">{label}</text></g>')
 
 
 def _counts(g: GroupView, cols: list[dict]) -> tuple[dict[int, int], list[int], list[int]]:
@@ -116,9 +161,11 @@ def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
     cols = _columns(g, backends)
     rows = list(g.bucket_map)
     n = max(len(rows), 1)
-    cw, ch = 56, max(8, min(22, 560 // n))
     left, top = 70, 62
-    width = max(left + cw * len(cols) + 10, left + 3 * 180 + 20)  # room for the legend too
+    # The legend needs left + 3 × 180 px whatever the columns: few backends get wider columns to
+    # fill it rather than leave it empty (3 backends: 3 × 180 px, not 3 × 56 px and a blank right).
+    cw, ch = max(56, min(180, (3 * 180 + 10) // max(len(cols), 1))), max(8, min(22, 560 // n))
+    width = max(left + cw * len(cols) + 10, left + 3 * 180 + 20)
     height = top + ch * n + 34
     step = 1 if ch >= 12 else math.ceil(12 / ch)
     col_of, totals, primaries = _counts(g, cols)
@@ -137,8 +184,9 @@ def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
             kind = "down" if state_of[be] != "alive" else ("primary" if replica == 0 else "replica")
             out.append(f'<rect x="{left + i * cw + 3}" y="{y + 1}" width="{cw - 6}" '
                        f'height="{ch - 2}" rx="2" class="cell {kind}" data-bucket="{seq}" '
-                       f'data-backend="{be}" data-replica="{replica}"><title>bucket {seq}: replica {replica + 1} of '
-                       f'{len(row)} on {escape(cols[i]["name"])} (id {be}, {escape(state_of[be])})</title></rect>')
+                       f'data-backend="{be}" data-replica="{replica}"><title>bucket {seq}: '
+                       f'{"primary replica" if replica == 0 else f"replica {replica + 1}"} of {len(row)} on '
+                       f'{escape(cols[i]["name"])} (id {be}, {escape(state_of[be])})</title></rect>')
     _legend(out, left, top + ch * n + 24, (("primary", "primary replica"), ("replica", "other replica"),
                                            ("down", "backend not alive")))
     out.append("</svg>")
@@ -188,13 +236,53 @@ def bucket_heatmap_svg(g: GroupView, backends: list[dict]) -> Markup:
 
 
 MAX_DROPPED_SHOWN = 12  # dropped partitions listed per table; the rest are counted
+MAX_UNAVAILABLE_SHOWN = 12  # unavailable partitions listed per table; the count is exact
 
 
-def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user: str = "") -> str:
+def relocate_delay() -> timedelta:
+    """The delay balance waits before relocating a down backend's buckets, as the maintenance DAG's
+    runs read it (``COLOCATE_RELOCATE_DELAY_MINUTES``, else 30 min): the page's countdown is theirs."""
+    from airflow_colocate.jobs.health import relocate_delay_from_env
+
+    return relocate_delay_from_env()
+
+
+def outlook_lines(g: dict, now: datetime) -> list[tuple[str, Markup]]:
+    """What happens next to a group, one (class, line) each: when relocation starts (or that it is
+    due, or off), and whether its joins shuffle now. Empty for a healthy group."""
+    out: list[tuple[str, Markup]] = []
+    off = ", ".join(g.get("relocation_backends") or ()) or "its down backends"
+    if g.get("relocation_disabled"):
+        out.append(("relocation-off", Markup("relocation off: <code>disable_colocate_relocate</code> is set; "
+                                             "its buckets stay on {}").format(off)))
+    elif g.get("relocation_due"):
+        out.append(("relocation-due", Markup("relocation due: the next balance or repair run moves its buckets "
+                                             "off {}").format(off)))
+    elif g.get("relocation_starts_at") is not None:
+        at = utc(g["relocation_starts_at"])
+        out.append(("relocation-countdown", Markup('relocation starts <span class="rel" data-at="{}">{}</span> '
+                                                   '({}): its buckets leave {}').format(
+            at.isoformat(timespec="seconds"), relative(at, now), when(at, now), off)))
+    if g.get("joins_shuffle"):
+        why = g.get("joins_shuffle_reason") or "colocated joins are off for this group"
+        # an unstable group's reasons are listed next to it already: the planner's words go to the tooltip
+        out.append(("joins-shuffle", Markup('<span title="{}">joins shuffle now</span>').format(why) if not g["stable"]
+                    else Markup("joins shuffle now: {}").format(why)))
+    return out
+
+
+def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user: str = "",
+                delay: timedelta | None = None) -> str:
     names = table_names(catalog)
     groups = catalog.groups.list()
     backends = backends_with_load(catalog)
-    rows = [dict(group_model(g, names), reasons=group_reasons(catalog, g)) for g in groups]
+    now = utc(catalog.now())
+    outlooks = catalog.groups.outlooks(relocate_delay=relocate_delay() if delay is None else delay)
+    lost = catalog.tables.availability(limit=MAX_UNAVAILABLE_SHOWN)
+    rows = [dict(group_model(g, names), reasons=group_reasons(catalog, g),
+                 **(outlooks[g.grp_id].to_dict() if g.grp_id in outlooks else {})) for g in groups]
+    for r in rows:
+        r["next"] = outlook_lines(r, now)
     chosen: GroupView | None = None
     problem = None
     if selected and not re.fullmatch(GROUP_REF, selected):
@@ -214,6 +302,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         b["bar"] = b["used_fraction"] if b["used_fraction"] is not None else b["bytes"] / max_bytes
         b["slot_bar"] = b["slots"] / max_slots
         b["bytes_h"], b["capacity_h"] = human_bytes(b["bytes"]), human_bytes(b["capacity_bytes"])
+        b["unavailable_with"] = lost.by_backend.get(b["id"], 0)  # partitions whose last copies are here
     # Writes next to balance jobs: a write holds a version of its group, a balance job moves its
     # buckets, and both explain why the map or the numbers above are changing. Running ones first.
     recent = catalog.jobs.list(kinds=JOB_KINDS, limit=RECENT_JOBS)
@@ -233,10 +322,20 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         return who
 
     bin_ = catalog.partitions.recycle_bin()
+
+    def unavailable(t_id: int) -> dict:
+        found = lost.tables.get(t_id)
+        return {"unavailable_count": found.count if found else 0,
+                "unavailable_partitions": list(found.partitions) if found else [],
+                "unavailable_backends": list(found.backends) if found else []}
+
     tables = [{"id": t.id, "name": t.qualified_name, "group": t.group_name, "schema_version": t.schema_version,
                "columns": ", ".join(f"{n} {ty}" for n, ty in t.columns), "retention_days": t.retention_days,
-               "dropped": [p.value for p in bin_.get(t.id, [])]} for t in catalog.tables.list()]
-    return _env.get_template("colocation.html").render(task_of=task_of, tables=tables, max_dropped=MAX_DROPPED_SHOWN, rendered_at=catalog.now().isoformat(timespec="seconds"),
+               "replication_num": t.replication_num, "dropped": [p.value for p in bin_.get(t.id, [])],
+               **unavailable(t.id)} for t in catalog.tables.list()]
+    return _env.get_template("colocation.html").render(
+        task_of=task_of, tables=tables, max_dropped=MAX_DROPPED_SHOWN, rendered_at=now.isoformat(timespec="seconds"),
+        when=lambda ts, rel=False: when(ts, now, rel=rel), unavailable_total=lost.total, primary_means=PRIMARY_MEANS,
         base=base, user=user, version=__version__, groups=rows, chosen=chosen_row, problem=problem,
         map_svg=bucket_map_svg(chosen, backends) if chosen is not None else None,
         heatmap=chosen is not None and len(chosen.bucket_map) > EXACT_MAX_BUCKETS, exact_max=EXACT_MAX_BUCKETS,

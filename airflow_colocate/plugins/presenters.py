@@ -46,11 +46,12 @@ def group_detail(catalog: Catalog, g: GroupView, names: dict[int, str] | None = 
 
 
 def backend_model(b: BackendView, load: dict[str, int]) -> dict:
+    """A backend with its load, and its state as the on-call engineer asks it (why, since when,
+    last heartbeat, the last probe's own finding: ``BackendView.state_fields``)."""
     used = load.get("bytes", 0)
-    return {"id": b.id, "name": b.name, "root_uri": b.root_uri, "host": b.host, "state": b.state,
-            "state_since": b.state_since, "last_heartbeat": b.last_heartbeat, "capacity_bytes": b.capacity_bytes,
-            "slots": load.get("slots", 0), "replicas": load.get("replicas", 0), "bytes": used,
-            "used_fraction": (used / b.capacity_bytes) if b.capacity_bytes else None}
+    return {"id": b.id, "name": b.name, "root_uri": b.root_uri, "host": b.host, **b.state_fields(),
+            "capacity_bytes": b.capacity_bytes, "slots": load.get("slots", 0), "replicas": load.get("replicas", 0),
+            "bytes": used, "used_fraction": (used / b.capacity_bytes) if b.capacity_bytes else None}
 
 
 def backends_with_load(catalog: Catalog) -> list[dict]:

@@ -7,6 +7,8 @@ run; the stylesheet has a dark theme and no hard-coded light background. The bro
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta, timezone
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.actor import parse_task_actor, task_actor
-from airflow_colocate.plugins.page import EXACT_MAX_BUCKETS, HEAT_ROWS, render_page
+from airflow_colocate.plugins.page import EXACT_MAX_BUCKETS, HEAT_ROWS, relative, render_page
 from plugin_testing import build_demo_catalog, commit_fake_write
 
 STATIC = Path(__file__).resolve().parents[2] / "airflow_colocate" / "plugins" / "static"
@@ -141,3 +143,111 @@ def test_the_stylesheet_has_a_dark_theme_and_no_fixed_white():
     assert not fixed, fixed
     js = (STATIC / "colocation.js").read_text()
     assert "prefers-color-scheme" in js and "window.parent.document.documentElement" in js
+
+
+def text_of(html: str, element_id: str | None = None, attr: str | None = None) -> str:
+    """The visible text of the page (or of the element whose opening tag has ``attr``), tags gone."""
+    if attr is not None:
+        start = html.index(attr)
+        html = html[html.rindex("<", 0, start):]
+        tag = re.match(r"<(\w+)", html).group(1)
+        html = html[:html.index(f"</{tag}>") + len(tag) + 3]
+    html = re.sub(r"<title>.*?</title>", "", html, flags=re.S)
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+    return re.sub(r"\( | \)| (?=[:,])", lambda m: m.group().strip(), text)  # "( 1 min ago )" -> "(1 min ago)"
+
+
+class Clock:
+    def __init__(self, at: datetime):
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at
+
+
+@pytest.fixture
+def disk_pulled(tmp_path):
+    """The demo catalog on a clock, a replication-1 table outside any group with a bucket on be2,
+    and be2 marked down "disk pulled" at 14:02 (be4 is down already)."""
+    demo = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    clock = Clock(datetime(2026, 11, 24, 14, 2, tzinfo=timezone.utc))
+    cat = Catalog(demo.url, actor="root", clock=clock)
+    cat.tables.create("raw_events", [("id", "bigint")], ["id"], bucket_num=4, replication_num=1)
+    commit_fake_write(cat, "raw_events", "all")
+    cat.backends.set_state("be2", "down", reason="disk pulled")
+    yield cat, clock
+    cat.dispose()
+    demo.dispose()
+
+
+def test_a_down_backend_says_why_since_when_and_what_happens_next(disk_pulled):
+    """Issue 30: the reason given at mark-down, since when, the last heartbeat and probe; the
+    unstable group's countdown to relocation and that its joins shuffle now; the partitions of a
+    replication-1 table that no read can serve."""
+    cat, clock = disk_pulled
+    clock.at += timedelta(minutes=1)  # the page is read a minute later
+    html = render_page(cat, "1_g_orders", delay=timedelta(minutes=30))
+    be2 = cat.backends.get("be2").id
+    row = text_of(html, attr=f'data-backend-id="{be2}"')
+    assert "down" in row and "disk pulled" in row and "since 14:02:00 (1 min ago)" in row, row
+    assert "last heartbeat never" in row and "not probed yet" in row, row
+    assert 'data-reason="disk pulled"' in html
+
+    orders = text_of(html, attr='data-group-id="1.1"')  # on be1..be4: be2 down a minute ago, be4 earlier
+    assert "relocation starts in 29 min (14:32:00): its buckets leave be2" in orders, orders
+    assert "joins shuffle now" in orders, orders
+    assert "relocation starts in 29 min (14:32:00)" in text_of(html, attr='id="map-next"')  # the chosen group
+
+    raw = cat.tables.get("raw_events")
+    lost = cat.tables.unavailable("raw_events")
+    assert lost.count == 1 and lost.partitions == ("all",) and lost.backends == ("be2",), lost
+    row = text_of(html, attr=f'data-table-id="{raw.id}"')
+    assert "1: all (only copies on be2, not alive)" in row and "(1 replica)" in row, row
+    assert 'data-unavailable="1"' in html and re.search(r"\b\d+ partitions? unavailable", text_of(html))
+    assert "readable nowhere else" in text_of(html, attr=f'data-backend-id="{be2}"')
+
+    # past the delay: the next balance run relocates, no countdown any more
+    clock.at += timedelta(minutes=30)
+    orders = text_of(render_page(cat, None, delay=timedelta(minutes=30)), attr='data-group-id="1.1"')
+    assert "relocation due: the next balance or repair run moves its buckets off" in orders and "starts in" not in orders
+
+
+def test_the_probes_finding_is_shown_apart_from_the_state(disk_pulled):
+    cat, clock = disk_pulled
+    cat.health.record_probe("be2", True)  # the disk answers again, but an operator marked it down
+    cat.health.record_probe("be3", False, "root missing: /data/be3")
+    html = render_page(cat, None, delay=timedelta(minutes=30))
+    be2 = text_of(html, attr=f'data-backend-id="{cat.backends.get("be2").id}"')
+    assert "down" in be2 and "disk pulled" in be2 and "last probe 14:02:00: ok" in be2, be2
+    be3 = text_of(html, attr=f'data-backend-id="{cat.backends.get("be3").id}"')
+    assert "last probe 14:02:00: failed root missing: /data/be3" in be3, be3
+
+
+def test_times_stay_on_one_line_and_read_relative():
+    css = (STATIC / "colocation.css").read_text()
+    assert re.search(r"time\.ts[^{]*\{[^}]*white-space: nowrap", css)
+    now = datetime(2026, 11, 24, 14, 2, tzinfo=timezone.utc)
+    assert [relative(now + timedelta(seconds=d), now) for d in (1, -30, 29 * 60, -3 * 60, -125 * 60, 3 * 86400)] == [
+        "now", "30 s ago", "in 29 min", "3 min ago", "2 h 5 min ago", "in 3 days"]
+
+
+def test_the_jobs_and_events_times_are_short_and_unwrapped(tmp_path):
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    html = render_page(cat, None)
+    jobs = html[html.index('<table id="jobs">'):]
+    stamps = re.findall(r'<time class="ts" datetime="([^"]+)"[^>]*>([^<]+)</time>', jobs)
+    assert stamps and all(len(short) <= 16 and "T" not in short for _, short in stamps), stamps
+    cat.dispose()
+
+
+def test_a_small_map_uses_its_width_and_primary_is_explained(tmp_path):
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    html = render_page(cat, "1.1")
+    page = parse(html)
+    svg = page.all("svg", **{"class": "bucket-map"})[0]
+    cells = [c for c in page.all("rect", **{"class": "col"})]
+    used = sum(float(c["width"]) for c in cells)
+    assert len(cells) == 4 and used >= 0.8 * int(svg["width"]), (used, svg["width"])  # columns, not blank
+    assert "the first backend of a bucket's list, where a colocated join reads the bucket" in text_of(html)
+    assert re.search(r'<g class="legend-item"><title>primary replica: the first backend', html)
+    cat.dispose()

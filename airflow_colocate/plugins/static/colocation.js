@@ -3,7 +3,18 @@
       own light/dark class on its <html>, followed as the user switches it; else the stylesheet
       follows the browser's prefers-color-scheme.
    2. Auto-refresh: the header's checkbox reloads the page every 30 s while it is ticked; the
-      choice is kept in this browser (localStorage), and ?refresh=SECONDS turns it on for a link. */
+      choice is kept in this browser (localStorage), and ?refresh=SECONDS turns it on for a link.
+   3. Links out of the page (target=_top: the API docs, a task's page in Airflow): Airflow's iframe
+      is sandboxed without allow-top-navigation, so the browser ignores target=_top there, and a
+      script in the frame may not navigate the top window either (parent.location throws). It may
+      touch the parent's document (allow-same-origin), though, and a link that belongs to that
+      document navigates it: so a click is handed to an anchor made there. A plain click replaces
+      Airflow's page; a middle, Ctrl/Cmd or Shift click opens a new tab, as on any link (the frame
+      may not open one itself: no allow-popups). On its own page, or under a cross-origin parent,
+      the browser follows the link as usual.
+   4. Relative times ("in 29 min", "3 min ago") stay true while the page is open: recomputed every
+      20 s from each one's data-at, against the server's clock when it rendered the page (moved on
+      by the browser's), so a browser with a skewed clock reads the same; the words are page.py's. */
 (function () {
   "use strict";
   var root = document.documentElement;
@@ -50,4 +61,48 @@
     box.addEventListener("change", function () { store(box.checked); schedule(box); });
     schedule(box);
   });
+
+  function parentDocument() {
+    try { return window.parent !== window ? window.parent.document : null; } catch (e) { return null; }
+  }
+  function leaveFrame(ev) {
+    var link = ev.target && ev.target.closest ? ev.target.closest("a[target=_top][href]") : null;
+    var doc = link && !ev.defaultPrevented ? parentDocument() : null;
+    if (!doc || ev.button > 1) return;
+    var newTab = ev.button === 1 || ev.ctrlKey || ev.metaKey || ev.shiftKey;
+    if (ev.type === "auxclick" && !newTab) return;
+    ev.preventDefault();
+    var out = doc.createElement("a");
+    out.href = link.href;  /* absolute: resolved against this page */
+    if (newTab) { out.target = "_blank"; out.rel = "noopener"; }
+    out.style.display = "none";
+    doc.body.appendChild(out);
+    out.click();
+    out.remove();
+  }
+  function relative(seconds) {
+    var n = Math.abs(seconds), text;
+    if (n < 45) return n < 5 ? "now" : (seconds > 0 ? "in " + n.toFixed(0) + " s" : n.toFixed(0) + " s ago");
+    if (n < 90 * 60) text = (n / 60).toFixed(0) + " min";
+    else if (n < 48 * 3600) {
+      var total = Math.round(n / 60), h = Math.floor(total / 60), m = total % 60;
+      text = h + " h" + (m ? " " + m + " min" : "");
+    } else text = (n / 86400).toFixed(0) + " days";
+    return seconds > 0 ? "in " + text : text + " ago";
+  }
+  var loaded = Date.now();
+  function tick() {
+    var stamp = document.getElementById("refreshed-at");
+    var rendered = stamp ? Date.parse(stamp.dataset.rendered) : NaN;
+    if (isNaN(rendered)) return;
+    var now = rendered + (Date.now() - loaded);
+    document.querySelectorAll(".rel[data-at]").forEach(function (el) {
+      var at = Date.parse(el.dataset.at);
+      if (!isNaN(at)) el.textContent = relative((at - now) / 1000);
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { setInterval(tick, 20000); });
+
+  document.addEventListener("click", leaveFrame);
+  document.addEventListener("auxclick", leaveFrame);  /* the middle button fires no click */
 })();
