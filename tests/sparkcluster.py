@@ -136,7 +136,8 @@ def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
 
 
 def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "1536m",
-                  worker_hosts: Sequence[str] | None = None, python: str | Path | None = None) -> SparkCluster:
+                  worker_hosts: Sequence[str] | None = None, python: str | Path | None = None,
+                  master_host: str = "127.0.0.1", worker_prefix: Sequence[Sequence[str]] | None = None) -> SparkCluster:
     """A master and ``workers`` one-core workers on 127.0.0.1; waits until all are registered.
 
     ``python``: the workers' Python (their PATH and ``PYSPARK_PYTHON``; no PYTHONPATH of the test
@@ -146,20 +147,26 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
 
     ``worker_hosts`` binds worker *i* (and its executors) to its own loopback address instead
     (``--host`` and ``SPARK_LOCAL_IP``, e.g. 127.0.0.2 and 127.0.0.3): two "machines" whose
-    executors Spark tells apart by host, as locality needs."""
+    executors Spark tells apart by host, as locality needs.
+
+    ``master_host`` binds the master elsewhere than 127.0.0.1, and ``worker_prefix`` starts worker
+    *i* under a command prefix (``ip netns exec NS``): bench/netns_cluster.py puts each worker in a
+    network namespace of its own, reaching the master over a shaped link."""
     if worker_hosts is not None and len(worker_hosts) != workers:
         raise ValueError(f"worker_hosts names {len(worker_hosts)} hosts for {workers} workers: give one per worker")
+    if worker_prefix is not None and len(worker_prefix) != workers:
+        raise ValueError(f"worker_prefix names {len(worker_prefix)} prefixes for {workers} workers: give one per worker")
     base_dir.mkdir(parents=True, exist_ok=True)
     env = _daemon_env(base_dir, None if python is None else str(python))
     port, web = _free_port(), _free_port()
-    cluster = SparkCluster(master_url=f"spark://127.0.0.1:{port}", web_url=f"http://127.0.0.1:{web}", base_dir=base_dir,
+    cluster = SparkCluster(master_url=f"spark://{master_host}:{port}", web_url=f"http://{master_host}:{web}", base_dir=base_dir,
                            python=None if python is None else str(python))
     atexit.register(cluster.stop)
     try:
         cluster.procs.append(_start(
             [str(spark_class()), "org.apache.spark.deploy.master.Master",
-             "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(web)],
-            base_dir / "master.log", env))
+             "--host", master_host, "--port", str(port), "--webui-port", str(web)],
+            base_dir / "master.log", {**env, "SPARK_LOCAL_IP": master_host}))
         for i in range(1, workers + 1):
             wport = _free_port()
             cluster.worker_web_ports.append(wport)
@@ -167,7 +174,7 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
             work.mkdir(exist_ok=True)
             host = worker_hosts[i - 1] if worker_hosts else "127.0.0.1"
             cluster.procs.append(_start(
-                [str(spark_class()), "org.apache.spark.deploy.worker.Worker",
+                [*(worker_prefix[i - 1] if worker_prefix else ()), str(spark_class()), "org.apache.spark.deploy.worker.Worker",
                  "--host", host, "--cores", "1", "--memory", worker_memory,
                  "--webui-port", str(wport), "--work-dir", str(work), cluster.master_url],
                 base_dir / f"worker{i}.log", {**env, "SPARK_LOCAL_IP": host}))
