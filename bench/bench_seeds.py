@@ -70,6 +70,7 @@ SQL2 = ("SELECT t1.dt, t1.id, t1.name, t1.second_id, t1.second_name, t5.id AS id
 SCAN = " UNION ALL ".join(f"SELECT count(id) AS n FROM {{{t}}} WHERE dt IN ({IN_DAYS})" for t in "ABC")
 SCAN = f"SELECT sum(n) FROM ({SCAN})"
 WAYS = ["colocated", "shuffle", "default", "bucketBy"]
+NET = None  # --cluster netns: a netns_cluster.QueryProbe (bytes over the link, task locality per query)
 NAMES = {"colocated": dict(A="A", B="B", C="C"), "shuffle": dict(A="pA", B="pB", C="pC"),
          "default": dict(A="pA", B="pB", C="pC"), "bucketBy": dict(A="sA", B="sB", C="sC")}
 
@@ -137,6 +138,8 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
     def colocated(sql: str, timed: bool = True):
         t0 = time.perf_counter()
         plan, ticket = prepare_join(cat, sql.format(**NAMES["colocated"]), tables, work_dir=work)
+        if NET is not None:  # each backend on a worker's "disk": its host is that worker's address
+            plan = NET.localize(plan)
         t1 = time.perf_counter()
         report = run_join(spark, plan)
         t2 = time.perf_counter()
@@ -166,7 +169,10 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
         for qname, sql in (("SQL1", SQL1), ("SQL2", SQL2)):
             for way in order:
                 fn = (lambda s=sql: colocated(s)) if way == "colocated" else (lambda s=sql, w=way: plain(s, w))
+                mark = NET.mark(spark) if NET is not None else None  # outside the timed query
                 w, c = task_cpu(spark, fn)
+                if NET is not None:
+                    NET.record(spark, f"{qname}/{way}", mark)
                 wall[f"{qname}/{way}"].append(w)
                 cpu[f"{qname}/{way}"].append(c)
             if qname == "SQL1":
@@ -202,6 +208,11 @@ def report(denominator: int, res: dict) -> None:
     for q, text in res["explain"].items():
         line = next((x for x in text.splitlines() if x.startswith("bucket join")), "")
         print(f"{q} explain: {line}")
+    if NET is not None:
+        print(f"over the link, per query ({NET.network.description()}); the file system is shared between the "
+              "namespaces, so scans read locally: the link carries shuffle blocks, tasks, results and heartbeats")
+        print("\n".join(NET.lines()))
+        NET.rows.clear()
 
 
 def main() -> None:
@@ -211,6 +222,9 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--master", default="local[2]", help="a Spark master, or 'cluster': a master + 2 workers on loopback")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (repeat)")
+    ap.add_argument("--cluster", choices=["netns"], help="netns: master + driver and 2 workers in network namespaces "
+                    "of their own, over a tc-shaped link (bench/netns_cluster.py; needs root)")
+    ap.add_argument("--link", choices=["1gbit", "10gbit"], default="1gbit", help="the --cluster netns link's rate")
     a = ap.parse_args()
     volumes = a.volume or [100, 30, 10]
     cluster = None
@@ -220,11 +234,22 @@ def main() -> None:
 
         cluster = start_cluster(Path(tempfile.mkdtemp(prefix="bench-seeds-cluster-")), workers=2)
         master = cluster.master_url
+    if a.cluster == "netns":
+        global NET
+        from netns_cluster import NetnsCluster, QueryProbe, unavailable
+
+        if unavailable():
+            print(f"skipped: {unavailable()}")
+            return
+        cluster = NetnsCluster(Path(tempfile.mkdtemp(prefix="bench-seeds-netns-")), link=a.link).__enter__()
+        master, NET = cluster.master_url, QueryProbe(cluster.network, cluster.worker_hosts)
+        print(cluster.network.description(), flush=True)
     conf = {"spark.ui.enabled": "true", "spark.ui.showConsoleProgress": "false",
             "spark.sql.shuffle.partitions": str(a.buckets),
             "spark.sql.warehouse.dir": Path(tempfile.gettempdir(), "bench-seeds-warehouse").as_uri()}
     if cluster is not None:
         conf |= {"spark.executor.memory": "1g", "spark.driver.host": "127.0.0.1"}
+        conf |= cluster.spark_conf() if a.cluster == "netns" else {}
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf |= dict(c.split("=", 1) for c in a.conf)
     spark = get_spark("bench-seeds", master, conf)

@@ -43,6 +43,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -69,7 +70,7 @@ def unavailable() -> str | None:
 
 
 def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=CMD_TIMEOUT_S)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=CMD_TIMEOUT_S, check=False)
     if check and done.returncode != 0:
         raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}): {done.stderr.strip()}")
     return done
@@ -263,7 +264,7 @@ class NetnsCluster:
         self.worker_memory = worker_memory
         self.spark_cluster = None
 
-    def __enter__(self) -> NetnsCluster:
+    def __enter__(self) -> Self:
         reason = unavailable()
         if reason:
             raise Unavailable(reason)
@@ -284,6 +285,9 @@ class NetnsCluster:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.close()
+
+    def stop(self) -> None:  # as tests/sparkcluster.SparkCluster
         self.close()
 
     def close(self) -> None:
@@ -362,9 +366,14 @@ class QueryProbe:
     """Bytes over the link and the tasks' locality of each query, kept per label (e.g. SQL1/shuffle).
     ``mark()`` before the query and ``record()`` after it stay outside the timed query."""
 
-    def __init__(self, network: Network) -> None:
+    def __init__(self, network: Network, worker_hosts: list[str] | None = None) -> None:
         self.network = network
+        self.worker_hosts = worker_hosts or network.worker_ips
         self.rows: dict[str, list[dict]] = {}
+
+    def localize(self, plan):
+        """:func:`assign_hosts` over this cluster's workers."""
+        return assign_hosts(plan, self.worker_hosts)
 
     def mark(self, spark) -> tuple[dict[str, int], int]:
         last = max((j["jobId"] for j in _get(f"{_api(spark)}/jobs")), default=-1)
@@ -402,11 +411,13 @@ class QueryProbe:
         return row
 
     def lines(self) -> list[str]:
+        def lv(d: dict[str, int]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"
+
         out = []
         for label, rows in self.rows.items():
             mib = sorted(r["link_bytes"] for r in rows)[len(rows) // 2] / 2**20
             last = rows[-1]
-            lv = lambda d: ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"  # noqa: E731
             out.append(f"{label}: {mib:.2f} MiB over the link (median of {len(rows)}; last: hub "
                        f"{last['sent']['hub'] / 2**20:.2f}, " + ", ".join(
                            f"{k} {v / 2**20:.2f}" for k, v in last["sent"].items() if k != "hub")
@@ -504,7 +515,7 @@ def run_smoke_driver(cluster: NetnsCluster, work: Path, rows: int, timeout_s: fl
     cmd = [sys.executable, str(Path(__file__).resolve()), "smoke-driver", "--info", json.dumps(cluster.info()),
            "--work", str(work), "--rows", str(rows)]
     env = {**os.environ, "SPARK_LOCAL_IP": cluster.driver_host}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the smoke driver failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
                            f"\n{cluster.spark_cluster.logs()}")
