@@ -233,7 +233,8 @@ def test_every_command_refuses_in_one_line_prints_through_output_and_has_help():
         assert isinstance(command, Group if isinstance(command, click.Group) else Command), path
         assert command.help and len(command.get_short_help_str(80)) > 10, path
     listings = {" ".join(p) for p, c in commands if any(o.name == "as_json" for o in c.params)}
-    assert listings == {"colocate backend list", "colocate backend probe", "colocate table purge", "colocate table list",
+    assert listings == {"colocate backend list", "colocate backend probe", "colocate backend set-root",
+                        "colocate table purge", "colocate table list",
                         "colocate table show", "colocate show groups", "colocate show group", "colocate group check",
                         "colocate flag list", "colocate gc", "colocate balance", "colocate verify", "colocate import", "colocate jobs list",
                         "colocate events", "colocate doctor", "colocate partition list", "colocate partition purge",
@@ -321,9 +322,12 @@ def _check_types(record: dict, fields: dict) -> None:
 # tests/balance/test_verify.py and tests/operators/test_import.py.
 TYPED_LISTINGS = {
     "backend list": (["backend", "list"], {"BackendId": int, "Name": str, "Root": str, "Host": str,
-                                           "CapacityBytes": OPT_INT, "State": str, "Since": str}),
+                                           "CapacityBytes": OPT_INT, "State": str, "Since": str, "Reason": OPT_STR,
+                                           "ReasonSource": OPT_STR, "LastHeartbeat": OPT_STR, "LastProbeAt": OPT_STR,
+                                           "LastProbeOk": (bool, type(None)), "LastProbeDetail": OPT_STR}),
     "backend probe": (["backend", "probe", "--timeout", "10"], {
-        "BackendId": int, "Name": str, "State": str, "Probe": str, "Error": OPT_STR, "DownSince": OPT_STR,
+        "BackendId": int, "Name": str, "State": str, "Reason": OPT_STR, "Probe": str, "Error": OPT_STR,
+        "DownSince": OPT_STR,
         "LastHeartbeat": OPT_STR, "Unavailable": bool, "BadReplicas": int}),
     "table list": (["table", "list", "--all"], {"TableId": int, "Table": str, "DistCols": _list_of(str),
                                                 "PartitionCols": _list_of(str), "BucketsNum": int, "ReplicationNum": int,
@@ -375,7 +379,8 @@ def test_the_typed_listings_are_every_json_listing():
     listings = {" ".join(p[1:]) for p, c in _commands(colocate_cli) if any(o.name == "as_json" for o in c.params)}
     assert listings == set(TYPED_LISTINGS) | {"table show", "balance", "verify", "import", "doctor",
                                               # typed in tests/test_cli_schema_partitions.py, with partitions to list
-                                              "partition list", "partition purge", "partition expire"}
+                                              "partition list", "partition purge", "partition expire",
+                                              "backend set-root"}  # tests/health/test_set_root.py
 
 
 def test_table_show_and_balance_json_are_typed(cli):
