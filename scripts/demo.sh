@@ -74,3 +74,22 @@ step "12. The join is colocated again"
 .venv/bin/python scripts/demo_join.py --expect true "${DATES[@]}"
 
 printf '\nDone. Catalog, backends and Airflow home are under %s; try: .venv/bin/colocate --help\n' "$COLOCATE_HOME"
+
+# The same DAGs under a real scheduler: the environment above, with the catalog named by the
+# colocate connection (as a deployment does) instead of the COLOCATE_HOME fallback.
+cat <<EOF
+
+Run the same DAGs under a real scheduler (api-server, scheduler, dag-processor, triggerer):
+
+  cd $PWD
+  export AIRFLOW_HOME=$AIRFLOW_HOME
+  export AIRFLOW__CORE__DAGS_FOLDER=$AIRFLOW__CORE__DAGS_FOLDER AIRFLOW__CORE__LOAD_EXAMPLES=False
+  export COLOCATE_HOME=$COLOCATE_HOME COLOCATE_LANDING=$COLOCATE_LANDING SPARK_LOCAL_IP=127.0.0.1
+  export AIRFLOW_CONN_SPARK_DEFAULT='$AIRFLOW_CONN_SPARK_DEFAULT'
+  export AIRFLOW_CONN_COLOCATE_DEFAULT='{"conn_type": "colocate", "extra": {"catalog_url": "sqlite:///$COLOCATE_HOME/catalog.db"}}'
+  .venv/bin/airflow dags list --local   # colocate_maintenance and colocate_tpch_daily, no import errors
+  .venv/bin/airflow standalone          # http://localhost:8080, user admin; password in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated
+
+Then unpause colocate_tpch_daily (or trigger it for a date) and trigger colocate_maintenance from its
+form; the Colocation page is in Airflow's navigation. See README.md, "Run the example DAGs under a real scheduler".
+EOF

@@ -23,6 +23,9 @@ from airflow_colocate.cli.output import Report, Table, json_option
               help="Skip moves that gain less than this fraction.")
 @click.option("--relocate-delay-minutes", type=params.FLOAT,
               help="Down longer than this is relocated (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30).")
+@click.option("--relocate-now", is_flag=True,
+              help="Relocate the buckets of down backends now, without waiting for the relocate delay "
+                   "(recorded as a balance.relocate_now event with the actor).")
 @click.option("--grace-minutes", type=params.FLOAT, default=10.0, show_default=True,
               help="Keep replicas the map dropped this long.")
 @click.option("--verify", is_flag=True, help="Re-hash replicas first; repair the ones that changed.")
@@ -32,25 +35,30 @@ from airflow_colocate.cli.output import Report, Table, json_option
 @json_option
 @pass_env
 def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], threshold: float,
-            relocate_delay_minutes: float | None, grace_minutes: float, verify: bool, master: str | None,
-            runner: str) -> Report:
-    from airflow_colocate.jobs.balance import BalanceOptions, describe_plans, plan
+            relocate_delay_minutes: float | None, relocate_now: bool, grace_minutes: float, verify: bool,
+            master: str | None, runner: str) -> Report:
+    from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan
+    from airflow_colocate.jobs.balance_outcome import CLI_HINT, outcome_line, pending_line
 
     catalog = env.catalog()
     options = BalanceOptions(strategy=strategy, threshold=threshold, relocate_delay=params.relocate_delay(relocate_delay_minutes),
                              relocate_delay_source=("COLOCATE_RELOCATE_DELAY_MINUTES" if relocate_delay_minutes is None
                                                     else "--relocate-delay-minutes"),
-                             grace=timedelta(minutes=grace_minutes), groups=list(groups) or None, verify=verify)
+                             grace=timedelta(minutes=grace_minutes), groups=list(groups) or None, verify=verify,
+                             relocate_now=relocate_now)
     names = {b.id: b.name for b in catalog.backends.list()}
     if dry_run:
         plans = plan(catalog, options)
         moves = [[p.full_name, mv.bucket_seq, names.get(mv.src, mv.src), names.get(mv.dst, mv.dst), mv.bytes, mv.why]
                  for p in plans for mv in p.moves]
-        blocks = ["dry run: nothing is changed", *describe_plans(plans, names)]
+        pending = Balancer(catalog, None, options).pending()
+        blocks = ["dry run: nothing is changed", *describe_plans(plans, names),
+                  *([f"pending: {pending_line(pending, catalog.now(), CLI_HINT)}"] if pending else [])]
         if moves:
             blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], moves))
         return Report(blocks, data=[p.summary() for p in plans])
     out = _run(catalog, options, master) if runner == "spark" else _run_local(catalog, options)
+    out["outcome"] = outcome_line(out, catalog.now(), CLI_HINT)
     return Report([
         Table(["JobId", "Group", "Kind", "State", "Step", "Moves", "Cloned", "Bytes"],
               [[j["job_id"], j["group"], j["kind"], j["state"], j["step"], j["moves"], j["cloned"], j["bytes"]]
@@ -59,6 +67,7 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
         *[f"waiting: {line}" for line in out.get("waiting", [])],
         Table(["GroupId", "GroupName", "IsStable", "Reason"],
               [[g["group_id"], g["group"], g["stable"], g["reason"]] for g in out["groups"]]),
+        out["outcome"],
     ], data=out)
 
 

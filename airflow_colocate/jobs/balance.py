@@ -37,6 +37,7 @@ from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.core.times import utc
 from airflow_colocate.jobs import metrics
+from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
@@ -62,6 +63,10 @@ class BalanceOptions:
     :param groups: group refs to work on (default all).
     :param verify: re-hash replicas first; a replica whose checksum no longer matches is bad and repaired.
     :param verify_limit: at most this many replicas re-hashed per run (the least recently verified).
+    :param relocate_now: relocate the buckets of every down backend now, whatever the delay: for an
+        operator who knows the disk is gone and will not wait for it to come back (recorded as a
+        ``balance.relocate_now`` event with the actor). The planner sees a delay of zero; nothing
+        else changes, so placement stays a pure function of the snapshot.
     """
 
     strategy: str = "count"
@@ -79,6 +84,12 @@ class BalanceOptions:
     cross_group: bool = True
     # where relocate_delay came from, for the line that says why a repair waits
     relocate_delay_source: str = "COLOCATE_RELOCATE_DELAY_MINUTES"
+    relocate_now: bool = False
+
+    @property
+    def delay(self) -> timedelta:
+        """The delay this run applies: zero with ``relocate_now``, else ``relocate_delay``."""
+        return timedelta(0) if self.relocate_now else self.relocate_delay
 
     def __post_init__(self) -> None:
         for what, value in (("relocate delay", self.relocate_delay), ("grace period", self.grace)):
@@ -115,7 +126,7 @@ def group_ids(catalog, refs: Sequence[str] | None) -> set[int] | None:
 def plan(catalog, options: BalanceOptions | None = None) -> list[GroupPlan]:
     """What a run would do now (the dry run): one plan per group in scope."""
     options = options or BalanceOptions()
-    snapshot = catalog.health.placement_snapshot(relocate_delay=options.relocate_delay)
+    snapshot = catalog.health.placement_snapshot(relocate_delay=options.delay)
     return plan_balance(snapshot, strategy=options.strategy, threshold=options.threshold,
                         groups=group_ids(catalog, options.groups), cross_group=options.cross_group)
 
@@ -257,7 +268,7 @@ class Balancer:
     def _comeback(self, job: JobView) -> tuple[JobView, list[str]]:
         """A relocated backend that is alive again before much of it was copied keeps its buckets."""
         moves = job.plan.get("moves", [])
-        health = {b.id: b for b in self.catalog.health.backends(relocate_delay=self.options.relocate_delay)}
+        health = {b.id: b for b in self.catalog.health.backends(relocate_delay=self.options.delay)}
         back = {mv["src"] for mv in moves if mv["why"] == "relocate" and health.get(mv["src"]) is not None
                 and health[mv["src"]].alive}
         if not back:
@@ -304,7 +315,7 @@ class Balancer:
             job, notes = self._comeback(job)
             out.notes += notes
             out.moves = len(job.plan.get("moves", []))
-            health = {b.id: b for b in self.catalog.health.backends(relocate_delay=opts.relocate_delay)}
+            health = {b.id: b for b in self.catalog.health.backends(relocate_delay=opts.delay)}
             gone = sorted({be for row in job.plan["new_map"] for be in row if be not in health or health[be].unavailable})
             if gone:
                 names = ", ".join(health[be].name if be in health else str(be) for be in gone)
@@ -405,6 +416,8 @@ class Balancer:
         opts = self.options
         summary: dict = {"jobs": [], "plans": [], "verified_bad": [], "dropped": 0, "decommissioned": []}
         scope = group_ids(self.catalog, opts.groups)
+        if opts.relocate_now:
+            self.relocate_now()
         if opts.verify:
             summary["verified_bad"] = self.verify()
         summary["dropped"] += self.drop_expired()
@@ -431,9 +444,34 @@ class Balancer:
         refs = list(opts.groups) if opts.groups else [g.group_id for g in self.catalog.groups.list()]
         summary["groups"] = [self.catalog.health.check_group(ref).to_dict() for ref in refs]
         # a run that moved nothing because a backend is down for less than the delay says so
-        summary["waiting"] = waiting_to_relocate(self.catalog.health.backends(relocate_delay=opts.relocate_delay),
-                                                 opts.relocate_delay, self.catalog.now(), opts.relocate_delay_source)
+        summary["waiting"] = waiting_to_relocate(self.catalog.health.backends(relocate_delay=opts.delay),
+                                                 opts.delay, self.catalog.now(), opts.relocate_delay_source)
+        summary["pending"] = self.pending()
         return summary
+
+    def pending(self, *, ignore_relocate_now: bool = False) -> list[PendingRelocation]:
+        """The relocations of the groups in scope that wait for their delay (none with
+        ``relocate_now``, unless ``ignore_relocate_now``: what it starts early)."""
+        if self.options.relocate_now and not ignore_relocate_now:
+            return []
+        return pending_relocations(self.catalog, self.options.relocate_delay, group_ids(self.catalog, self.options.groups))
+
+    def relocate_now(self) -> list[PendingRelocation]:
+        """Record, once per backend it concerns, that an operator started a relocation before its
+        delay was over (``balance.relocate_now``, with the catalog's actor: the task in Airflow,
+        the OS user or ``COLOCATE_ACTOR`` in the CLI), so the event log says who did not wait."""
+        waiting = self.pending(ignore_relocate_now=True)
+        if not waiting:
+            self.echo("relocate_now: no backend of the groups in scope is waiting for its relocate delay")
+        for p in waiting:
+            self.catalog.tx(lambda s, p=p: self.catalog.event(
+                s, "balance.relocate_now", p.backend, down_since=p.down_since.isoformat(timespec="seconds"),
+                delay_minutes=round(p.delay.total_seconds() / 60, 2),
+                would_start_at=p.starts_at.isoformat(timespec="seconds"), groups=list(p.groups)))
+            self.echo(f"relocate_now: relocating {p.backend}'s buckets now (down since "
+                      f"{p.down_since:%H:%M} UTC; the delay would have waited until {p.starts_at:%H:%M} UTC), "
+                      f"requested by {self.catalog.actor}")
+        return waiting
 
 
 def run_balance(catalog, runner: Runner, options: BalanceOptions | None = None, **kwargs) -> dict:
@@ -451,6 +489,7 @@ def summary_json(summary: dict) -> dict:
         "decommissioned": summary["decommissioned"],
         "groups": summary.get("groups", []),
         "waiting": summary.get("waiting", []),
+        "pending": [p.to_dict() for p in summary.get("pending", [])],
     }
 
 

@@ -24,11 +24,17 @@ class ColocateBalanceOperator(ColocateSparkOperator):
     bucket map → clone writes that landed meanwhile → mark stable → drop the old replicas after
     ``grace_minutes``. Honours ``disable_colocate_relocate`` and ``disable_colocate_balance``.
 
-    The plan (moves per group) and a summary go to the log and XCom; ``dry_run=True`` only plans.
+    The plan (moves per group) and a summary go to the log and XCom, with an ``outcome`` line; a
+    run that moved nothing while a relocation waits for its delay is *skipped* with that line
+    (``nothing moved: relocation of be2's buckets starts at 14:32 UTC (delay 30 min); trigger with
+    relocate_now to start it now``; the report still goes to XCom), so it does not show as a green
+    run that repaired something. ``dry_run=True`` only plans.
 
     :param groups: a group (name, ``dbId_name`` or ``dbId.grpId``) or a list; default every group.
     :param strategy: ``count`` (even bucket slots per backend) or ``size`` (bytes against capacity).
     :param threshold: skip moves that gain less than this fraction of the average load.
+    :param relocate_now: relocate the buckets of down backends now, whatever the delay (recorded
+        as a ``balance.relocate_now`` event naming this task).
     """
 
     job_kind = "clone"
@@ -36,6 +42,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
     template_fields: Sequence[str] = (
         *ColocateSparkOperator.template_fields,
         "groups", "strategy", "threshold", "dry_run", "relocate_delay_minutes", "grace_minutes", "verify",
+        "relocate_now",
     )
     ui_color = "#f3e3c8"
     operator_extra_links = (ColocationLink(),)
@@ -43,7 +50,8 @@ class ColocateBalanceOperator(ColocateSparkOperator):
     def __init__(self, *, groups: str | Sequence[str] | None = None, strategy: str = "count", threshold: float = 0.0,
                  dry_run: bool = False, probe: bool = True, verify: bool = False, verify_limit: int | None = None,
                  relocate_delay_minutes: float | None = None, grace_minutes: float = 10.0,
-                 comeback_fraction: float = 0.5, max_rounds: int = 4, **kwargs: Any) -> None:
+                 comeback_fraction: float = 0.5, max_rounds: int = 4, relocate_now: bool = False,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-balance-{kwargs.get('task_id', 'balance')}")
         super().__init__(**kwargs)
         self.groups = groups
@@ -57,6 +65,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
         self.grace_minutes = grace_minutes
         self.comeback_fraction = comeback_fraction
         self.max_rounds = max_rounds
+        self.relocate_now = relocate_now
 
     def _options(self) -> BalanceOptions:
         from airflow_colocate.jobs.health import relocate_delay_from_env
@@ -70,28 +79,37 @@ class ColocateBalanceOperator(ColocateSparkOperator):
                                                      in (None, "") else "relocate_delay_minutes"),
                               grace=timedelta(minutes=float(self.grace_minutes)),
                               comeback_fraction=float(self.comeback_fraction), max_rounds=int(self.max_rounds),
-                              groups=groups or None, verify=_truthy(self.verify), verify_limit=self.verify_limit)
+                              groups=groups or None, verify=_truthy(self.verify), verify_limit=self.verify_limit,
+                              relocate_now=_truthy(self.relocate_now))
 
     def execute(self, context) -> dict:
         catalog = self.catalog
         options = self._options()
+        from airflow_colocate.jobs.balance_outcome import outcome_line, pending_line
         from airflow_colocate.jobs.health import probe_backends, probe_line, waiting_to_relocate
 
-        if self.probe:
-            # a dry run still heartbeats, but marks no replica bad from its file sample
-            sample = {"sample": 0} if _truthy(self.dry_run) else {}
-            results = probe_backends(catalog, relocate_delay=options.relocate_delay, **sample)
+        if self.probe and _truthy(self.dry_run):
+            # a dry run changes nothing in the catalog, a probe's verdicts included
+            self.log.info("colocate: dry run: planned from the backend states the last probe recorded (no probe)")
+        elif self.probe:
+            results = probe_backends(catalog, relocate_delay=options.delay)
             (self.log.info if all(r.ok for r in results) else self.log.warning)("colocate: %s", probe_line(results))
         # a repair that waits says so, or it looks as if it silently did nothing (also in XCom 'waiting')
-        for line in waiting_to_relocate(catalog.health.backends(relocate_delay=options.relocate_delay),
-                                        options.relocate_delay, catalog.now(), options.relocate_delay_source):
+        for line in waiting_to_relocate(catalog.health.backends(relocate_delay=options.delay),
+                                        options.delay, catalog.now(), options.relocate_delay_source):
             self.log.warning("colocate: %s", line)
         names = {b.id: b.name for b in catalog.backends.list()}
         if _truthy(self.dry_run):
             plans = plan(catalog, options)
             for line in describe_plans(plans, names):
                 self.log.info("colocate plan: %s", line)
-            return {"dry_run": True, "plans": [p.summary() for p in plans]}
+            pending = Balancer(catalog, None, options).pending()
+            out = {"dry_run": True, "plans": [p.summary() for p in plans], "pending": [p.to_dict() for p in pending],
+                   "relocate_now": options.relocate_now}
+            if pending:
+                out["outcome"] = f"dry run: {pending_line(pending, catalog.now())}"
+                self.log.warning("colocate: %s", out["outcome"])
+            return out
         balancer = Balancer(catalog, lambda clone: self.run_job(context, clone), options, work_dir=self.work_dir,
                             echo=lambda line: self.log.info("colocate: %s", line))
         summary = balancer.run()
@@ -104,6 +122,17 @@ class ColocateBalanceOperator(ColocateSparkOperator):
                 self.log.info("colocate: group %s: stable", g["group"])
             else:
                 self.log.warning("colocate: group %s: UNSTABLE: %s", g["group"], g["reason"])
+        out["outcome"] = outcome_line(out, catalog.now())
+        self.log.info("colocate: %s", out["outcome"])
+        if out["outcome"].startswith("nothing moved: "):
+            # skipped, not green: nothing was repaired because a relocation waits for its delay; the
+            # report stays readable in XCom as a successful run's would
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            ti = context.get("ti") if hasattr(context, "get") else None
+            if ti is not None:
+                ti.xcom_push(key="return_value", value=out)
+            raise AirflowSkipException(out["outcome"])
         return out
 
 

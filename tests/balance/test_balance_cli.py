@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -79,3 +80,26 @@ def test_balance_with_the_local_runner_needs_no_spark(cli):
     assert code == 0, err
     assert "| balance | done" in out and "| true" in out
     assert_whole(cli.catalog)
+
+
+def test_balance_inside_the_relocate_delay_says_so_and_relocate_now_does_not_wait(cli, monkeypatch):
+    """Issue 30: a down backend inside its delay is named with the time its relocation starts;
+    ``--relocate-now`` relocates it at once and records who asked (the OS user or COLOCATE_ACTOR)."""
+    monkeypatch.setenv("COLOCATE_ACTOR", "oncall-ana")
+    assert cli("backend", "mark-down", "be2", "--reason", "disk pulled")[0] == 0
+    code, out, err = cli("balance", "--runner", "local", "--grace-minutes", "0")
+    assert code == 0, err
+    assert re.search(r"nothing moved: relocation of be2's buckets starts at (\d{4}-\d\d-\d\d )?\d\d:\d\d UTC "
+                     r"\(delay 30 min\); run with --relocate-now to start it now", out), out
+    code, out, err = cli("balance", "--dry-run", "--relocate-now")
+    assert code == 0 and "relocate, 3 moves" in out and "pending" not in out, out
+    assert [e for e in cli.catalog.events(limit=100) if e.kind == "balance.relocate_now"] == []  # a dry run records nothing
+    code, out, err = cli("balance", "--runner", "local", "--grace-minutes", "0", "--relocate-now", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["pending"] == [] and result["outcome"].startswith("done: 1 balance job"), result["outcome"]
+    be2 = cli.catalog.backends.get("be2").id
+    assert be2 not in {be for row in cli.catalog.groups.get("g").bucket_map for be in row}
+    assert_whole(cli.catalog)
+    (event,) = [e for e in cli.catalog.events(limit=100) if e.kind == "balance.relocate_now"]
+    assert event.subject == "be2" and event.actor == "oncall-ana" and event.detail["delay_minutes"] == 30

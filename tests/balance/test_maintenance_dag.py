@@ -54,7 +54,7 @@ def test_maintenance_dag_probes_and_repairs(lake_env):
     run = dag.test(logical_date=pendulum.datetime(2026, 11, 21, tz="UTC"), run_conf={"action": "probe"})
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        "choose": "success", "probe": "success", "decommission": "skipped", "verify": "skipped",
+        "check_params": "success", "choose": "success", "probe": "success", "decommission": "skipped", "verify": "skipped",
         "balance": "skipped", "retention": "skipped", "alert": "success"}
     assert all(b.state == "alive" for b in cat.backends.list()) and cat.groups.get("g").stable
 
@@ -97,7 +97,7 @@ def test_maintenance_dag_dry_runs_change_nothing_then_decommission_drains(lake_e
     run = dag.test(logical_date=next(day), run_conf=form(action="decommission", backend="be3"))
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        "choose": "success", "probe": "skipped", "decommission": "success", "verify": "skipped",
+        "check_params": "success", "choose": "success", "probe": "skipped", "decommission": "success", "verify": "skipped",
         "balance": "success", "retention": "skipped", "alert": "success"}
     assert cat.backends.get("be3").state == "decommissioning"
     group = cat.groups.get("g")
@@ -106,7 +106,8 @@ def test_maintenance_dag_dry_runs_change_nothing_then_decommission_drains(lake_e
     assert fingerprint(cat) == sums
 
     run = dag.test(logical_date=next(day), run_conf=form(action="decommission"))  # no backend named
-    assert run.state == "failed" and run.get_task_instance("decommission").state == "failed"
+    assert run.state == "failed" and run.get_task_instance("check_params").state == "failed"  # before it starts
+    assert run.get_task_instance("decommission").state == "upstream_failed"
 
 
 def test_maintenance_dag_verify_marks_a_tampered_replica_bad_and_balance_repairs_it(lake_env):
@@ -138,8 +139,8 @@ def test_maintenance_dag_verify_marks_a_tampered_replica_bad_and_balance_repairs
     run = dag.test(logical_date=next(day), run_conf=form(group="g"))
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        "choose": "success", "probe": "skipped", "decommission": "skipped", "verify": "success", "balance": "success",
-        "retention": "skipped", "alert": "success"}
+        "check_params": "success", "choose": "success", "probe": "skipped", "decommission": "skipped",
+        "verify": "success", "balance": "success", "retention": "skipped", "alert": "success"}
     assert [e.subject for e in cat.events(limit=1000) if e.kind == "replica.bad"] == [victim]
     assert_whole(cat)  # repaired from the good replica: stable, every file hashing right
     assert fingerprint(cat) == sums and {t: rows(cat, t) for t in before} == before
