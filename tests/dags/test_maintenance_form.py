@@ -76,3 +76,37 @@ def test_templates_render_an_empty_group_as_no_group(served_params):
     for value, expected in ((None, None), ("", None), ("1_g_orders", "1_g_orders")):
         rendered = env.from_string("{{ params.group or None }}").render(params={"group": value})
         assert rendered == expected, (value, rendered)
+
+
+def test_dry_run_and_relocate_now_are_optional(served_params):
+    """Issue 30: the form marks neither as required; unticked, they are false."""
+    for name in ("dry_run", "relocate_now"):
+        p = served_params.get_param(name).dump()
+        assert not required_by_the_form(p["schema"]) and p["value"] is False, p
+    assert served_params.deep_merge({"action": "repair", "dry_run": None}).validate()["dry_run"] is None
+
+
+def test_a_dry_run_probe_reports_what_it_would_record_and_records_nothing(tmp_path, monkeypatch):
+    """The probe task with dry_run: a backend whose disk is gone would be down; the catalog keeps
+    every state, heartbeat and event as it was."""
+    import shutil
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    from airflow_colocate.catalog import Catalog
+
+    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("COLOCATE_CATALOG_URL", url)
+    cat = Catalog(url, actor="pytest")
+    cat.init()
+    for name in ("be1", "be2"):
+        (tmp_path / name).mkdir()
+        cat.backends.add((tmp_path / name).as_uri(), name=name)
+    shutil.rmtree(tmp_path / "be2")
+    before = ([(b.state, b.last_heartbeat) for b in cat.backends.list()], len(cat.events(limit=1000)))
+    probe = DagBag(dag_folder=str(DAGS)).dags["colocate_maintenance"].get_task("probe").python_callable
+    got = {r["backend"]: r for r in probe(params={"dry_run": True})}
+    assert got["be1"]["ok"] and got["be1"]["would_be"] == "alive"
+    assert not got["be2"]["ok"] and got["be2"]["would_be"] == "down" and "missing" in got["be2"]["error"], got["be2"]
+    assert ([(b.state, b.last_heartbeat) for b in cat.backends.list()], len(cat.events(limit=1000))) == before
+    cat.dispose()
