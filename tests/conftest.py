@@ -126,6 +126,7 @@ LONGEST_FIRST = [
     "tests/joins/test_schema_evolution.py",  # ~140 s
     "tests/plugins/test_browser.py",
     "tests/balance/test_maintenance_dag.py",
+    "tests/balance/test_maintenance_outcomes.py",  # ~150 s under load: three dag.test runs, one spark-submit clone
     "tests/operators/test_join_operator.py",
     "tests/joins/test_spark_connect.py",  # a Spark Connect server (~20 s to start)
     "tests/operators/test_task_log.py",
