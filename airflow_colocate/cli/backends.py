@@ -151,6 +151,8 @@ def set_root(env: Env, backend: str, root: str, reason: str | None) -> Report:
     if change.changed:
         line = (f"backend {b.name} (id {b.id}) moved from {change.old_root} to {b.root_uri}: "
                 f"{change.replicas} replica paths follow it")
+        if b.state == "down" and b.reason_source == "probe":
+            line += f"; it stays down until a probe reaches it there ('colocate backend probe {b.name}')"
     else:
         line = f"backend {b.name} (id {b.id}) is already at {b.root_uri}: nothing changed"
     return Report([line], data={"backend": b.name, "backend_id": b.id, "old_root": change.old_root,

@@ -134,6 +134,26 @@ def test_set_root_moves_the_root_and_every_replica_path_in_one_event(lake):
     assert set_backend_root(cat, "be1", back.as_uri()).backend.root_uri == old  # its old disk still has the marker
 
 
+def test_set_root_from_the_cli_brings_a_lost_mount_back_with_the_next_probe(lake, monkeypatch, capsys):
+    """The disk was remounted elsewhere: the probe found the old root missing (down); set-root
+    says it stays down until a probe reaches it there, and the next probe brings it back."""
+    from airflow_colocate.jobs.health import probe_backends
+
+    cat, tmp = lake
+    new = tmp / "mnt" / "be2"
+    new.parent.mkdir()
+    (tmp / "disks" / "be2").rename(new)
+    assert not {r.backend.name: r for r in probe_backends(cat, timeout=10, sample=0)}["be2"].ok
+    monkeypatch.setenv("COLOCATE_CATALOG_URL", cat.url)
+    assert main(["backend", "set-root", "be2", new.as_uri(), "--reason", "remounted"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"backend be2 (id 2) moved from {(tmp / 'disks' / 'be2').as_uri()} to {new.as_uri()}: ")
+    assert out.endswith("; it stays down until a probe reaches it there ('colocate backend probe be2')"), out
+    assert main(["backend", "set-root", "be2", (tmp / "elsewhere").as_uri()]) == 2
+    assert "backend be2's root stays" in capsys.readouterr().err
+    assert {r.backend.name: r for r in probe_backends(cat, timeout=10, sample=0)}["be2"].backend.state == "alive"
+
+
 # ---------------------------------------------------------------------- real Spark, real files
 
 SQL = "SELECT o.id, o.v, l.v AS lv FROM orders o JOIN lines l ON o.dt = l.dt AND o.id = l.id"
