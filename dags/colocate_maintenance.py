@@ -49,7 +49,7 @@ def check_maintenance_params(catalog, params: dict) -> dict:
         raise ValueError(f"'backend' is for decommission only ({action} works on every backend): clear it, "
                          "or choose action 'decommission'")
     if params.get("table") and action != "verify":
-        raise ValueError(f"'table' is for verify only: clear it, or choose action 'verify'")
+        raise ValueError("'table' is for verify only: clear it, or choose action 'verify'")
     if params.get("relocate_now") and action not in RELOCATING:
         raise ValueError(f"relocate_now applies to {', '.join(RELOCATING)} (they run the balance task), "
                          f"not to {action}: clear it, or choose action 'repair'")
@@ -82,7 +82,7 @@ def dry_probe(catalog) -> list[dict]:
         marker = {"backend_id": b.id, "catalog_id": uid, "token": tokens[b.id]} if tokens.get(b.id) else None
         try:
             probe_root(b.root_uri, marker=marker)
-        except Exception as exc:  # any failure is what the probe would record as the reason
+        except Exception as exc:  # noqa: BLE001 - any failure is what the probe would record as the reason
             return f"{type(exc).__name__}: {one_line_reason(exc)}"
         return None
 
