@@ -9,14 +9,15 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select, tuple_, update
 from sqlalchemy.orm import Session
 
+from airflow_colocate.catalog import clones
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.buckets import Buckets, lacking_rows, load_buckets, whole
 from airflow_colocate.catalog.jobs import job_view
-from airflow_colocate.catalog.rows import (active_job, bucket_maps, clone_rows, group_view, groups_of_tables, map_of,
+from airflow_colocate.catalog.rows import (active_job, bucket_maps, group_view, groups_of_tables, map_of,
                                            verified_backends)
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.stability import find_problems, mark_bad, record_check
-from airflow_colocate.catalog.summary import tracking
+from airflow_colocate.catalog.summary import touch_tables, tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
     BALANCE_KINDS,
@@ -196,12 +197,15 @@ class BalanceJobs:
             bk = load_buckets(s, g)
             rows = lacking_rows(s, bk.cells(target, wanted))
             keys = sorted({(r.partition_id, r.version, r.bucket_seq) for r in rows if alive(r.backend_id)})
-            have: dict[tuple[int, int, int], list[m.Replica]] = {}
-            for i in range(0, len(keys), 400):
-                q = (select(m.Replica).where(tuple_(m.Replica.partition_id, m.Replica.version, m.Replica.bucket_seq)
-                                             .in_(keys[i:i + 400]), m.Replica.state.in_(("verified", "bad")))
-                     .order_by(m.Replica.id))
-                for x in s.scalars(q):
+            have: dict[tuple[int, int, int], list] = {}
+            R = m.Replica
+            for i in range(0, len(keys), 400):  # the columns a source needs, not ORM objects (10,000s in a repair)
+                q = (select(R.partition_id, R.version, R.bucket_seq, R.backend_id, R.state, R.path, R.checksum, R.rows,
+                            R.bytes, R.files)
+                     .where(tuple_(R.partition_id, R.version, R.bucket_seq).in_(keys[i:i + 400]),
+                            R.state.in_(("verified", "bad")))
+                     .order_by(R.id))
+                for x in s.execute(q):
                     have.setdefault((x.partition_id, x.version, x.bucket_seq), []).append(x)
             needs: list[CloneNeed] = []
             blocked: list[Blocked] = []
@@ -233,7 +237,7 @@ class BalanceJobs:
                     continue
                 src = moved_from.get((seq, be))
 
-                def rank(x: m.Replica, src=src, row=current[seq] if seq < len(current) else []) -> tuple:
+                def rank(x, src=src, row=current[seq] if seq < len(current) else []) -> tuple:
                     return (x.backend_id != src, x.backend_id not in row, x.backend_id)
 
                 if good[0].state == "verified":
@@ -263,49 +267,62 @@ class BalanceJobs:
             job, g = _balance_job(s, job_id)
             now = self.db.now()
             added, stale, failed, bad = 0, [], [], []
-            unclean: list[tuple[m.Replica, str, str]] = []
-            # every row the loop looks at, in a few IN queries: a relocation after a lost disk
-            # registers tens of thousands of clones in one call
-            replicas, versions, partitions = clone_rows(s, results)
-            with tracking(s, buckets={(res.partition_id, res.bucket_seq) for res in results}):
-                for res in results:
-                    if not res.ok:
-                        failed.append(f"{res.path}: {res.error}")
-                        if res.source_bad:
-                            src = replicas.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
-                            if src is not None and src.state == "verified":
-                                src.state = "bad"
-                                bad.append(src.path)
-                                self.db.event(s, "replica.bad", src.path, replica_id=src.id, backend_id=src.backend_id,
-                                            reason=(res.error or "checksum mismatch while cloning")[:2000])
-                        continue
-                    pv = versions.get((res.partition_id, res.version))
-                    if pv is None or pv.state not in ("committed", "superseded"):
-                        stale.append(res.path)
-                        continue
-                    key = (res.partition_id, res.version, res.bucket_seq, res.backend_id)
-                    row = replicas.get(key)
-                    if row is not None and row.state == "deleting":
-                        continue  # its files are being removed; the next round clones again
-                    p = partitions[res.partition_id]
-                    files = _files_of(res)
-                    if row is None:
-                        row = m.Replica(table_id=p.table_id, partition_id=p.id, version=res.version, bucket_seq=res.bucket_seq,
-                                        backend_id=res.backend_id, state="verified", path=res.path, rows=res.rows,
-                                        bytes=res.bytes, checksum=res.checksum, created_at=now, verified_at=now,
-                                        files=files)
-                        s.add(row)
-                        replicas[key] = row
-                    else:
-                        row.state, row.path, row.rows, row.bytes, row.checksum = "verified", res.path, res.rows, res.bytes, res.checksum
-                        row.verified_at, row.drop_after, row.files = now, None, files
-                    added += 1
-                    if getattr(res, "source_problem", None):
-                        src = replicas.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
-                        if src is not None:
-                            unclean.append((src, res.source_problem,
-                                            f"replica {src.path} holds files the catalog does not list: {res.source_problem}"))
-            bad += mark_bad(self.db, s, unclean)  # after the block above: its own summary tracking
+            unclean: list[tuple[int, str, str]] = []
+            # Every replica of the results' buckets as plain rows, the changes decided in memory and
+            # written in bulk, the summaries updated from the difference (catalog/clones.py): a
+            # relocation after a lost disk registers thousands of clones per call.
+            rows, versions, parts = clones.load(s, results)
+            before = clones.contribution(rows, parts)
+            inserts: dict[tuple, dict] = {}
+            updates: dict[int, dict] = {}
+            for res in results:
+                if not res.ok:
+                    failed.append(f"{res.path}: {res.error}")
+                    if res.source_bad:
+                        src = rows.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
+                        if src is not None and src["state"] == "verified":
+                            src["state"] = "bad"
+                            updates.setdefault(src["id"], {"id": src["id"]})["state"] = "bad"
+                            bad.append(src["path"])
+                            self.db.event(s, "replica.bad", src["path"], replica_id=src["id"], backend_id=src["backend_id"],
+                                          reason=(res.error or "checksum mismatch while cloning")[:2000])
+                    continue
+                if versions.get((res.partition_id, res.version)) not in ("committed", "superseded"):
+                    stale.append(res.path)
+                    continue
+                key = (res.partition_id, res.version, res.bucket_seq, res.backend_id)
+                row = rows.get(key)
+                if row is not None and row["state"] == "deleting":
+                    continue  # its files are being removed; the next round clones again
+                values = {"state": "verified", "path": res.path, "rows": res.rows, "bytes": res.bytes,
+                          "checksum": res.checksum, "verified_at": now, "drop_after": None, "files": _files_of(res)}
+                if row is None:
+                    row = rows[key] = {"id": None, "table_id": parts[res.partition_id][0], "partition_id": res.partition_id,
+                                       "version": res.version, "bucket_seq": res.bucket_seq, "backend_id": res.backend_id}
+                    inserts[key] = row
+                row.update(values)
+                if row["id"] is None:
+                    row["created_at"] = now
+                else:
+                    updates.setdefault(row["id"], {"id": row["id"]}).update(values)
+                added += 1
+                if getattr(res, "source_problem", None):
+                    src = rows.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
+                    if src is not None and src["id"] is not None:
+                        unclean.append((src["id"], res.source_problem,
+                                        f"replica {src['path']} holds files the catalog does not list: {res.source_problem}"))
+            # one shape per UPDATE statement: rows that only turn bad apart from re-registered ones
+            by_shape: dict[tuple, list[dict]] = {}
+            for u in updates.values():
+                by_shape.setdefault(tuple(sorted(u)), []).append(u)
+            clones.write(s, list(inserts.values()), [])
+            for same in by_shape.values():
+                clones.write(s, [], same)
+            clones.add_difference(s, before, clones.contribution(rows, parts))
+            if inserts or updates:
+                touch_tables(s, {parts[pid][0] for pid, _, _, _ in rows if pid in parts})
+            bad += mark_bad(self.db, s, [(r, why, gwhy) for i, why, gwhy in unclean
+                                         if (r := s.get(m.Replica, i)) is not None])
             progress = dict(job.progress)
             progress["rounds"] = progress.get("rounds", 0) + 1
             progress["cloned"] = progress.get("cloned", 0) + added

@@ -3,9 +3,11 @@
 Repair and balance (clone-and-drop) hand this job a :class:`~airflow_colocate.core.contract.ClonePlan`:
 ``copies`` (one replica directory each, from a healthy source to its new backend) and
 ``verifies`` (re-hash one replica and compare with the catalog). Each task runs on an executor in
-Python with :func:`airflow_colocate.storage.copy.copy_file` — the primitive the write job uses, so
-every file goes through ``tmp + fsync + rename`` (the temporary file in the destination backend's
-tmp area, never in a replica directory) and is hashed while it is copied. A clone is good
+Python with the staged copy the write job uses too (:func:`airflow_colocate.storage.copy.stage_file`),
+so every file goes through ``tmp, durable, rename`` (the temporary file in the destination
+backend's tmp area, never in a replica directory) and is hashed while it is copied; the clones of
+one Spark partition are made durable together (:func:`finish_clones`: one ``syncfs`` per batch
+instead of one ``fsync`` per file, and the same crash rule). A clone is good
 only when the sha256 of its files combine to the replica checksum the catalog holds and its size
 matches; otherwise its files are deleted and the result says whether the *source* read back
 different bytes (then the source replica is corrupt and the control plane marks it ``bad``).
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from airflow_colocate.core.contract import (
     ClonePlan,
@@ -78,17 +81,40 @@ def _source_files(task: dict) -> tuple[list[str], str | None, str | None]:
     return names, corrupt, problem
 
 
-def clone_task(task: dict) -> dict:
-    """Executor side: copy one replica directory and check it against the catalog's checksum.
+@dataclass
+class _Staged:
+    """A clone whose files are copied, hashed and checked in the destination's tmp area."""
 
-    Each file is staged in the destination backend's tmp area and renamed into ``dst`` once it
-    is verified; files in ``dst`` that are no part of the clone are removed."""
+    task: dict
+    out: dict
+    files: list  # copy_mod.Staged, in name order
+    before: set[str]  # what ``dst`` held before: whatever is no part of the clone is removed
+    started: float
+
+
+def _failed(out: dict, started: float, exc: BaseException) -> dict:
+    return dict(out, error=f"{type(exc).__name__}: {exc}"[:2000], seconds=round(time.monotonic() - started, 3))
+
+
+def _drop_staged(files) -> None:
+    for st in files:
+        try:
+            fs.delete_file(st.tmp)
+        except Exception:
+            pass
+
+
+def stage_clone(task: dict) -> dict | _Staged:
+    """Phase 1 of a clone: every file copied to the destination backend's tmp area, hashed while it
+    is copied and checked against the catalog's checksum and size. Returns the result when the
+    clone ends here (a corrupt source, a destination that cannot stage), else the staged clone for
+    :func:`publish_clone` once the batch is durable. Nothing is under a final name yet."""
     started = time.monotonic()
     out = {k: task[k] for k in ("key", "partition_id", "version", "bucket_seq", "backend_id", "src_backend_id")}
     out.update(path=task["dst"], ok=False, rows=task["rows"])
     expect = task.get("files") or {}
     root = task.get("root") or layout.replica_root(task["dst"])
-    copied: list[str] = []
+    staged: list = []
     try:
         try:
             names, corrupt, source_problem = _source_files(task)
@@ -98,39 +124,109 @@ def clone_task(task: dict) -> dict:
             return dict(out, source_bad=True, error=corrupt)
         if expect and sorted(expect) != names:
             return dict(out, source_bad=True, error=f"source {task['src']} holds {names}, expected {sorted(expect)}")
-        fs.makedirs(task["dst"])
-        before = set(_entries(task["dst"]))
-        digests, total, sizes = [], 0, {}
+        if fs.is_dir(task["dst"]):
+            before = set(_entries(task["dst"]))
+        else:  # a new directory (the usual clone): nothing to list
+            fs.makedirs(task["dst"])
+            before = set()
         for name in names:
             try:
-                n, digest = copy_mod.copy_file(fs.join(task["src"], name), fs.join(task["dst"], name),
-                                               expect_sha256=expect.get(name), root=root)
+                staged.append(copy_mod.stage_file(fs.join(task["src"], name), fs.join(task["dst"], name),
+                                                  expect_sha256=expect.get(name), root=root))
             except copy_mod.StagingError:
                 raise  # the destination (e.g. its root is gone): retried later
             except ColocateError as exc:  # a listed file hashed differently: the source is corrupt
-                _remove(task["dst"], copied)
+                _drop_staged(staged)
                 return dict(out, source_bad=True, error=str(exc))
-            copied.append(name)
-            digests.append((name, digest))
-            sizes[name] = n
-            total += n
-        checksum = copy_mod.replica_checksum(digests)
+        total = sum(st.bytes for st in staged)
+        checksum = copy_mod.replica_checksum([(n, st.sha256) for n, st in zip(names, staged)])
         if checksum != task["checksum"] or total != task["bytes"]:
-            _remove(task["dst"], copied)
+            _drop_staged(staged)
             return dict(out, source_bad=True, error=(
                 f"source {task['src']} read back {total} bytes with replica checksum {checksum}, the catalog "
                 f"recorded {task['bytes']} bytes and {task['checksum']}: the source is corrupt; the copy was deleted"))
-        # Files of an older, corrupt replica (or a killed copy) in the same directory that are no
-        # part of this one: a read must find exactly the clone's files.
-        _remove(task["dst"], sorted(before - set(copied)))
-        return dict(out, ok=True, bytes=total, checksum=checksum, files=copied, sizes=sizes,
-                    source_problem=source_problem, seconds=round(time.monotonic() - started, 3))
+        out.update(bytes=total, checksum=checksum, files=list(names), sizes={n: st.bytes for n, st in zip(names, staged)},
+                   source_problem=source_problem)
+        return _Staged(task, out, staged, before, started)
     except Exception as exc:  # the destination failed (disk full, permissions, ...): retried later
+        _drop_staged(staged)
+        return _failed(out, started, exc)
+
+
+def publish_clone(c: _Staged) -> dict:
+    """Phase 2, once the staged files are durable: rename them into the replica directory and
+    remove what the directory held that is no part of the clone (files of an older, corrupt
+    replica or of a killed copy: a read must find exactly the clone's files)."""
+    dst, copied = c.task["dst"], []
+    try:
+        for st in c.files:
+            copy_mod.publish(st)
+            copied.append(fs.basename(st.dst))
+        _remove(dst, sorted(c.before - set(copied)))
+        return dict(c.out, ok=True, seconds=round(time.monotonic() - c.started, 3))
+    except Exception as exc:
+        _drop_staged(c.files[len(copied):])
         try:
-            _remove(task["dst"], copied)
+            _remove(dst, copied)
         except Exception:
             pass
-        return dict(out, error=f"{type(exc).__name__}: {exc}"[:2000], seconds=round(time.monotonic() - started, 3))
+        return _failed(dict(c.out, bytes=0), c.started, exc)
+
+
+def _unpublish(result: dict, exc: BaseException) -> dict:
+    """A published clone whose directory entries could not be made durable: deleted, retried."""
+    try:
+        _remove(result["path"], result.get("files") or [])
+    except Exception:
+        pass
+    return dict(result, ok=False, bytes=0, error=f"{type(exc).__name__}: {exc}"[:2000])
+
+
+def _dirs(c: _Staged) -> list[str]:
+    """The replica directory and the folders above it up to the backend root: what
+    :func:`storage.fs.makedirs` may have created, whose entries must be durable too."""
+    out, path = [], c.task["dst"].rstrip("/")
+    root = (c.task.get("root") or layout.replica_root(path) or fs.parent(path)).rstrip("/")
+    while path.startswith(root + "/"):
+        out.append(path)
+        path = fs.parent(path)
+    return out + [root]
+
+
+def finish_clones(staged: list[_Staged]) -> list[dict]:
+    """Make a batch of staged clones durable, publish them, and make the renames durable.
+
+    The crash rule a batch keeps (the same as one ``fsync`` per file, paid once per batch): the
+    bytes are durable (:func:`storage.copy.make_durable`: one ``syncfs`` per destination file
+    system) before any of them gets its final name, and the names are durable before a result
+    says ``ok``, which is the only thing the control plane registers. A crash anywhere before the
+    report leaves nothing registered: staged files in a tmp area (gc sweeps them), or files in a
+    replica directory no catalog row names as verified, which the next clone of it overwrites
+    (removing whatever else it holds). A committed replica is never written to."""
+    if not staged:
+        return []
+    try:
+        copy_mod.make_durable([st.tmp for c in staged for st in c.files])
+    except OSError as exc:
+        for c in staged:
+            _drop_staged(c.files)
+        return [_failed(dict(c.out, bytes=0), c.started, exc) for c in staged]
+    results = [publish_clone(c) for c in staged]
+    try:
+        copy_mod.make_durable(list(dict.fromkeys(d for c, r in zip(staged, results) if r["ok"] for d in _dirs(c))))
+    except OSError as exc:
+        return [_unpublish(r, exc) if r["ok"] else r for r in results]
+    return results
+
+
+def clone_task(task: dict) -> dict:
+    """Executor side: copy one replica directory and check it against the catalog's checksum.
+
+    Each file is staged in the destination backend's tmp area and renamed into ``dst`` once it
+    is verified and durable; files in ``dst`` that are no part of the clone are removed. One
+    clone on its own; :func:`run_partition` stages many and makes them durable together."""
+    staged = stage_clone(task)
+    return staged if isinstance(staged, dict) else finish_clones([staged])[0]
 
 
 def verify_task(task: dict) -> dict:
@@ -163,21 +259,27 @@ def verify_task(task: dict) -> dict:
     return dict(out, ok=True, bytes=total, checksum=checksum)
 
 
-def _run(item: tuple[str, dict]) -> tuple[str, dict]:
+def _run(item: tuple[str, dict]) -> dict | _Staged:
     kind, task = item
-    return kind, (clone_task(task) if kind == "copy" else verify_task(task))
+    return stage_clone(task) if kind == "copy" else verify_task(task)
 
 
 def run_partition(items, threads: int):
-    """Executor side: the tasks of one Spark partition, ``threads`` at a time. Copies wait on
-    fsync and hash with the GIL released, so a few threads per core keep the disk busy."""
+    """Executor side: the tasks of one Spark partition, ``threads`` at a time, as one batch: every
+    copy is staged (copied, hashed, checked), then the batch is made durable at once and published
+    (:func:`finish_clones`). Copies read and hash with the GIL released, so a few threads per core
+    keep the disk busy."""
     items = list(items)
     if threads <= 1 or len(items) <= 1:
-        return [_run(i) for i in items]
-    from concurrent.futures import ThreadPoolExecutor
+        done = [_run(i) for i in items]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="colocate-clone") as pool:
-        return list(pool.map(_run, items))
+        with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="colocate-clone") as pool:
+            done = list(pool.map(_run, items))
+    staged = [r for r in done if isinstance(r, _Staged)]
+    finished = iter(finish_clones(staged))
+    return [(kind, next(finished) if isinstance(r, _Staged) else r) for (kind, _), r in zip(items, done)]
 
 
 DEFAULT_THREADS = 4

@@ -15,10 +15,15 @@ verify and clones refuse a directory holding a file nobody committed.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import os
 import re
+import sys
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs, layout
@@ -76,6 +81,67 @@ def sha256_file(uri: str) -> str:
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class Staged:
+    """A copy written and checked in the destination's tmp area, not yet under its final name."""
+
+    tmp: str
+    dst: str
+    bytes: int
+    sha256: str
+
+
+def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
+               root: str | None = None, fsync: bool = False) -> Staged:
+    """Copy ``src`` to a temporary name for ``dst`` (hashed while copied, size checked), and stop
+    there: the caller makes a whole batch durable at once (:func:`make_durable`) before it
+    :func:`publish`-es them, which is what lets a clone of 2,000 small files cost one ``syncfs``
+    instead of 2,000 ``fsync``. A failed copy leaves nothing; errors are :func:`copy_file`'s."""
+    tmp = _tmp_uri(dst_uri, root)
+    h = hashlib.sha256()
+    written = 0
+    try:
+        with fs.open_read(src_uri) as src, fs.open_write(tmp) as dst:
+            # reads sized to a small file (an 8 MiB buffer per read is a large allocation each time)
+            want = min(CHUNK, os.fstat(src.fileno()).st_size + 1) if fs.is_local(src_uri) else CHUNK
+            while chunk := src.read(want):
+                h.update(chunk)
+                dst.write(chunk)
+                written += len(chunk)
+            on_disk = None
+            if hasattr(dst, "fileno"):
+                dst.flush()
+                if fsync:
+                    os.fsync(dst.fileno())
+                if fs.is_local(tmp):
+                    on_disk = os.fstat(dst.fileno()).st_size
+        digest = h.hexdigest()
+        if expect_sha256 is not None and digest != expect_sha256:
+            raise ColocateError(
+                f"checksum mismatch copying {src_uri} to {dst_uri}: expected sha256 {expect_sha256}, "
+                f"got {digest}; the copy was deleted"
+            )
+        on_disk = fs.size(tmp) if on_disk is None else on_disk
+        if on_disk != written:
+            raise ColocateError(
+                f"size mismatch copying {src_uri} to {dst_uri}: wrote {written} bytes but the destination "
+                f"holds {on_disk}; the copy was deleted"
+            )
+    except BaseException:
+        fs.delete_file(tmp)
+        raise
+    return Staged(tmp, dst_uri, written, digest)
+
+
+def publish(staged: Staged) -> None:
+    """Rename a staged copy to its final name (same file system: checked when it was staged)."""
+    try:
+        fs.rename(staged.tmp, staged.dst)
+    except BaseException:
+        fs.delete_file(staged.tmp)
+        raise
+
+
 def copy_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
               root: str | None = None) -> tuple[int, str]:
     """Copy one file; returns (bytes, sha256 hex) of what was written.
@@ -83,36 +149,64 @@ def copy_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
     With ``expect_sha256``, a copy whose bytes hash differently is deleted and a
     :class:`ColocateError` names both ends and both checksums. ``root``: the destination backend's
     root, whose tmp area holds the copy until it is verified (without it, a sibling of ``dst``).
+    The file is fsynced before it is renamed into place: one file, durable on its own (the clone
+    job batches instead: :func:`stage_file`, :func:`make_durable`, :func:`publish`).
     """
-    tmp = _tmp_uri(dst_uri, root)
-    h = hashlib.sha256()
-    written = 0
+    staged = stage_file(src_uri, dst_uri, expect_sha256=expect_sha256, root=root, fsync=True)
+    publish(staged)
+    return staged.bytes, staged.sha256
+
+
+def _load_syncfs():
+    """libc's ``syncfs(2)`` (Linux), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        with fs.open_read(src_uri) as src, fs.open_write(tmp) as dst:
-            while chunk := src.read(CHUNK):
-                h.update(chunk)
-                dst.write(chunk)
-                written += len(chunk)
-            if hasattr(dst, "fileno"):
-                dst.flush()
-                os.fsync(dst.fileno())
-        digest = h.hexdigest()
-        if expect_sha256 is not None and digest != expect_sha256:
-            raise ColocateError(
-                f"checksum mismatch copying {src_uri} to {dst_uri}: expected sha256 {expect_sha256}, "
-                f"got {digest}; the copy was deleted"
-            )
-        on_disk = fs.size(tmp)
-        if on_disk != written:
-            raise ColocateError(
-                f"size mismatch copying {src_uri} to {dst_uri}: wrote {written} bytes but the destination "
-                f"holds {on_disk}; the copy was deleted"
-            )
-        fs.rename(tmp, dst_uri)  # same file system: checked when the temporary name was chosen
-    except BaseException:
-        fs.delete_file(tmp)
-        raise
-    return written, digest
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+    return fn
+
+
+_SYNCFS = _load_syncfs()
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_durable(uris: Iterable[str]) -> None:
+    """Make the bytes of these files, and these directories' entries, durable, in one pass.
+
+    Local paths: one ``syncfs(2)`` per file system they are on (Linux; it writes back every dirty
+    page and inode of that file system and, since Linux 5.8, reports a write-back error), which is
+    what ``cp -a`` + ``sync`` pays once at the end; elsewhere an ``fsync`` of each. Other schemes
+    (HDFS, object stores) are durable when the stream is closed. Raises ``OSError`` when the disk
+    could not write: the caller must then not publish or register anything it staged."""
+    local = [fs.local_path(u) for u in uris if fs.is_local(u)]
+    if not local:
+        return
+    if _SYNCFS is None:
+        for path in dict.fromkeys(local):
+            _fsync_path(path)
+        return
+    devices: dict[int, str] = {}
+    for path in local:
+        devices.setdefault(os.stat(path).st_dev, path)
+    for path in devices.values():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if _SYNCFS(fd) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"syncfs of the file system of {path} failed: {os.strerror(err)}")
+        finally:
+            os.close(fd)
 
 
 def link_or_copy(src_uri: str, dst_uri: str, *, root: str | None = None) -> tuple[int, str]:

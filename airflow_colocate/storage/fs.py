@@ -20,13 +20,20 @@ _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs"}
 
 
 def is_local(uri: str) -> bool:
-    scheme = urlsplit(str(uri)).scheme
+    uri = str(uri)
+    if uri.startswith(("file:/", "/")):  # the common cases without urlsplit (a repair asks 10,000s of times)
+        return True
+    scheme = urlsplit(uri).scheme
     return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
 
 
 def local_path(uri: str) -> str:
     """The OS path of a ``file://`` URI or bare path (``file:///a/b``, ``file:/a/b``, ``/a/b``)."""
     uri = str(uri)
+    if uri.startswith("/"):
+        return uri
+    if uri.startswith("file:///") and "%" not in uri and "?" not in uri and "#" not in uri:
+        return uri[7:]
     parts = urlsplit(uri)
     if parts.scheme == "":
         return uri

@@ -1,0 +1,91 @@
+"""Registering a clone job's results in bulk: the rows of a lost disk's repair (thousands of clones
+per batch) written with a few statements instead of one ORM object each.
+
+:meth:`BalanceJobs.register_clones <airflow_colocate.catalog.balance_jobs.BalanceJobs.register_clones>`
+loads every replica of the buckets the results name as plain rows (:func:`load`), decides in memory
+what each result changes, and writes the new rows with one multi-row ``INSERT``, the changed ones
+with one ``UPDATE`` by primary key (:func:`write`). The per-bucket summaries
+(:mod:`airflow_colocate.catalog.summary`) are kept exact without re-measuring the buckets in SQL
+before and after: the loaded rows are every replica of those buckets, so what they contribute
+before and after the change is computed from them (:func:`contribution`, the same rule as
+``summary.measure``: verified and bad replicas of the visible version count, and a bucket's size is
+its largest verified replica) and the difference is added. ``summary.drift`` stays empty (tests).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import insert, select, tuple_, update
+from sqlalchemy.orm import Session
+
+from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog import summary
+
+R = m.Replica
+Key = tuple[int, int, int, int]  # (partition, version, bucket seq, backend)
+_COLUMNS = (R.id, R.table_id, R.partition_id, R.version, R.bucket_seq, R.backend_id, R.state, R.path, R.bytes)
+
+
+def load(s: Session, results: list) -> tuple[dict[Key, dict], dict[tuple[int, int], str], dict[int, tuple[int, int]]]:
+    """(every replica of the results' buckets as a dict by key, each (partition, version)'s state,
+    each partition's (table, visible version)): the few columns a registration reads, in chunked
+    ``IN`` queries."""
+    buckets = sorted({(r.partition_id, r.version, r.bucket_seq) for r in results})
+    versions = sorted({(r.partition_id, r.version) for r in results})
+    pids = sorted({r.partition_id for r in results})
+    rows: dict[Key, dict] = {}
+    for chunk in summary.chunks(buckets):
+        q = select(*_COLUMNS).where(tuple_(R.partition_id, R.version, R.bucket_seq).in_(chunk))
+        for r in s.execute(q):
+            rows[(r.partition_id, r.version, r.bucket_seq, r.backend_id)] = dict(r._mapping)
+    states: dict[tuple[int, int], str] = {}
+    V = m.PartitionVersion
+    for chunk in summary.chunks(versions):
+        q = select(V.partition_id, V.version, V.state).where(tuple_(V.partition_id, V.version).in_(chunk))
+        states.update(((p, v), state) for p, v, state in s.execute(q))
+    parts: dict[int, tuple[int, int]] = {}
+    P = m.Partition
+    for chunk in summary.chunks(pids):
+        parts.update((p, (t, vis)) for p, t, vis in s.execute(select(P.id, P.table_id, P.visible_version)
+                                                               .where(P.id.in_(chunk))))
+    return rows, states, parts
+
+
+def contribution(rows: dict[Key, dict], parts: dict[int, tuple[int, int]]) -> tuple[dict, dict]:
+    """What ``rows`` (every replica of some whole buckets) add to ``bucket_replicas`` and
+    ``bucket_sizes``: :func:`summary.measure` computed in memory."""
+    counts: dict = defaultdict(lambda: [0, 0, 0])
+    biggest: dict = {}
+    for (pid, version, seq, be), r in rows.items():
+        _, visible = parts.get(pid, (None, None))
+        if version != visible or r["state"] not in ("verified", "bad"):
+            continue
+        c = counts[(r["table_id"], seq, be)]
+        if r["state"] == "verified":
+            c[0] += 1
+            c[1] += r["bytes"]
+            biggest[(r["table_id"], pid, seq)] = max(biggest.get((r["table_id"], pid, seq), 0), r["bytes"])
+        else:
+            c[2] += 1
+    sizes: dict = defaultdict(int)
+    for (t, _, seq), b in biggest.items():
+        sizes[(t, seq)] += b
+    return {k: tuple(v) for k, v in counts.items()}, dict(sizes)
+
+
+def add_difference(s: Session, before: tuple[dict, dict], after: tuple[dict, dict]) -> None:
+    """Add ``after - before`` to the summaries (what :func:`summary.tracking` does after its block)."""
+    (c0, z0), (c1, z1) = before, after
+    counts = {k: tuple(a - b for a, b in zip(c1.get(k, (0, 0, 0)), c0.get(k, (0, 0, 0)))) for k in c0.keys() | c1.keys()}
+    sizes = {k: z1.get(k, 0) - z0.get(k, 0) for k in z0.keys() | z1.keys()}
+    summary.add(s, {k: v for k, v in counts.items() if any(v)}, {k: v for k, v in sizes.items() if v})
+
+
+def write(s: Session, inserts: list[dict], updates: list[dict]) -> None:
+    """One multi-row ``INSERT`` of the new replica rows and one ``UPDATE`` by primary key of the
+    changed ones (SQLAlchemy's bulk paths: executemany, no ORM object per row)."""
+    if inserts:
+        s.execute(insert(R), [{k: v for k, v in r.items() if k != "id"} for r in inserts])
+    if updates:
+        s.execute(update(R), updates)
