@@ -255,6 +255,8 @@ def outlook_lines(g: dict, now: datetime) -> list[tuple[str, Markup]]:
     if g.get("relocation_disabled"):
         out.append(("relocation-off", Markup("relocation off: <code>disable_colocate_relocate</code> is set; "
                                              "its buckets stay on {}").format(off)))
+    elif g.get("relocation_due") and not g.get("relocation_backends"):  # a relocate job, no backend down
+        out.append(("relocation-due", Markup("relocation under way: a relocate job is moving its buckets")))
     elif g.get("relocation_due"):
         out.append(("relocation-due", Markup("relocation due: the next balance or repair run moves its buckets "
                                              "off {}").format(off)))

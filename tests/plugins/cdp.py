@@ -99,6 +99,37 @@ class Browser:
         self.evaluate(f"document.querySelector({json.dumps(selector)}).focus()")
         self.send("Input.insertText", text=text)
 
+    MODIFIERS = {"alt": 1, "ctrl": 2, "meta": 4, "shift": 8}
+
+    def click(self, x: float, y: float, *, button: str = "left", modifiers: tuple[str, ...] = ()) -> None:
+        """A real mouse click at page coordinates (CSS pixels of the top window): the pointer moves
+        there, the button goes down and up. Unlike ``element.click()`` in a script, the browser
+        treats it as a person's click (user activation, sandbox rules, modifier keys, auxclick)."""
+        mods = sum(self.MODIFIERS[m] for m in modifiers)
+        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y, modifiers=mods)
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button=button, buttons=0 if kind == "mouseReleased" else
+                      {"left": 1, "right": 2, "middle": 4}[button], clickCount=1, modifiers=mods)
+
+    def center_of(self, selector: str, *, frame: str | None = None) -> tuple[float, float]:
+        """The middle of the first element ``selector`` matches, in top-window coordinates, scrolled
+        into view first; with ``frame`` (a selector of an iframe in the top document) the element
+        is looked up in that frame's document and its box is offset by the frame's."""
+        doc = f"document.querySelector({json.dumps(frame)}).contentDocument" if frame else "document"
+        offset = (f"(() => {{ const f = document.querySelector({json.dumps(frame)}), r = f.getBoundingClientRect();"
+                  f" return [r.left + f.clientLeft, r.top + f.clientTop]; }})()") if frame else "[0, 0]"
+        box = self.evaluate(f"""(() => {{ const e = {doc}.querySelector({json.dumps(selector)});
+            if (!e) return null; e.scrollIntoView({{block: 'center', inline: 'center'}});
+            const r = e.getClientRects()[0] || e.getBoundingClientRect(); const [fx, fy] = {offset};
+            return [fx + r.left + r.width / 2, fy + r.top + r.height / 2]; }})()""")
+        if box is None:
+            raise AssertionError(f"no element {selector!r} to click" + (f" in {frame}" if frame else ""))
+        return box[0], box[1]
+
+    def targets(self) -> list[dict]:
+        """Every page (tab) the browser has open."""
+        return [t for t in self.send("Target.getTargets")["targetInfos"] if t.get("type") == "page"]
+
     def screenshot(self, path: Path, *, full_page: bool = False) -> Path:
         params = {"format": "png"}
         if full_page:

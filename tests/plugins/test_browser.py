@@ -2,8 +2,9 @@
 with the plugin and the maintenance DAG (serialized into its database as the DAG processor would), Debian's
 headless Chromium logging in through Airflow's login form, the page opened from the UI's
 navigation and from a task's "Colocation" link, checked against the catalog in light and dark
-mode and at 512 buckets × 16 backends, the DAG triggered from its form with only ``action``
-chosen, and a join task's explain in its Log tab. Screenshots go to the test's output folder
+mode and at 512 buckets × 16 backends, every kind of link on it clicked with a real mouse inside
+Airflow's sandboxed iframe, a backend marked down with a reason and what the page then says, the
+DAG triggered from its form with only ``action`` chosen, and a join task's explain in its Log tab. Screenshots go to the test's output folder
 (``$COLOCATE_TEST_OUTPUT``, default ``.ci-out/test-output``), and to ``docs/screenshots/`` with
 ``COLOCATE_UPDATE_SCREENSHOTS=1``.
 
@@ -15,13 +16,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -29,6 +33,7 @@ from cdp import Browser, find_chromium, in_ci, stop_group
 from plugin_testing import build_demo_catalog, commit_fake_write
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.core.actor import task_actor
 from airflow_colocate.operators.links import page_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -336,7 +341,6 @@ def test_colocation_page_in_the_airflow_ui(api_server, browser, output_dir):
                             sorted(cat.jobs.list(kinds=["write", "relocate", "balance", "repair"]),
                                    key=lambda j: (j.state != "running", -j.id))]
     assert not dark(seen["background"]) and seen["theme"] == "light"  # Airflow's light theme, passed on
-    shoot(browser, output_dir, "colocation-in-airflow.png")
 
     # Choose another group in the table: its map replaces the first one.
     browser.evaluate(f"{FRAME}.querySelector('tr[data-group-id=\"1.1\"] a').click()")
@@ -354,8 +358,8 @@ def test_colocation_page_in_the_airflow_ui(api_server, browser, output_dir):
     browser.wait_for(f"(() => {{ const d = {FRAME}; const c = getComputedStyle(d.body).backgroundColor;"
                      f" return c !== 'rgb(255, 255, 255)' ? c : null }})()", "a dark page background")
     assert dark(browser.evaluate(f"getComputedStyle({FRAME}.body).backgroundColor"))
-    shoot(browser, output_dir, "colocation-in-airflow-dark.png")
     browser.evaluate("document.documentElement.classList.replace('dark', 'light')")
+    # (the screenshots of the page inside Airflow are taken with a backend marked down, below)
 
 
 def test_the_colocation_link_opens_the_group_inside_airflow(api_server, browser, output_dir):
@@ -369,6 +373,114 @@ def test_the_colocation_link_opens_the_group_inside_airflow(api_server, browser,
     assert seen["href"].endswith("/api/colocate/ui?group=1_g_orders")
     assert browser.evaluate("!!document.querySelector('nav, [role=navigation]') || "
                             "[...document.querySelectorAll('a[href]')].some(a => a.getAttribute('href').endsWith('/dags'))")
+
+
+IFRAME = 'iframe[title="Colocation"]'
+TOP_PATH = "location.pathname + location.search"
+
+
+def open_in_airflow(api_server, browser, query: str = "") -> None:
+    browser.goto(f"{api_server.base}/plugin/colocation{query}")
+    browser.wait_for(IN_FRAME, "the Colocation page inside Airflow")
+
+
+def test_every_link_on_the_embedded_page_works_with_a_real_click(api_server, browser, output_dir):
+    """Issue 30: inside Airflow the page is in an iframe sandboxed without allow-top-navigation, so
+    the browser ignores ``target=_top``. Each kind of link is clicked as a person would (CDP mouse
+    events at the link's place on screen, not ``element.click()``) and the top window must land on
+    its target: the API docs, a task instance's page named by Recent changes, and a group of the
+    page itself (which stays in the frame, Airflow's URL following it). A middle and a Ctrl click
+    open the target in a new tab and leave Airflow where it is; on the page on its own a link works
+    as on any page."""
+    run_id = "manual__2026-11-24T14:00:00+00:00"
+    actor = task_actor("colocate_maintenance", "balance", run_id)
+    as_task = Catalog(api_server.cat.url, actor=actor)  # a change made by a task: Recent changes links it
+    as_task.schemas.set_retention("orders", 400)
+    as_task.dispose()
+    task_page = f"/dags/colocate_maintenance/runs/{quote(run_id, safe='')}/tasks/balance"
+    links = [("the API link", 'header a[href$="/api/colocate/docs"]', "/api/colocate/docs"),
+             ("a task of Recent changes", f'td.who a[title="{actor}"]', task_page)]
+    for what, selector, target in links:
+        open_in_airflow(api_server, browser)
+        x, y = browser.center_of(selector, frame=IFRAME)
+        browser.click(x, y)
+        browser.wait_for(f"{TOP_PATH} === {json.dumps(target)}", f"Airflow's window on {target} after clicking {what}")
+
+    # a group of the table: the page's own link, it stays inside Airflow's frame
+    open_in_airflow(api_server, browser)
+    browser.click(*browser.center_of('tr[data-group-id="1.1"] a', frame=IFRAME))
+    browser.wait_for(f"{TOP_PATH} === '/plugin/colocation/api/colocate/ui?group=1.1'", "Airflow's URL on group 1.1")
+    browser.wait_for(f"(() => {{ const p = {IN_FRAME}; return p && p.mapGroup === '1.1' }})()", "the map of group 1.1")
+
+    # a new tab for a middle or Ctrl click; Airflow stays on the page
+    for button, modifiers in (("middle", ()), ("left", ("ctrl",))):
+        open_in_airflow(api_server, browser)
+        before = {t["targetId"] for t in browser.targets()}
+        browser.click(*browser.center_of(links[1][1], frame=IFRAME), button=button, modifiers=modifiers)
+        deadline, opened = time.monotonic() + 15, []
+        while time.monotonic() < deadline:  # the new tab, once it is on the task's page
+            opened = [t for t in browser.targets() if t["targetId"] not in before]
+            if opened and opened[0]["url"].endswith(task_page):
+                break
+            time.sleep(0.25)
+        assert opened and opened[0]["url"].endswith(task_page), f"a {button} {modifiers} click opened {opened}"
+        browser.send("Target.closeTarget", targetId=opened[0]["targetId"])
+        assert browser.evaluate(TOP_PATH).startswith("/plugin/colocation")
+
+    # on its own (no iframe) the same link is an ordinary link
+    browser.goto(f"{api_server.base}/api/colocate/ui")
+    browser.wait_for(ON_ITS_OWN, "the page on its own")
+    browser.click(*browser.center_of(links[1][1]))
+    browser.wait_for(f"{TOP_PATH} === {json.dumps(task_page)}", "the task's page from the page on its own")
+
+
+def test_a_backend_marked_down_says_why_and_what_happens_next(api_server, browser, output_dir):
+    """Issue 30: ``colocate backend mark-down be2 --reason "disk pulled"``, and the page inside
+    Airflow shows be2's reason, since when, its last heartbeat; the group whose map names be2 counts
+    down to its relocation and says its joins shuffle now; a replication-1 table outside any group
+    lists the partition whose only copy was on be2. The doc screenshots are taken here."""
+    cat = api_server.cat
+    cat.tables.create("raw_clicks", [("id", "bigint"), ("dt", "date")], ["id"], bucket_num=3, replication_num=1,
+                      partition_cols=["dt"])
+    commit_fake_write(cat, "raw_clicks", "2026-11-24", bytes_per_replica=1500)
+    cat.health.record_probe("be2", True)  # its last heartbeat, before the disk went
+    mark = subprocess.run([str(Path(sys.executable).parent / "colocate"), "--catalog", cat.url, "--actor", "oncall",
+                           "backend", "mark-down", "be2", "--reason", "disk pulled"],
+                          capture_output=True, text=True, timeout=60)
+    assert mark.returncode == 0, mark.stderr
+    lost = cat.tables.unavailable("raw_clicks")
+    assert lost.count == 1 and lost.partitions == ("2026-11-24",) and lost.backends == ("be2",), lost
+    outlook = cat.groups.outlook("1.1")  # g_orders: 8 buckets × 2 on be1..be4
+    assert outlook.relocation_starts_at is not None and outlook.joins_shuffle, outlook
+    be2 = cat.backends.get("be2")
+
+    open_in_airflow(api_server, browser, "/api/colocate/ui?group=1.1")
+    seen = browser.wait_for(f"""(() => {{ const d = {FRAME};
+        const row = s => d?.querySelector(s)?.innerText.replace(/\s+/g, ' ').trim();
+        const be = row('tr[data-backend-id="{be2.id}"]');
+        return be && be.includes('disk pulled') ? {{backend: be, group: row('tr[data-group-id="1.1"]'),
+            next: row('#map-next'), table: row('tr[data-table-id="{lost.table_id}"]'), head: row('header')}} : null; }})()""",
+                            "be2's reason on the page")
+    since = be2.state_since.strftime("%H:%M:%S")
+    assert re.search(rf"down .*disk pulled.* since {since} \((now|\d+ s ago|1 min ago)\)", seen["backend"]), seen
+    assert f"last heartbeat {be2.last_heartbeat.strftime('%H:%M:%S')}" in seen["backend"], seen
+    starts = outlook.relocation_starts_at
+    minutes = round((starts - cat.now()).total_seconds() / 60)
+    countdown = re.search(r"relocation starts in (\d+) min \((\d\d:\d\d:\d\d)\)", seen["group"])
+    assert countdown and countdown.group(2) == starts.strftime("%H:%M:%S"), seen["group"]
+    assert abs(int(countdown.group(1)) - minutes) <= 1 and timedelta(minutes=minutes) <= timedelta(minutes=30)
+    assert "joins shuffle now" in seen["group"] and "relocation starts in" in seen["next"], seen
+    assert "2026-11-24" in seen["table"] and "only copies on be2" in seen["table"], seen["table"]
+    assert re.search(r"\d+ partitions? unavailable", seen["head"]), seen["head"]
+    shoot(browser, output_dir, "colocation-in-airflow.png")
+
+    # dark, scrolled to the backends and tables: the reason, the heartbeat, the unavailable partition
+    browser.evaluate("document.documentElement.classList.replace('light', 'dark')")
+    browser.wait_for(f"(() => {{ const p = {IN_FRAME}; return p && p.theme === 'dark' }})()", "the dark theme")
+    browser.evaluate(f"{FRAME}.querySelector('table#backends').scrollIntoView({{block: 'start'}})")
+    shoot(browser, output_dir, "colocation-in-airflow-dark.png")
+    browser.evaluate("document.documentElement.classList.replace('dark', 'light')")
+    cat.backends.set_state("be2", "alive", reason="disk back")  # the next tests' 16 backends are all alive
 
 
 def test_the_page_on_its_own_in_dark_mode_and_at_512_buckets(api_server, browser, output_dir, tmp_path):
@@ -445,13 +557,13 @@ def test_trigger_the_maintenance_dag_with_only_action_chosen(api_server, browser
     run_id = browser.evaluate("decodeURIComponent(location.pathname.split('/runs/')[1].split('/')[0])")
 
     run = api_server.api(f"/api/v2/dags/colocate_maintenance/dagRuns/{run_id}")
-    assert run["conf"] == {"action": "repair", "dry_run": False, "group": None, "table": None, "backend": None,
-                           "today": None, "strategy": "count", "alert_after_minutes": None}
+    assert run["conf"] == {"action": "repair", "dry_run": False, "relocate_now": False, "group": None, "table": None,
+                           "backend": None, "today": None, "strategy": "count", "alert_after_minutes": None}
 
     # Run it (see RUNNER): the tasks run for real against the run's own catalog.
     result = run_in_helper(api_server, run)
     assert result["run_id"] == run_id and result["state"] == "success", result
-    assert result["tasks"] == {"choose": "success", "balance": "success", "probe": "skipped",
+    assert result["tasks"] == {"check_params": "success", "choose": "success", "balance": "success", "probe": "skipped",
                                "decommission": "skipped", "verify": "skipped", "retention": "skipped",
                                "alert": "success"}, result  # the alert task runs on every run
 
