@@ -338,6 +338,9 @@ TYPED_LISTINGS = {
     "show group": (["show", "group", "g1"], {"BucketIndex": int, "BackendIds": _list_of(int)}),
     "group check": (["group", "check"], {"group": str, "group_id": str, "stable": bool, "reason": OPT_STR,
                                          "reasons": _list_of(str), "problems": int, "checked_at": str}),
+    "group list": (["group", "list"], {"GroupId": str, "GroupName": str, "IsStable": bool, "UnstableSince": OPT_STR,
+                                       "RelocationStartsAt": OPT_STR, "RelocationDue": bool, "JoinsShuffle": bool,
+                                       "UnstableReason": OPT_STR}),
     "flag list": (["flag", "list"], {"Flag": str, "Value": bool}),
     "events": (["events"], {"EventId": int, "Time": str, "Actor": str, "Kind": str, "Subject": str,
                             "Detail": lambda v: isinstance(v, dict)}),
@@ -377,7 +380,7 @@ def test_the_typed_listings_are_every_json_listing():
     are checked below (table show, balance), with their Spark jobs (verify, import) or by their
     own tests (doctor)."""
     listings = {" ".join(p[1:]) for p, c in _commands(colocate_cli) if any(o.name == "as_json" for o in c.params)}
-    assert listings == set(TYPED_LISTINGS) | {"table show", "balance", "verify", "import", "doctor",
+    assert listings == set(TYPED_LISTINGS) | {"table show", "group show", "balance", "verify", "import", "doctor",
                                               # typed in tests/test_cli_schema_partitions.py, with partitions to list
                                               "partition list", "partition purge", "partition expire",
                                               "backend set-root"}  # tests/health/test_set_root.py

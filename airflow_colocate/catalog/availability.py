@@ -11,8 +11,9 @@ history: a (table, bucket seq) is safe when no backend that is not alive holds o
 replicas, or when one alive backend holds as many as the table has committed partitions (one
 replica per partition and backend, so every partition has one there). Only the cells left
 (typically a replication-1 table with a bucket on a down backend) are asked in SQL, one indexed
-query per table over the replicas on the down backends, each with a NOT EXISTS on the alive ones
-(``ix_replica_table``, ``uq_replica``): never a replica row per partition in Python.
+query per table over the replicas of those buckets on the down backends, each with a NOT EXISTS on
+the alive ones (``ix_replica_table``, ``uq_replica``); only the lost ones come back (one row per lost
+partition and down backend), never the replica rows of a healthy history.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import and_, exists, func, select
 from sqlalchemy.orm import Session, aliased
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.summary import chunks
 
 MAX_LISTED = 100  # partition values listed per table; the count is always exact
 
@@ -84,7 +86,7 @@ def unavailable(s: Session, table_ids: list[int] | None = None, *, limit: int = 
     by_backend: dict[int, int] = defaultdict(int)
     names = {be: name for be, name in s.execute(select(m.Backend.id, m.Backend.name))}
     for t, cells in open_cells.items():
-        found = _table(s, t, cells, alive, limit)
+        found = _table(s, t, cells, dark, limit)
         if found is None:
             continue
         count, values, holders = found
@@ -95,27 +97,34 @@ def unavailable(s: Session, table_ids: list[int] | None = None, *, limit: int = 
     return Availability(out, dict(by_backend))
 
 
-def _table(s: Session, t: int, cells: list[tuple[int, int]], alive: set[int],
+def _table(s: Session, t: int, cells: list[tuple[int, int]], dark: list[int],
            limit: int) -> tuple[int, tuple[str, ...], dict[int, int]] | None:
     """(count, the first ``limit`` values, dark backend -> partitions) of table ``t``'s partitions
     with a bucket of ``cells`` ((seq, dark backend)) whose verified replicas are all on dark backends."""
     R, other = m.Replica, aliased(m.Replica)
+    # "on an alive backend" as "not on a dark one": one range of uq_replica per row, not a probe per alive backend
     readable = exists().where(other.partition_id == R.partition_id, other.version == R.version,
                               other.bucket_seq == R.bucket_seq, other.state == "verified",
-                              other.backend_id.in_(sorted(alive)))
-    lost = and_(R.table_id == t, R.state == "verified",
-                or_(*[and_(R.bucket_seq == seq, R.backend_id == be) for seq, be in cells]), ~readable)
+                              other.backend_id.not_in(dark))
+    # seqs x backends covers the cells (and maybe a few more, each an exact check too): two IN lists
+    # keep the whole ix_replica_table prefix, where an OR of the cells made SQLite walk the table.
+    lost = and_(R.table_id == t, R.bucket_seq.in_(sorted({seq for seq, _ in cells})),
+                R.backend_id.in_(sorted({be for _, be in cells})), R.state == "verified", ~readable)
     sub = select(R.partition_id, R.backend_id).join(
         m.Partition, and_(m.Partition.id == R.partition_id, m.Partition.visible_version == R.version)
-    ).where(lost).subquery()
-    holders = {be: int(n) for be, n in s.execute(
-        select(sub.c.backend_id, func.count(func.distinct(sub.c.partition_id))).group_by(sub.c.backend_id)) if n}
-    if not holders:
+    ).where(lost).distinct().subquery()
+    # One row per (lost partition, dark backend holding it): bounded by the lost buckets, not the history.
+    rows = s.execute(select(sub.c.partition_id, sub.c.backend_id)).all()
+    if not rows:
         return None
-    count = int(s.scalar(select(func.count(func.distinct(sub.c.partition_id)))))
-    values = tuple(s.scalars(select(m.Partition.value).where(m.Partition.id.in_(select(sub.c.partition_id)))
-                             .order_by(m.Partition.value).limit(limit))) if limit > 0 else ()
-    return count, values, holders
+    holders: dict[int, int] = defaultdict(int)
+    for _, be in rows:
+        holders[be] += 1
+    pids = sorted({pid for pid, _ in rows})
+    values: list[str] = []
+    for chunk in chunks(pids) if limit > 0 else ():  # ids, not a subquery: SQLite would scan partitions
+        values += s.scalars(select(m.Partition.value).where(m.Partition.id.in_(chunk)))
+    return len(pids), tuple(sorted(values)[:limit]), holders
 
 
 def _label(s: Session, t: int) -> str:

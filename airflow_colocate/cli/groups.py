@@ -3,11 +3,16 @@ why a group is unstable, and an operator's override of its stability."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import click
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog.outlook import JOIN_DISABLED, GroupOutlook
+from airflow_colocate.catalog.views import GroupView
+from airflow_colocate.cli import params
 from airflow_colocate.cli.base import Env, Group, pass_env
-from airflow_colocate.cli.output import Bullets, Report, Table, json_option
+from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option, timestamp
 
 GROUP_COLUMNS = ["GroupId", "GroupName", "TableIds", "BucketsNum", "ReplicationNum", "DistCols", "IsStable"]
 MAP_COLUMNS = ["BucketIndex", "BackendIds"]
@@ -70,6 +75,102 @@ def check(env: Env, group: str | None) -> Report:
     if group and not healths[0].stable:
         blocks.append(Bullets([r.text for r in healths[0].reasons]))
     return Report(blocks, data=[h.to_dict() for h in healths])
+
+
+OUTLOOK_COLUMNS = ["GroupId", "GroupName", "IsStable", "UnstableSince", "RelocationStartsAt", "RelocationDue",
+                   "JoinsShuffle", "UnstableReason"]
+DELAY_OPTION = click.option("--relocate-delay-minutes", type=params.FLOAT,
+                            help="The delay relocation waits for (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30; "
+                                 "give what the maintenance run uses).")
+
+
+def _in(now: datetime, then: datetime) -> str:
+    minutes = max(0, round((then - now).total_seconds() / 60))
+    return f"in {minutes} min" if minutes < 120 else f"in {minutes / 60:.1f} h"
+
+
+def _minutes(delay: timedelta) -> str:
+    return f"{delay.total_seconds() / 60:g} min"
+
+
+def outlook_lines(o: GroupOutlook, now: datetime, stable: bool) -> list[tuple[str, str]]:
+    """What happens next, in words: since when, when relocation starts, whether joins shuffle."""
+    delay = timedelta(seconds=o.relocate_delay_seconds)
+    down = ", ".join(o.relocation_backends)
+    if not o.relocation_backends:
+        relocation = "none: every backend its map names is alive"
+    elif o.relocation_disabled:
+        relocation = f"not automatic: disable_colocate_relocate is set ({down} not alive)"
+    elif o.relocation_due:
+        relocation = f"due now: the next repair or balance run relocates the buckets of {down}"
+    elif o.relocation_starts_at is not None:
+        relocation = (f"starts at {timestamp(o.relocation_starts_at)} ({_in(now, o.relocation_starts_at)}, "
+                      f"delay {_minutes(delay)}; {down} down)")
+    else:
+        relocation = f"waits for {down} ({_minutes(delay)} after it went down)"
+    return [("unstable since", timestamp(o.unstable_since) if o.unstable_since else "-"),
+            ("relocation", relocation),
+            ("joins", _joins(o, stable))]
+
+
+def _joins(o: GroupOutlook, stable: bool) -> str:
+    if not o.joins_shuffle:
+        return "colocated (no shuffle)"
+    if not stable and o.joins_shuffle_reason != JOIN_DISABLED:
+        return "shuffle now: the group is not stable (the reason is its state above)"
+    return f"shuffle now: {o.joins_shuffle_reason}"
+
+
+def _outlook_row(g: GroupView, o: GroupOutlook) -> list:
+    return [g.group_id, g.full_name, g.stable, o.unstable_since, o.relocation_starts_at, o.relocation_due,
+            o.joins_shuffle, g.unstable_reason]
+
+
+@group.command("list", help="Every group: stable or since when not, when relocation starts, whether joins shuffle now.")
+@DELAY_OPTION
+@json_option
+@pass_env
+def list_groups(env: Env, relocate_delay_minutes: float | None) -> Table:
+    catalog = env.catalog()
+    outlooks = catalog.groups.outlooks(relocate_delay=params.relocate_delay(relocate_delay_minutes))
+    rows = [(g, outlooks.get(g.grp_id) or catalog.groups.outlook(g.group_id)) for g in catalog.groups.list()]
+    return Table(OUTLOOK_COLUMNS, [_outlook_row(g, o) for g, o in rows])
+
+
+@group.command("show", help=f"One group: why it is unstable, since when, when relocation starts, whether joins shuffle "
+               f"now, its tables' unavailable partitions and its bucket map. {GROUP_REF}")
+@click.argument("group")
+@DELAY_OPTION
+@json_option
+@pass_env
+def show_one(env: Env, group: str, relocate_delay_minutes: float | None) -> Report:
+    catalog = env.catalog()
+    g = catalog.groups.get(group, db=env.db)
+    o = catalog.groups.outlook(g.group_id, relocate_delay=params.relocate_delay(relocate_delay_minutes))
+    health = catalog.health.group_health(g.group_id)
+    names = {t.id: t.qualified_name for t in catalog.tables.list()}
+    lost = catalog.tables.availability().tables
+    unavailable = [lost[t] for t in g.table_ids if t in lost]
+    state = "stable" if g.stable else f"UNSTABLE: {g.unstable_reason or 'marked unstable'}"
+    blocks: list = [Fields(f"group {g.full_name} ({g.group_id})", [
+        ("state", state), *outlook_lines(o, catalog.now(), g.stable),
+        ("tables", ", ".join(names.get(t, str(t)) for t in g.table_ids) or "(none)"),
+        ("unavailable", "; ".join(f"{u.table}: {u.count} partitions" for u in unavailable) or "none")])]
+    if not health.stable:
+        blocks.append(Bullets([r.text for r in health.reasons], heading=f"unstable because ({health.problems} problems):"))
+    for u in unavailable:
+        more = f" (first {len(u.partitions)} of {u.count})" if u.count > len(u.partitions) else ""
+        blocks.append(Bullets(list(u.partitions), heading=f"unavailable partitions of {u.table}{more}: their last "
+                              f"verified copy of a bucket is on {', '.join(u.backends)}, not alive"))
+    blocks.append(Table(MAP_COLUMNS, [[i, list(ids)] for i, ids in enumerate(g.bucket_map)]))
+    data = dict(group_id=g.group_id, group=g.full_name, tables=[names.get(t, str(t)) for t in g.table_ids],
+                stable=g.stable, unstable_reason=g.unstable_reason, **o.to_dict(),
+                reasons=[r.text for r in health.reasons] if not health.stable else [],
+                unavailable_tables=[{"table": u.table, "unavailable_count": u.count,
+                                     "unavailable_partitions": list(u.partitions),
+                                     "unavailable_backends": list(u.backends)} for u in unavailable],
+                bucket_map=[list(r) for r in g.bucket_map])
+    return Report(blocks, data=data)
 
 
 def _mark(stable: bool) -> click.Command:

@@ -9,7 +9,7 @@ import click
 
 from airflow_colocate.cli import params
 from airflow_colocate.cli.base import Env, Group, pass_env
-from airflow_colocate.cli.output import Fields, Report, Table, json_option
+from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.sqltypes import parse_columns
 
@@ -120,6 +120,7 @@ def show(env: Env, table: str) -> Report:
     catalog = env.catalog()
     t = catalog.tables.get(table, db=env.db)
     parts = catalog.tables.partitions(table, db=env.db)
+    lost = catalog.tables.unavailable(t.id, limit=max(len(parts), 1))
     settings = Fields(f"table {t.qualified_name} (id {t.id})", [
         ("columns", ", ".join(f"{n} {ty}" for n, ty in t.columns)),
         ("distributed by", f"{', '.join(t.dist_cols)} into {t.bucket_num} buckets, replication_num {t.replication_num}"),
@@ -127,7 +128,15 @@ def show(env: Env, table: str) -> Report:
         ("colocate_with", f"{t.group_name or '(none)'}{' (' + t.group_id + ')' if t.group_id else ''}"),
         ("schema version", str(t.schema_version)),
         ("retention", f"{t.retention_days} days" if t.retention_days else "none"),
+        ("unavailable", f"{lost.count} partitions: a bucket's last verified copy is on {', '.join(lost.backends)}, "
+                        "not alive" if lost.count else "none"),
     ])
     partitions = Table(["Partition", "BucketsNum", "ReplicationNum", "VisibleVersion"],
                        [[p.value, p.bucket_num, p.replication_num, p.visible_version] for p in parts])
-    return Report([settings, partitions], data={"table": t, "partitions": parts})
+    blocks: list = [settings, partitions]
+    if lost.count:
+        blocks.append(Bullets(list(lost.partitions), heading="unavailable partitions (no read can serve them until "
+                                                             f"{' or '.join(lost.backends)} is alive again):"))
+    return Report(blocks, data={"table": t, "partitions": parts, "unavailable_count": lost.count,
+                                "unavailable_partitions": list(lost.partitions),
+                                "unavailable_backends": list(lost.backends)})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.engine import make_engine
-from airflow_colocate.catalog.views import BALANCE_KINDS
+from airflow_colocate.catalog.views import BALANCE_KINDS, GroupView
 from airflow_colocate.core.errors import (
     AlreadyExists,
     ColocateError,
@@ -75,6 +76,7 @@ from airflow_colocate.plugins.schemas import (
     JobKind,
     JobState,
     Limit,
+    RelocateDelay,
     RetentionBody,
     SchemaChangeBody,
     TableDetail,
@@ -144,6 +146,39 @@ def _admin_catalog(request: Request, user: auth.Admin) -> Catalog:
 
 ReadCatalog = Annotated[Catalog, Depends(_reader_catalog)]
 AdminCatalog = Annotated[Catalog, Depends(_admin_catalog)]
+
+
+# ---------------------------------------------------------------------- what happens next (issue 30)
+
+
+def _relocate_delay(minutes: float | None) -> timedelta:
+    """The delay the balance uses: the query's override (what a maintenance run passed as
+    ``relocate_delay_minutes``), else ``COLOCATE_RELOCATE_DELAY_MINUTES``, else 30 minutes."""
+    from airflow_colocate.jobs.health import relocate_delay_from_env
+
+    return relocate_delay_from_env() if minutes is None else timedelta(minutes=minutes)
+
+
+def _with_outlook(catalog: Catalog, g: GroupView, base: dict, delay: timedelta, outlooks: dict | None = None) -> dict:
+    """A group's answer with since when it is unstable, when relocation starts, whether joins shuffle."""
+    found = (outlooks or {}).get(g.grp_id) or catalog.groups.outlook(g.group_id, relocate_delay=delay)
+    return dict(base, **found.to_dict())
+
+
+def _group_answer(catalog: Catalog, g: GroupView, delay: timedelta) -> dict:
+    """``GroupDetail``: the presenters' detail, the outlook, and its tables' unavailable partitions."""
+    lost = catalog.tables.availability().tables
+    tables = [{"table": lost[t].table, "unavailable_count": lost[t].count,
+               "unavailable_partitions": list(lost[t].partitions), "unavailable_backends": list(lost[t].backends)}
+              for t in g.table_ids if t in lost]
+    return dict(_with_outlook(catalog, g, group_detail(catalog, g), delay), unavailable_tables=tables)
+
+
+def _table_answer(catalog: Catalog, ref: str) -> dict:
+    """``TableDetail``: the presenters' detail and the partitions no read can serve now."""
+    lost = catalog.tables.unavailable(ref)
+    return dict(table_detail(catalog, ref), unavailable_count=lost.count, unavailable_partitions=list(lost.partitions),
+                unavailable_backends=list(lost.backends))
 
 
 # ---------------------------------------------------------------------- errors
@@ -237,15 +272,17 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     def index(catalog: ReadCatalog) -> dict:
         return {"colocate_meta": colocate_meta(catalog.groups.list()), "status": "OK"}
 
-    @app.get("/groups", response_model=list[Group], responses=READ_ERRORS, summary="Colocation groups")
-    def groups(catalog: ReadCatalog) -> list[dict]:
-        names = table_names(catalog)
-        return [group_model(g, names) for g in catalog.groups.list()]
+    @app.get("/groups", response_model=list[Group], responses=READ_ERRORS,
+             summary="Colocation groups, with since when each is unstable, when relocation starts and whether joins shuffle")
+    def groups(catalog: ReadCatalog, relocate_delay_minutes: RelocateDelay = None) -> list[dict]:
+        names, delay = table_names(catalog), _relocate_delay(relocate_delay_minutes)
+        outlooks = catalog.groups.outlooks(relocate_delay=delay)
+        return [_with_outlook(catalog, g, group_model(g, names), delay, outlooks) for g in catalog.groups.list()]
 
     @app.get("/groups/{group}", response_model=GroupDetail, responses=error_responses(401, 403, 404, 422, 503),
-             summary="One group with its bucket map and why it is unstable")
-    def group(catalog: ReadCatalog, group: GroupRef) -> dict:
-        return group_detail(catalog, catalog.groups.get(group))
+             summary="One group with its bucket map, why it is unstable, what happens next, and its unavailable partitions")
+    def group(catalog: ReadCatalog, group: GroupRef, relocate_delay_minutes: RelocateDelay = None) -> dict:
+        return _group_answer(catalog, catalog.groups.get(group), _relocate_delay(relocate_delay_minutes))
 
     @app.get("/backends", response_model=list[Backend], responses=READ_ERRORS,
              summary="Backends with their state (why, since when, last heartbeat, last probe), load and capacity")
@@ -280,7 +317,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     @app.post("/group_stable", response_model=GroupResponse, responses=WRITE_ERRORS, summary="Mark a group stable")
     def group_stable(catalog: AdminCatalog, db_id: DbId, group_id: GrpId) -> dict:
         g = catalog.groups.set_stable(f"{db_id}.{group_id}", True)
-        return {"status": "OK", "group": group_detail(catalog, g)}
+        return {"status": "OK", "group": _group_answer(catalog, g, _relocate_delay(None))}
 
     @app.post("/group_unstable", response_model=GroupResponse, responses=WRITE_ERRORS,
               summary="Mark a group unstable (joins on it fall back until it is stable again)")
@@ -288,7 +325,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
                        reason: Annotated[str | None, Query(max_length=1000)] = None) -> dict:
         user = catalog.actor
         g = catalog.groups.set_stable(f"{db_id}.{group_id}", False, reason=reason or f"marked unstable by {user}")
-        return {"status": "OK", "group": group_detail(catalog, g)}
+        return {"status": "OK", "group": _group_answer(catalog, g, _relocate_delay(None))}
 
     @app.post("/bucketseq", response_model=GroupResponse, responses=WRITE_ERRORS,
               summary="Force a group's bucket sequence",
@@ -298,12 +335,12 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     def bucketseq(catalog: AdminCatalog, db_id: DbId, group_id: GrpId, bucket_map: Annotated[BucketMapBody, Body()],
                   force: Annotated[bool, Query(description="set the map although repair/balance may move it back")] = False) -> dict:
         g = catalog.groups.set_bucket_map(f"{db_id}.{group_id}", bucket_map, force=force)
-        return {"status": "OK", "group": group_detail(catalog, g)}
+        return {"status": "OK", "group": _group_answer(catalog, g, _relocate_delay(None))}
 
     @app.get("/tables/{table}", response_model=TableDetail, responses=error_responses(401, 403, 404, 422, 503),
-             summary="A table: its schema versions, retention and dropped partitions")
+             summary="A table: its schema versions, retention, dropped partitions and partitions no read can serve now")
     def table(catalog: ReadCatalog, table: TableRef) -> dict:
-        return table_detail(catalog, table)
+        return _table_answer(catalog, table)
 
     @app.post("/tables/{table}/schema", response_model=TableDetail, responses=WRITE_ERRORS,
               summary="Add, drop or widen columns: one new schema version, no file rewritten",
@@ -312,13 +349,13 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     def alter_schema(catalog: AdminCatalog, table: TableRef, change: Annotated[SchemaChangeBody, Body()]) -> dict:
         catalog.schemas.alter(table, add=[(c.name, c.type) for c in change.add], drop=list(change.drop),
                               widen=[(c.name, c.type) for c in change.widen])
-        return table_detail(catalog, table)
+        return _table_answer(catalog, table)
 
     @app.post("/tables/{table}/retention", response_model=TableDetail, responses=WRITE_ERRORS,
               summary="Set a table's retention (the maintenance DAG drops partitions dated older)")
     def set_retention(catalog: AdminCatalog, table: TableRef, body: Annotated[RetentionBody, Body()]) -> dict:
         catalog.schemas.set_retention(table, body.retention_days)
-        return table_detail(catalog, table)
+        return _table_answer(catalog, table)
 
     @app.get("/guide", response_class=HTMLResponse, include_in_schema=False)
     def guide() -> HTMLResponse:

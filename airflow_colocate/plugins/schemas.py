@@ -75,12 +75,36 @@ class Group(BaseModel):
     stable: bool
     unstable_reason: str | None
     version: int
+    unstable_since: datetime | None = Field(description="when the group last turned unstable; null while stable "
+                                                        "(or unstable since before catalog 0007)")
+    relocation_starts_at: datetime | None = Field(
+        description="when balance starts relocating the buckets of the down backends its map names: the earliest "
+                    "down-since + relocate delay; null when none is down, or when relocation is already due")
+    relocation_due: bool = Field(description="a backend its map names is unavailable now (down longer than the delay, "
+                                             "decommissioning) or a relocate job runs: the next balance/repair moves it")
+    relocation_backends: list[str] = Field(description="the backends its map names that are not alive")
+    relocation_disabled: bool = Field(description="disable_colocate_relocate is set: no run relocates its buckets")
+    relocate_delay_seconds: float = Field(description="the delay these times use (the query's relocate_delay_minutes, "
+                                                      "else COLOCATE_RELOCATE_DELAY_MINUTES, else 30 min)")
+    joins_shuffle: bool = Field(description="joins on its tables fall back to a shuffle join now: colocate join is "
+                                            "disabled, the group is unstable, or its map names a backend not alive")
+    joins_shuffle_reason: str | None = Field(description="the join planner's reason; null when joins are colocated")
+
+
+class UnavailableTable(BaseModel):
+    table: str = Field(description="db.table")
+    unavailable_count: int
+    unavailable_partitions: list[str] = Field(description="the first 100 by value")
+    unavailable_backends: list[str] = Field(description="the backends, not alive, holding their last verified copies")
 
 
 class GroupDetail(Group):
     bucket_map: list[list[int]] = Field(description="bucket seq -> backend ids, first = primary")
     reasons: list[str] = Field(description="why the group is unstable (empty when stable)")
     slots: dict[str, int] = Field(description="backend id -> bucket replicas of this group on it")
+    unavailable_tables: list[UnavailableTable] = Field(
+        description="its tables with partitions no read can serve now (a bucket's verified replicas all on backends "
+                    "that are not alive); empty when every partition is readable")
 
 
 class GroupResponse(BaseModel):
@@ -167,6 +191,10 @@ class TableDetail(BaseModel):
     retention_days: int | None = Field(description="partitions dated older are dropped by the maintenance DAG (null: kept)")
     versions: list[SchemaVersion]
     dropped_partitions: list[str] = Field(description="partition values in the recycle bin")
+    unavailable_count: int = Field(description="committed partitions no read can serve now: one of their buckets has "
+                                               "verified replicas only on backends that are not alive")
+    unavailable_partitions: list[str] = Field(description="the first 100 of them by value")
+    unavailable_backends: list[str] = Field(description="the backends, not alive, holding their last verified copies")
 
 
 # ---------------------------------------------------------------------- requests
@@ -222,3 +250,5 @@ GroupRef = Annotated[str, PathParam(pattern=GROUP_REF, description="dbId.grpId, 
 JobKind = Literal[JOB_KINDS]  # type: ignore[valid-type]
 JobState = Literal[JOB_STATES]  # type: ignore[valid-type]
 Limit = Annotated[int, Query(ge=1, le=1000)]
+RelocateDelay = Annotated[float | None, Query(ge=0, le=525600, description="relocate delay in minutes for "
+                                              "relocation_starts_at (default: COLOCATE_RELOCATE_DELAY_MINUTES, else 30)")]
