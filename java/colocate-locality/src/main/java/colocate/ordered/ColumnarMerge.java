@@ -8,6 +8,7 @@ import org.apache.spark.sql.catalyst.expressions.BasePredicate;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.JoinedRow;
 import org.apache.spark.sql.catalyst.expressions.Predicate;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.vectorized.ColumnVector;
@@ -45,6 +46,8 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         final DataType[] types;
         final String table;             // the table a read comes from; null for a join's output
         final String keyNames;
+        int[] notNull = new int[0];     // ordinals the filters require non-null (checked on the vectors)
+        BucketGuard guard;              // the view's bucket guard, computed on the vectors; null: none
 
         Side(Seq<Attribute> input, Expression filter, int[] keys, int[] needed, int[] codes, int[] precisions,
              int[] scales, DataType[] types, String table, String keyNames) {
@@ -87,6 +90,19 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         return new Merge(l, r);
     }
 
+    /** {@link #compareKeys} of two rows neither of which has a null key. */
+    static int compareValues(Side a, ColumnVector[] ac, int i, Side b, ColumnVector[] bc, int j) {
+        int[] ak = a.keys, bk = b.keys;
+        for (int k = 0; k < ak.length; k++) {
+            int o = ak[k];
+            int c = Vectors.compare(a.codes[o], a.precisions[o], a.scales[o], ac[o], i, bc[bk[k]], j);
+            if (c != 0) {
+                return c;
+            }
+        }
+        return 0;
+    }
+
     static int compareKeys(Side a, ColumnVector[] ac, int i, Side b, ColumnVector[] bc, int j) {
         for (int k = 0; k < a.keys.length; k++) {
             ColumnVector x = ac[a.keys[k]];
@@ -114,6 +130,12 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         private final BasePredicate filter;
         private final Merge owner;
         private final int bucket = TaskContext.getPartitionId();
+        // per batch: whether a key column may hold nulls, which key columns vary (partition values do
+        // not), and the one varying integral key the run search compares as a long (-1: none)
+        private boolean keyNulls;
+        private int[] varying = new int[0];
+        private int fastKey = -1;
+        private boolean fastInt;
         ColumnVector[] cols;
         private int[] sel = new int[0];
         private boolean all;   // every row kept (no filter): sel unused
@@ -174,26 +196,10 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                 for (int c = 0; c < cols.length; c++) {
                     cols[c] = b.column(c);
                 }
-                if (filter == null) {
-                    all = true;
-                    selN = n;
-                } else {
-                    all = false;
-                    if (sel.length < n) {
-                        sel = new int[n];
-                    }
-                    ColumnarBatchRow view = new ColumnarBatchRow(cols);
-                    int k = 0;
-                    for (int i = 0; i < n; i++) {
-                        view.rowId = i;
-                        if (filter.eval(view)) {
-                            sel[k++] = i;
-                        }
-                    }
-                    selN = k;
-                }
+                select(n);
                 p = 0;
                 if (selN > 0) {
+                    describeKeys();
                     return true;
                 }
             }
@@ -203,7 +209,127 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             return false;
         }
 
+        /** The rows the side's filters keep: non-null columns and the bucket guard on the vectors, the rest per row. */
+        private void select(int n) {
+            boolean nulls = false;
+            for (int o : side.notNull) {
+                nulls |= cols[o].hasNull();
+            }
+            if (filter == null && side.guard == null && !nulls) {
+                all = true;
+                selN = n;
+                return;
+            }
+            all = false;
+            if (sel.length < n) {
+                sel = new int[n];
+            }
+            int k = 0;
+            if (nulls) {
+                for (int i = 0; i < n; i++) {
+                    boolean keep = true;
+                    for (int o : side.notNull) {
+                        keep &= !cols[o].isNullAt(i);
+                    }
+                    if (keep) {
+                        sel[k++] = i;
+                    }
+                }
+            } else {
+                for (int i = 0; i < n; i++) {
+                    sel[k++] = i;
+                }
+            }
+            if (side.guard != null) {
+                side.guard.check(cols, sel, k, side.input);
+            }
+            if (filter != null) {
+                ColumnarBatchRow view = new ColumnarBatchRow(cols);
+                int kept = 0;
+                for (int x = 0; x < k; x++) {
+                    view.rowId = sel[x];
+                    if (filter.eval(view)) {
+                        sel[kept++] = sel[x];
+                    }
+                }
+                k = kept;
+            }
+            selN = k;
+        }
+
+        private void describeKeys() {
+            keyNulls = false;
+            int[] vary = new int[side.keys.length];
+            int nv = 0;
+            for (int o : side.keys) {
+                keyNulls |= cols[o].hasNull();
+                if (!(cols[o] instanceof ConstantColumnVector)) {
+                    vary[nv++] = o;
+                }
+            }
+            varying = java.util.Arrays.copyOf(vary, nv);
+            fastKey = -1;
+            if (!keyNulls && nv == 1) {
+                int code = side.codes[vary[0]];
+                if (code == Vectors.LONG || code == Vectors.DECIMAL_LONG || code == Vectors.INT
+                        || code == Vectors.DECIMAL_INT) {
+                    fastKey = vary[0];
+                    fastInt = code == Vectors.INT || code == Vectors.DECIMAL_INT;
+                }
+            }
+        }
+
+        /** Compares two rows of the current batch on the keys that vary in it. */
+        private int compareInBatch(int i, int j) {
+            if (keyNulls) {
+                return compareKeys(side, cols, i, side, cols, j);
+            }
+            for (int o : varying) {
+                int c = Vectors.compare(side.codes[o], side.precisions[o], side.scales[o], cols[o], i, cols[o], j);
+                if (c != 0) {
+                    return c;
+                }
+            }
+            return 0;
+        }
+
+        /** The end of the run that starts at kept row {@code s} of the current batch (checking the order). */
+        private int runEnd(int s) {
+            int first = row(s);
+            int j = s + 1;
+            if (fastKey >= 0) {
+                ColumnVector v = cols[fastKey];
+                long key = fastInt ? v.getInt(first) : v.getLong(first);
+                while (j < selN) {
+                    int r = row(j);
+                    long x = fastInt ? v.getInt(r) : v.getLong(r);
+                    if (x != key) {
+                        if (x < key) {
+                            disorder(seen + j + 1);
+                        }
+                        break;
+                    }
+                    j++;
+                }
+                return j;
+            }
+            while (j < selN) {
+                int c = compareInBatch(row(j), first);
+                if (c != 0) {
+                    if (c < 0) {
+                        disorder(seen + j + 1);
+                    }
+                    break;
+                }
+                j++;
+            }
+            return j;
+        }
+
         private boolean anyNullKey(ColumnVector[] c, int i) {
+            if (!keyNulls && c == cols) {
+                return false;
+            }
             for (int k : side.keys) {
                 if (c[k].isNullAt(i)) {
                     return true;
@@ -239,19 +365,8 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                 }
             }
             int s = p;
-            int first = row(s);
-            boolean isNull = anyNullKey(cols, first);
-            int j = s + 1;
-            while (j < selN) {
-                int c = compareKeys(side, cols, row(j), side, cols, first);
-                if (c != 0) {
-                    if (c < 0) {
-                        disorder(seen + j + 1);
-                    }
-                    break;
-                }
-                j++;
-            }
+            boolean isNull = anyNullKey(cols, row(s));
+            int j = runEnd(s);
             if (j < selN) {
                 runCols = cols;
                 runRows = all ? null : sel;
@@ -389,7 +504,9 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                 return false;
             }
             if (haveL && haveR) {
-                int c = compareKeys(left, lc.runCols, lc.runRow(lc.runFrom), right, rc.runCols, rc.runRow(rc.runFrom));
+                int li = lc.runRow(lc.runFrom), ri = rc.runRow(rc.runFrom);
+                int c = lc.runNull || rc.runNull ? compareKeys(left, lc.runCols, li, right, rc.runCols, ri)
+                        : compareValues(left, lc.runCols, li, right, rc.runCols, ri);
                 kind = c < 0 ? LEFT_ONLY : c > 0 ? RIGHT_ONLY : lc.runNull ? BOTH_NULL : MATCH;
             } else {
                 kind = haveL ? LEFT_ONLY : RIGHT_ONLY;

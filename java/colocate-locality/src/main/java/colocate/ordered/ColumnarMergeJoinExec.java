@@ -6,7 +6,9 @@ import java.util.Objects;
 
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.IsNotNull;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
 import org.apache.spark.sql.catalyst.plans.JoinType;
@@ -200,8 +202,40 @@ public final class ColumnarMergeJoinExec extends SparkPlan {
         for (Expression k : CollectionConverters.asJava(keys)) {
             names.add(((Attribute) k).name());
         }
-        return new ColumnarMerge.Side(child.output(), filter.isDefined() ? filter.get() : null, keyOrdinals, need,
-                codes, precisions, scales, types, table.isEmpty() ? null : table, String.join(", ", names));
+        // The filters: non-null columns and the bucket guard on the vectors, the rest per row.
+        List<Expression> conjuncts = new ArrayList<>();
+        if (filter.isDefined()) {
+            split(filter.get(), conjuncts);
+        }
+        List<Integer> notNull = new ArrayList<>();
+        BucketGuard guard = null;
+        Expression rest = null;
+        for (Expression c : conjuncts) {
+            if (c instanceof IsNotNull && ((IsNotNull) c).child() instanceof Attribute) {
+                notNull.add(indexOf(input, (Attribute) ((IsNotNull) c).child()));
+                continue;
+            }
+            BucketGuard g = guard == null ? BucketGuard.of(c, input) : null;
+            if (g != null) {
+                guard = g;
+                continue;
+            }
+            rest = rest == null ? c : new And(rest, c);
+        }
+        ColumnarMerge.Side side = new ColumnarMerge.Side(child.output(), rest, keyOrdinals, need, codes, precisions,
+                scales, types, table.isEmpty() ? null : table, String.join(", ", names));
+        side.notNull = notNull.stream().mapToInt(Integer::intValue).toArray();
+        side.guard = guard;
+        return side;
+    }
+
+    private static void split(Expression e, List<Expression> into) {
+        if (e instanceof And) {
+            split(((And) e).left(), into);
+            split(((And) e).right(), into);
+        } else {
+            into.add(e);
+        }
     }
 
     static int typeCode(JoinType t) {
