@@ -103,7 +103,7 @@ def dry_probe(catalog) -> list[dict]:
                 would = "down" if b.state == "alive" else b.state
             else:
                 would = "alive" if b.state == "alive" or (b.state == "down" and by_probe) else b.state
-            out.append({"backend": b.name, "state": b.state, "ok": error is None, "error": error,
+            out.append({"backend": b.name, "state": b.state, "reachable": error is None, "error": error,
                         "would_be": would, "dry_run": True})
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a hung disk must not hang the task
@@ -180,8 +180,8 @@ with DAG(
         catalog = ColocateCatalogHook().get_conn()
         if params.get("dry_run"):
             return dry_probe(catalog)
-        return [{"backend": r.backend.name, "state": r.backend.state, "ok": r.ok, "error": r.error}
-                for r in probe_backends(catalog)]
+        # the state (an admin's mark holds it) apart from what the probe found ('reachable')
+        return [r.to_dict() for r in probe_backends(catalog)]
 
     @task
     def decommission(params: dict | None = None) -> dict:

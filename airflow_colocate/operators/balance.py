@@ -93,7 +93,8 @@ class ColocateBalanceOperator(ColocateSparkOperator):
             self.log.info("colocate: dry run: planned from the backend states the last probe recorded (no probe)")
         elif self.probe:
             results = probe_backends(catalog, relocate_delay=options.delay)
-            (self.log.info if all(r.ok for r in results) else self.log.warning)("colocate: %s", probe_line(results))
+            healthy = all(r.ok and r.backend.state == "alive" for r in results)  # a backend held down warns too
+            (self.log.info if healthy else self.log.warning)("colocate: %s", probe_line(results))
         # a repair that waits says so, or it looks as if it silently did nothing (also in XCom 'waiting')
         for line in waiting_to_relocate(catalog.health.backends(relocate_delay=options.delay),
                                         options.delay, catalog.now(), options.relocate_delay_source):

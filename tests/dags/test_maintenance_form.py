@@ -106,7 +106,7 @@ def test_a_dry_run_probe_reports_what_it_would_record_and_records_nothing(tmp_pa
     before = ([(b.state, b.last_heartbeat) for b in cat.backends.list()], len(cat.events(limit=1000)))
     probe = DagBag(dag_folder=str(DAGS)).dags["colocate_maintenance"].get_task("probe").python_callable
     got = {r["backend"]: r for r in probe(params={"dry_run": True})}
-    assert got["be1"]["ok"] and got["be1"]["would_be"] == "alive"
-    assert not got["be2"]["ok"] and got["be2"]["would_be"] == "down" and "missing" in got["be2"]["error"], got["be2"]
+    assert got["be1"]["reachable"] and got["be1"]["would_be"] == "alive"
+    assert not got["be2"]["reachable"] and got["be2"]["would_be"] == "down" and "missing" in got["be2"]["error"], got["be2"]
     assert ([(b.state, b.last_heartbeat) for b in cat.backends.list()], len(cat.events(limit=1000))) == before
     cat.dispose()
