@@ -43,6 +43,7 @@ from airflow_colocate.jobs.join import finish_join, prepare_join  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
+from airflow_colocate.spark.timing import DriverClock, phases_line  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "seeds"
 SEED_ROWS = 5_700_000
@@ -73,6 +74,14 @@ WAYS = ["colocated", "shuffle", "default", "bucketBy"]
 NET = None  # --cluster netns: a netns_cluster.QueryProbe (bytes over the link, task locality per query)
 NAMES = {"colocated": dict(A="A", B="B", C="C"), "shuffle": dict(A="pA", B="pB", C="pC"),
          "default": dict(A="pA", B="pB", C="pC"), "bucketBy": dict(A="sA", B="sB", C="sC")}
+
+
+COLUMNAR_FLAG = "spark.colocate.join.columnar"
+COLUMNAR = "off"  # --columnar: on, off, or both (a 'columnar' way next to 'colocated')
+
+
+def w_colocated(way: str) -> bool:
+    return way in ("colocated", "columnar")
 
 
 def generate(spark, root: Path, rows: int, buckets: int) -> None:
@@ -134,19 +143,28 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
     last: dict[str, dict] = {}
 
     phases: dict[str, list[float]] = {}
+    driver: dict[str, list[DriverClock]] = {"SQL1": [], "SQL2": []}  # the driver's phases, per query
 
-    def colocated(sql: str, timed: bool = True):
+    def colocated(sql: str, timed: bool = True, columnar: bool = False):
+        spark.conf.set(COLUMNAR_FLAG, str(columnar or COLUMNAR == "on").lower())  # --columnar
+        clock = DriverClock.start(spark)
         t0 = time.perf_counter()
-        plan, ticket = prepare_join(cat, sql.format(**NAMES["colocated"]), tables, work_dir=work)
+        with clock.phase("catalog"):
+            plan, ticket = prepare_join(cat, sql.format(**NAMES["colocated"]), tables, work_dir=work)
         if NET is not None:  # each backend on a worker's "disk": its host is that worker's address
             plan = NET.localize(plan)
         t1 = time.perf_counter()
-        report = run_join(spark, plan)
+        report = run_join(spark, plan, clock=clock)
         t2 = time.perf_counter()
-        last[sql] = finish_join(cat, ticket, report)
+        with clock.phase("finish"):
+            last[sql] = finish_join(cat, ticket, report)
+        qname = "SQL1" if sql == SQL1 else "SQL2"
         for k, v in {"prepare": t1 - t0, **report.phases, "finish": time.perf_counter() - t2}.items():
             if timed:
-                phases.setdefault(f"{'SQL1' if sql == SQL1 else 'SQL2'}/{k}", []).append(v)
+                phases.setdefault(f"{qname}/{k}", []).append(v)
+        if timed:
+            driver[qname].append(clock)
+            print(f"    {qname} colocated {clock.line()}", flush=True)
 
     def plain(sql: str, way: str):
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1" if way != "default" else str(10 << 20))
@@ -168,7 +186,8 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
         order = WAYS[r % 4:] + WAYS[:r % 4]  # who goes first rotates
         for qname, sql in (("SQL1", SQL1), ("SQL2", SQL2)):
             for way in order:
-                fn = (lambda s=sql: colocated(s)) if way == "colocated" else (lambda s=sql, w=way: plain(s, w))
+                fn = ((lambda s=sql, w=way: colocated(s, columnar=w == "columnar")) if w_colocated(way)
+                      else (lambda s=sql, w=way: plain(s, w)))
                 mark = NET.mark(spark) if NET is not None else None  # outside the timed query
                 w, c = task_cpu(spark, fn)
                 if NET is not None:
@@ -184,9 +203,20 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     res = {"rows": rows, "wall": {k: median(v) for k, v in wall.items()}, "cpu": {k: median(v) for k, v in cpu.items()},
            "explain": {q: last.get(sql, {}).get("explain", "") for q, sql in (("SQL1", SQL1), ("SQL2", SQL2))},
-           "phases": {k: median(v) for k, v in phases.items()}}
+           "phases": {k: median(v) for k, v in phases.items()},
+           "driver": {q: driver_medians(clocks) for q, clocks in driver.items()}}
     report(denominator, res)
     return res
+
+
+def driver_medians(clocks: list[DriverClock]) -> dict[str, tuple[float, float, float | None]]:
+    """Per phase, the median wall, Python CPU and JVM CPU seconds over the queries' clocks."""
+    out = {}
+    for name in dict.fromkeys(n for c in clocks for n in c.phases):
+        ps = [c.phases[name] for c in clocks if name in c.phases]
+        jvm = [p.jvm for p in ps if p.jvm is not None]
+        out[name] = (median([p.wall for p in ps]), median([p.cpu for p in ps]), median(jvm) if jvm else None)
+    return out
 
 
 def report(denominator: int, res: dict) -> None:
@@ -199,12 +229,22 @@ def report(denominator: int, res: dict) -> None:
             parts.append(f"{way} {w[f'{q}/{way}']:.2f} ({c[f'{q}/{way}']:.1f}) -> x{w[f'{q}/{way}'] / base:.2f}"
                          f" (cpu x{c[f'{q}/{way}'] / max(c[f'{q}/colocated'], 1e-9):.2f})")
         print(f"{q}: " + "; ".join(parts))
+    for q in ("SQL1", "SQL2") if "columnar" in WAYS else ():  # --columnar both: the operator on vs off
+        print(f"{q}: columnar merge join {w[f'{q}/columnar']:.2f} ({c[f'{q}/columnar']:.2f}) vs Spark's merge join "
+              f"{w[f'{q}/colocated']:.2f} ({c[f'{q}/colocated']:.2f}) -> x{w[f'{q}/colocated'] / w[f'{q}/columnar']:.2f} "
+              f"wall, x{c[f'{q}/colocated'] / max(c[f'{q}/columnar'], 1e-9):.2f} task CPU (target >= 1.3x); columnar "
+              f"SQL1 is {w['SQL1/columnar'] / w['SQL1/scan']:.2f}x the scan (cpu "
+              f"{c['SQL1/columnar'] / max(c['SQL1/scan'], 1e-9):.2f}x)")
     print(f"SQL1 plain scan of the inputs {w['SQL1/scan']:.2f} ({c['SQL1/scan']:.1f}): colocated SQL1 is "
           f"{w['SQL1/colocated'] / w['SQL1/scan']:.2f}x the scan (cpu {c['SQL1/colocated'] / max(c['SQL1/scan'], 1e-9):.2f}x;"
           " target <= 1.5x)")
     for q in ("SQL1", "SQL2"):
         ph = {k.split("/")[1]: v for k, v in res["phases"].items() if k.startswith(q + "/")}
         print(f"{q} colocated, median seconds per phase: " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))
+    for q, med in res.get("driver", {}).items():
+        if med:  # medians per phase (their sum is not quite the median total); cpu: python + jvm ms
+            print(f"{q} colocated, median {phases_line(med)}; cpu ms per phase (python+jvm): "
+                  + ", ".join(f"{k} {v[1] * 1000:.0f}+{(v[2] or 0) * 1000:.0f}" for k, v in med.items()))
     for q, text in res["explain"].items():
         line = next((x for x in text.splitlines() if x.startswith("bucket join")), "")
         print(f"{q} explain: {line}")
@@ -222,10 +262,18 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--master", default="local[2]", help="a Spark master, or 'cluster': a master + 2 workers on loopback")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (repeat)")
+    ap.add_argument("--columnar", choices=["on", "off", "both"], default="off",
+                    help="the colocated join with the jar's columnar merge join (spark.colocate.join.columnar) on, "
+                         "off, or both as two ways side by side ('columnar' next to 'colocated')")
     ap.add_argument("--cluster", choices=["netns"], help="netns: master + driver and 2 workers in network namespaces "
                     "of their own, over a tc-shaped link (bench/netns_cluster.py; needs root)")
     ap.add_argument("--link", choices=["1gbit", "10gbit"], default="1gbit", help="the --cluster netns link's rate")
     a = ap.parse_args()
+    global COLUMNAR
+    COLUMNAR = a.columnar
+    if COLUMNAR == "both":
+        WAYS.insert(1, "columnar")
+        NAMES["columnar"] = NAMES["colocated"]
     volumes = a.volume or [100, 30, 10]
     cluster = None
     master = a.master

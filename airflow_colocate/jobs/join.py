@@ -30,7 +30,9 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
     hosts that run Spark executors; each bucket then reads a replica on one of them when it has one
     (placement.replica_choice), so its task can run where its files are (spark.locality)."""
     budget = None if hash_budget is None else parse_size(hash_budget, "hash_budget")
-    decided = read_plans(catalog, tables, disabled=disable_colocate_join, executor_hosts=executor_hosts)
+    backends = catalog.backends.list()
+    decided = read_plans(catalog, tables, disabled=disable_colocate_join, executor_hosts=executor_hosts,
+                         backends=backends)
     work = str(work_dir or default_work_dir())
     ticket = None
     output = None
@@ -43,7 +45,7 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
     plan = JoinPlan(job_id=job_id, query=query, tables=decided.tables, reasons=decided.reasons, groups=decided.groups,
                     require_colocate=require_colocate, report_uri=f"{work.rstrip('/')}/{job_id}/report.json",
                     output_path=output_path, output=output, hash_budget=budget,
-                    backend_hosts={b.root_uri: b.host for b in catalog.backends.list() if b.state == "alive"})
+                    backend_hosts={b.root_uri: b.host for b in backends if b.state == "alive"})
     return plan, ticket
 
 

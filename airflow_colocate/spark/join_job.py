@@ -13,6 +13,8 @@ import logging
 import os
 import re
 import time
+import weakref
+from contextlib import nullcontext
 from dataclasses import asdict, replace
 
 from airflow_colocate.core.contract import (
@@ -43,6 +45,7 @@ from airflow_colocate.spark.connect import master as connect_master
 from airflow_colocate.spark.physical_plan import JoinNode, final_plan, joins_of, ordered_reads, plan_text, query_shape
 from airflow_colocate.spark.register import UnreadableBuckets, name_the_replica, register_tables
 from airflow_colocate.spark.session import scoped
+from airflow_colocate.spark.timing import DriverClock
 from airflow_colocate.storage import fs
 
 # Next to the report: the replicas a failed job found bad, for the control plane to record (a
@@ -78,7 +81,7 @@ def hash_budget(spark, plan: JoinPlan) -> tuple[int, str]:
     if plan.hash_budget is not None:
         return plan.hash_budget, "the join's hash_budget"
     # Spark Connect has no SparkContext: the server's settings are read through spark.conf
-    conf = spark.conf if is_connect(spark) else spark.sparkContext.getConf()
+    conf = spark.conf if is_connect(spark) else _context_conf(spark.sparkContext)
     configured = spark.conf.get(HASH_BUDGET_CONF, None) or conf.get(HASH_BUDGET_CONF, None)
     if configured:
         return parse_size(configured, HASH_BUDGET_CONF), HASH_BUDGET_CONF
@@ -92,6 +95,20 @@ def hash_budget(spark, plan: JoinPlan) -> tuple[int, str]:
     fraction = float(conf.get("spark.memory.fraction", "0.6"))
     budget = default_hash_budget(memory, cores, fraction)
     return budget, f"({memory_key} {memory} - 300 MiB) x {fraction:g} x safety 0.5 / {cores} cores"
+
+
+# A running SparkContext's SparkConf never changes: read the keys the budget needs once per context
+# (getConf() copies the whole conf through py4j, tens of ms of every query's planning).
+_CONTEXT_CONF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CONTEXT_KEYS = (HASH_BUDGET_CONF, "spark.driver.memory", "spark.executor.memory", "spark.executor.cores",
+                 "spark.memory.fraction", "spark.default.parallelism")
+
+
+def _context_conf(sc) -> dict[str, str]:
+    if sc not in _CONTEXT_CONF:
+        conf = sc.getConf()
+        _CONTEXT_CONF[sc] = {k: v for k in _CONTEXT_KEYS if (v := conf.get(k, None)) is not None}
+    return _CONTEXT_CONF[sc]
 
 
 def _local_cores(master: str) -> int:
@@ -231,17 +248,20 @@ def hash_or_not(spark, plan: JoinPlan, choice: BucketJoin) -> BucketJoin:
     return choice
 
 
-def run_join(spark, plan: JoinPlan, *, replace_views: bool = False) -> JoinReport:
+def run_join(spark, plan: JoinPlan, *, replace_views: bool = False, clock: DriverClock | None = None) -> JoinReport:
     """Run the join of ``plan`` into its output and return its report (the entry writes it).
     ``replace_views``: the registration may replace a caller's temp view of a table's name.
     A bucket replica that fails while read is read from the bucket's next replica, the query run
     again (spark.failover); the replicas that failed are in the report's ``bad_replicas`` (or,
-    when no replica of a bucket was left, next to the report) for the control plane to mark."""
+    when no replica of a bucket was left, next to the report) for the control plane to mark.
+    ``clock``: records the driver's phases (choice and planning, replica check, views, run, explain)
+    for a caller that prints where a query's fixed cost goes (bench/bench_seeds.py)."""
     from airflow_colocate.spark.failover import run_with_failover
 
     try:
         report, failover = run_with_failover(
-            plan.tables, lambda tables: _run_join_once(spark, replace(plan, tables=tables), replace_views=replace_views))
+            plan.tables, lambda tables: _run_join_once(spark, replace(plan, tables=tables), replace_views=replace_views,
+                                          clock=clock))
     except Exception as exc:
         if getattr(exc, "bad", None):
             fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
@@ -252,7 +272,12 @@ def run_join(spark, plan: JoinPlan, *, replace_views: bool = False) -> JoinRepor
     return report
 
 
-def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False) -> JoinReport:
+def _phase(clock: DriverClock | None, name: str):
+    return clock.phase(name) if clock is not None else nullcontext()
+
+
+def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
+                   clock: DriverClock | None = None) -> JoinReport:
     """One attempt of :func:`run_join` on ``plan``'s replicas as they are."""
     started = time.time()
     if plan.output is not None and is_connect(spark):
@@ -264,10 +289,11 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False) -> Joi
     fs.delete_file(bad_replicas_uri(plan))
     choice = None
     if any(t.bucketed for t in plan.tables):
-        budget, budget_from = hash_budget(spark, plan)
-        choice = choose_bucket_join(plan.tables, budget, budget_from)
-        if choice.method == HASH:
-            choice = hash_or_not(spark, plan, choice)
+        with _phase(clock, "plan"):
+            budget, budget_from = hash_budget(spark, plan)
+            choice = choose_bucket_join(plan.tables, budget, budget_from)
+            if choice.method == HASH:
+                choice = hash_or_not(spark, plan, choice)
         plan = replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables])
         log.info(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
     # For the job only: the caller's session keeps its settings and job group (session.scoped).
@@ -278,7 +304,7 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False) -> Joi
         conf["spark.sql.autoBroadcastJoinThreshold"] = "-1"
     with scoped(spark, conf):
         try:
-            registered = register_tables(spark, plan.tables, replace_views=replace_views)
+            registered = register_tables(spark, plan.tables, replace_views=replace_views, clock=clock)
         except UnreadableBuckets as exc:
             fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
             raise
@@ -287,12 +313,13 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False) -> Joi
         log.info(f"checked {registered.checked} replica directories")
         registered_at = time.time()
         try:
-            df = spark.sql(plan.query)
-            if plan.output is None and not plan.output_path:
-                # explain-only: what runs is the count of the rows, so plan the count, once, for both
-                # the explain and the run (df.count() would plan it all again: ~0.1 s a query)
-                df = df.groupBy().count()
-            explains = [explain_join(j, plan) for j in joins_of(df)]
+            with _phase(clock, "plan"):
+                df = spark.sql(plan.query)
+                if plan.output is None and not plan.output_path:
+                    # explain-only: what runs is the count of the rows, so plan the count, once, for both
+                    # the explain and the run (df.count() would plan it all again: ~0.1 s a query)
+                    df = df.groupBy().count()
+                explains = [explain_join(j, plan) for j in joins_of(df)]
         except Exception as exc:
             raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
         text = explain_text(explains, choice)
@@ -307,19 +334,22 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False) -> Joi
                     + "; ".join(f"{'+'.join(e.left_tables)} ⋈ {'+'.join(e.right_tables)}: {e.reason}" for e in bad))
         group = locality.track(spark, plan.job_id, locality.bucket_hosts(registered.tables, plan.backend_hosts))
         try:
-            rows, preview, write_report = _execute(spark, plan, df, registered)
+            with _phase(clock, "run"):
+                rows, preview, write_report = _execute(spark, plan, df, registered)
         except Exception as exc:
             named = name_the_replica(str(exc), registered.tables) or out_of_order(str(exc))
             if named is None:
                 raise
             raise ColocateError(named) from exc
         locality.untrack(spark)
-        executed = plan_text(df)
-        if choice is not None:
-            line = ordered_reads(spark, df, executed)
-            log.info(line)
-            text += f"\n{line}"
-        where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts), note=local_off or "")
+        with _phase(clock, "explain"):
+            executed = plan_text(df)
+            if choice is not None:
+                line = ordered_reads(spark, df, executed)
+                log.info(line)
+                text += f"\n{line}"
+            where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts),
+                                     note=local_off or "")
         log.info(locality.line(where))
         text += f"\n{locality.line(where)}" if where.tasks else ""  # none on a local master
         done_at = time.time()

@@ -9,6 +9,7 @@ this module reports what it decided, so the two can be compared.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field
 
 from airflow_colocate.core.errors import ColocateError
@@ -18,6 +19,7 @@ from airflow_colocate.spark.register import BACKING_PREFIX
 
 EXCHANGES = {"ShuffleExchangeExec", "BroadcastExchangeExec", "ReusedExchangeExec"}
 STAGES = {"ShuffleQueryStageExec", "BroadcastQueryStageExec", "TableCacheQueryStageExec", "ResultQueryStageExec"}
+_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> {(query, columns): query_shape}
 
 
 # Spark's join types, and which inputs' partitioning a join's output keeps (a full outer join
@@ -289,6 +291,17 @@ def query_shape(spark, query: str, columns: dict[str, dict[str, str]]
     parser to call, a ColocateError."""
     if is_connect(spark):
         raise ColocateError("a Spark Connect client cannot parse a query without running it")
+    # A function of the text and columns (and of which names aggregate): parsed and walked once a session
+    key, shapes = (query, repr(sorted((t, sorted(c.items())) for t, c in columns.items()))), _SHAPES.setdefault(spark, {})
+    if key not in shapes:
+        if len(shapes) >= 64:
+            shapes.clear()
+        shapes[key] = _query_shape(spark, query, columns)
+    streams, keys, names = shapes[key]  # copies: the caller may change its lists
+    return streams, [list(k) for k in keys], [(list(a), list(b)) for a, b in names]
+
+
+def _query_shape(spark, query: str, columns: dict[str, dict[str, str]]):
     root = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
     node, limited, streams = root, False, False
     while True:

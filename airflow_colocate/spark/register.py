@@ -20,7 +20,7 @@ group) registers the same partitions without ``CLUSTERED BY``, and Spark shuffle
 Spark reads every file of a registered directory and nothing else: a missing or truncated file
 reads as fewer rows, a stray one (a killed copy's temporary file) as extra rows. So before a
 replica directory is registered it is listed and compared with the files the catalog recorded
-(:func:`check_candidates`, many directories at once on threads); a directory that is not exact
+(:func:`check_candidates`, one listing a directory: spark.listing); a directory that is not exact
 is reported bad and the bucket's next replica is tried; a bucket with none left fails the read
 with one line naming the table, partition, bucket and what is wrong with each replica.
 
@@ -41,13 +41,15 @@ import tempfile
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark import locality
 from airflow_colocate.spark.connect import is_connect, list_on_cluster
+from airflow_colocate.spark.listing import judge_replicas
+from airflow_colocate.spark.timing import DriverClock
 from airflow_colocate.storage import copy as copy_mod
 
 BUCKET_COLUMN = "__bucket"
@@ -274,15 +276,11 @@ class Registered:
     checked: int = 0  # replica directories listed
 
 
-def _check_one(replica: ReadReplica) -> str | None:
-    return copy_mod.check_replica(replica.path, files=replica.files, size=replica.bytes)
-
-
 def check_candidates(tables: list[ReadTable], *, threads: int = DEFAULT_CHECK_THREADS,
                      judge: Callable[[list[ReadReplica]], list[str | None]] | None = None) -> Registered:
     """Choose, per (table, partition, bucket) with rows, the first candidate replica whose directory
-    holds exactly its recorded files; list directories ``threads`` at a time, and a later candidate
-    only where an earlier one was bad. Raises :class:`UnreadableBuckets` when a bucket has no exact
+    holds exactly its recorded files; list directories (spark.listing: a partition's at a time,
+    ``threads`` partitions at once), and a later candidate only where an earlier one was bad. Raises :class:`UnreadableBuckets` when a bucket has no exact
     replica left. Tables without candidates are returned as they are (registered unchecked).
     ``judge``: what is wrong with each of a round's replicas (None: exact), instead of listing them
     from this process (:func:`check_candidates_on_cluster` lists them on the cluster)."""
@@ -305,31 +303,22 @@ def check_candidates(tables: list[ReadTable], *, threads: int = DEFAULT_CHECK_TH
     pending = [k for k in at if tables[k[0]].partitions[k[1]].candidates[k[2]]]
     for k in at.keys() - set(pending):
         why[k] = ["the catalog lists no replica"]
-    pool = (ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="colocate-check")
-            if pending and judge is None else None)
-    try:
-        while pending:
-            todo = [(k, tables[k[0]].partitions[k[1]].candidates[k[2]][at[k]]) for k in pending]
-            if judge is not None:
-                results = judge([r for _, r in todo])
-            else:
-                results = list(pool.map(_check_one, [r for _, r in todo])) if len(todo) > 1 else [_check_one(todo[0][1])]
-            checked += len(todo)
-            pending = []
-            for (k, replica), problem in zip(todo, results):
-                if problem is None:
-                    chosen[k] = replica.path
-                    continue
-                table, part = tables[k[0]], tables[k[0]].partitions[k[1]]
-                bad.append(BadReplica(replica_id=replica.replica_id, table=table.table or table.name, partition=part.value,
-                                      bucket_seq=k[2], backend_id=replica.backend_id, path=replica.path, reason=problem))
-                why.setdefault(k, []).append(f"backend {replica.backend_id} ({replica.path}): {problem}")
-                at[k] += 1
-                if at[k] < len(part.candidates[k[2]]):
-                    pending.append(k)
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    while pending:
+        todo = [(k, tables[k[0]].partitions[k[1]].candidates[k[2]][at[k]]) for k in pending]
+        results = (judge or (lambda rs: judge_replicas(rs, threads)))([r for _, r in todo])
+        checked += len(todo)
+        pending = []
+        for (k, replica), problem in zip(todo, results):
+            if problem is None:
+                chosen[k] = replica.path
+                continue
+            table, part = tables[k[0]], tables[k[0]].partitions[k[1]]
+            bad.append(BadReplica(replica_id=replica.replica_id, table=table.table or table.name, partition=part.value,
+                                  bucket_seq=k[2], backend_id=replica.backend_id, path=replica.path, reason=problem))
+            why.setdefault(k, []).append(f"backend {replica.backend_id} ({replica.path}): {problem}")
+            at[k] += 1
+            if at[k] < len(part.candidates[k[2]]):
+                pending.append(k)
     lost = sorted(k for k in at if k not in chosen)
     if lost:
         ti, pi, b = lost[0]
@@ -366,7 +355,7 @@ def check_candidates_on_cluster(spark, tables: list[ReadTable]) -> Registered:
 
 
 def register_tables(spark, tables: list[ReadTable], *, threads: int | None = None,
-                    replace_views: bool = False) -> Registered:
+                    replace_views: bool = False, clock: DriverClock | None = None) -> Registered:
     """Register every table in the session's catalog: ``spark.sql('select … from <name>')`` works.
 
     Each bucket's replica is checked first: on a classic session by the driver
@@ -374,20 +363,23 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
     ``spark.colocate.register.threads`` or 32), on Spark Connect by the cluster
     (:func:`check_candidates_on_cluster`); the result says which replicas were registered and which
     were found bad. A temp view of a table's name that this module did not create stops the
-    registration before anything is created, unless ``replace_views``."""
-    check_session_catalog(spark)
-    for table in tables:
-        _check_view_free(spark, table.name, replace_views)
-    if is_connect(spark):
-        registered = check_candidates_on_cluster(spark, tables)
-    else:
-        if threads is None:
-            threads = int(spark.conf.get("spark.colocate.register.threads", str(DEFAULT_CHECK_THREADS)))
-        registered = check_candidates(tables, threads=threads)
-    _ensure_database(spark)
-    location = locality.read_location(spark, _location(spark) + "/_empty")
-    for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
-        _run(spark, table.name, create_statements(locality.located(spark, table), location))
+    registration before anything is created, unless ``replace_views``. ``clock``: times the
+    ``check`` and the ``views`` (spark.timing)."""
+    with clock.phase("views") if clock else nullcontext():
+        check_session_catalog(spark)
+        texts = {table.name: _check_view_free(spark, table.name, replace_views) for table in tables}
+    with clock.phase("check") if clock else nullcontext():
+        if is_connect(spark):
+            registered = check_candidates_on_cluster(spark, tables)
+        else:
+            if threads is None:
+                threads = int(spark.conf.get("spark.colocate.register.threads", str(DEFAULT_CHECK_THREADS)))
+            registered = check_candidates(tables, threads=threads)
+    with clock.phase("views") if clock else nullcontext():
+        _ensure_database(spark)
+        location = locality.read_location(spark, _location(spark) + "/_empty")
+        for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
+            _run(spark, table.name, create_statements(locality.located(spark, table), location), texts[table.name])
     return registered
 
 
@@ -396,7 +388,7 @@ def _state(spark) -> tuple[dict[str, list[str]], dict[str, str]]:
     return _registered.setdefault(spark, ({}, {}))
 
 
-def _run(spark, name: str, statements: list[str]) -> None:
+def _run(spark, name: str, statements: list[str], current: tuple[bool, str | None] | None = None) -> None:
     """Run one table's statements, skipping the backing table's when this session already holds
     exactly that table (same columns, buckets and replica directories) from an earlier read, and
     the view's when the session's temp view of that name has exactly this text.
@@ -407,7 +399,8 @@ def _run(spark, name: str, statements: list[str]) -> None:
     checked against the catalog's file list. A view is re-created whenever its text differs (the
     user replaced it, or the hint or guard changed); the same text names the same backing table
     and guard, and Spark re-reads a view's text at every query, so keeping it changes nothing but
-    the ~25 ms a view costs to create (three views: ~75 ms of a one-second colocated query)."""
+    the ~25 ms a view costs to create (three views: ~75 ms of a one-second colocated query).
+    ``current``: the view's (exists, text) as :func:`_check_view_free` just read it (one look-up)."""
     *table_statements, view = statements
     tables, views = _state(spark)
     backing = backing_table_name(name)
@@ -416,7 +409,7 @@ def _run(spark, name: str, statements: list[str]) -> None:
         for statement in table_statements:
             spark.sql(statement)
         tables[backing] = table_statements
-    if not _same_view(spark, name, view):
+    if not _same_view(spark, name, view, current):
         spark.sql(view)
         views[name] = view
 
@@ -452,19 +445,21 @@ def _ours(spark, name: str, text: str | None) -> bool:
     return f"{DATABASE}.{backing_table_name(name)}".lower() in plan.lower()
 
 
-def _check_view_free(spark, name: str, replace_views: bool) -> None:
+def _check_view_free(spark, name: str, replace_views: bool) -> tuple[bool, str | None]:
+    """Refuse a temp view ``name`` that is not ours (unless ``replace_views``); its (exists, text)."""
     exists, text = _temp_view_text(spark, name)
     if exists and not replace_views and not _ours(spark, name, text):
         raise ColocateError(f"this session already has a temporary view {name!r} that colocate did not create: it is "
                             f"not replaced; drop it, read the table under another name, or pass {REPLACE_VIEWS}=True")
+    return exists, text
 
 
-def _same_view(spark, name: str, statement: str) -> bool:
+def _same_view(spark, name: str, statement: str, current: tuple[bool, str | None] | None = None) -> bool:
     """Whether the session's temp view ``name`` already has the text ``statement`` would give it."""
     m = _VIEW.fullmatch(statement)
     if m is None:
         return False
-    exists, text = _temp_view_text(spark, name)
+    exists, text = current or _temp_view_text(spark, name)
     if not exists:
         return False
     if text is None:  # Spark Connect: our own statement, and the view still ours
