@@ -9,7 +9,9 @@ how many committed partitions have a verified replica there), so a healthy catal
 whose other replicas are all on alive backends, costs buckets x backends rows however long its
 history: a (table, bucket seq) is safe when no backend that is not alive holds one of its
 replicas, or when one alive backend holds as many as the table has committed partitions (one
-replica per partition and backend, so every partition has one there). Only the cells left
+replica per partition and backend, so every partition has one there); it is lost for every
+partition when no alive backend holds any of it and a dark one holds all (counted from the
+partition rows: a lost disk that held a third of a 3-year table costs no replica read). Only the cells left
 (typically a replication-1 table with a bucket on a down backend) are asked in SQL, one indexed
 query per table over the replicas of those buckets on the down backends, each with a NOT EXISTS on
 the alive ones (``ix_replica_table``, ``uq_replica``); only the lost ones come back (one row per lost
@@ -73,23 +75,49 @@ def unavailable(s: Session, table_ids: list[int] | None = None, *, limit: int = 
                                    .group_by(m.Partition.table_id, m.Partition.bucket_num)):
         committed[t].append((buckets, int(n)))
     best: dict[tuple[int, int], int] = defaultdict(int)  # (table, seq) -> most verified on one alive backend
+    on_dark: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)  # (table, seq) -> {dark backend: verified}
     for t, seq, be, n in s.execute(select(BR.table_id, BR.bucket_seq, BR.backend_id, BR.verified)
                                    .where(BR.table_id.in_(tables))):
-        if be in alive and (t, seq) in held:
+        if (t, seq) not in held:
+            continue
+        if be in alive:
             best[(t, seq)] = max(best[(t, seq)], n)
+        else:
+            on_dark[(t, seq)][be] = n
     open_cells: dict[int, list[tuple[int, int]]] = defaultdict(list)  # table -> [(seq, dark backend)]
+    whole: dict[int, list[int]] = defaultdict(list)  # table -> seqs no partition can read (every one lost)
     for (t, seq), holders in sorted(held.items()):
         expected = sum(n for buckets, n in committed[t] if buckets > seq)
-        if best[(t, seq)] < expected:
-            open_cells[t] += [(seq, be) for be in holders]
+        if best.get((t, seq), -1) >= expected:
+            continue
+        if expected and (t, seq) not in best and max(on_dark[(t, seq)].values(), default=0) == expected:
+            whole[t].append(seq)  # no alive backend holds any of it, a dark one holds all of it
+        open_cells[t] += [(seq, be) for be in holders]
     out: dict[int, TableAvailability] = {}
     by_backend: dict[int, int] = defaultdict(int)
     names = {be: name for be, name in s.execute(select(m.Backend.id, m.Backend.name))}
     for t, cells in open_cells.items():
-        found = _table(s, t, cells, dark, limit)
-        if found is None:
+        count, values, holders = 0, (), {}
+        s0 = min(whole[t]) if whole[t] else None
+        if s0 is not None:
+            # Bucket s0 is lost for every committed partition that has it: count them from the
+            # partition rows, and the holders from the summaries (at least this many each).
+            count = sum(n for buckets, n in committed[t] if buckets > s0)
+            values = tuple(s.scalars(select(m.Partition.value).where(
+                m.Partition.table_id == t, m.Partition.visible_version > 0, m.Partition.bucket_num > s0)
+                .order_by(m.Partition.value).limit(limit))) if limit > 0 else ()
+            for seq in whole[t]:
+                for be, n in on_dark[(t, seq)].items():
+                    holders[be] = max(holders.get(be, 0), n)
+        if s0 is None or any(buckets <= s0 for buckets, _ in committed[t]):
+            found = _table(s, t, cells, dark, limit, below=s0)
+            if found is not None:  # partitions without bucket s0: disjoint from the ones above
+                count += found[0]
+                values = tuple(sorted(values + found[1])[:limit])
+                for be, n in found[2].items():
+                    holders[be] = holders.get(be, 0) + n
+        if not count:
             continue
-        count, values, holders = found
         for be, n in holders.items():
             by_backend[be] += n
         out[t] = TableAvailability(table_id=t, table=_label(s, t), count=count, partitions=values,
@@ -97,10 +125,11 @@ def unavailable(s: Session, table_ids: list[int] | None = None, *, limit: int = 
     return Availability(out, dict(by_backend))
 
 
-def _table(s: Session, t: int, cells: list[tuple[int, int]], dark: list[int],
-           limit: int) -> tuple[int, tuple[str, ...], dict[int, int]] | None:
+def _table(s: Session, t: int, cells: list[tuple[int, int]], dark: list[int], limit: int,
+           below: int | None = None) -> tuple[int, tuple[str, ...], dict[int, int]] | None:
     """(count, the first ``limit`` values, dark backend -> partitions) of table ``t``'s partitions
-    with a bucket of ``cells`` ((seq, dark backend)) whose verified replicas are all on dark backends."""
+    (with at most ``below`` buckets, if given) with a bucket of ``cells`` ((seq, dark backend))
+    whose verified replicas are all on dark backends."""
     R, other = m.Replica, aliased(m.Replica)
     # "on an alive backend" as "not on a dark one": one range of uq_replica per row, not a probe per alive backend
     readable = exists().where(other.partition_id == R.partition_id, other.version == R.version,
@@ -110,6 +139,8 @@ def _table(s: Session, t: int, cells: list[tuple[int, int]], dark: list[int],
     # keep the whole ix_replica_table prefix, where an OR of the cells made SQLite walk the table.
     lost = and_(R.table_id == t, R.bucket_seq.in_(sorted({seq for seq, _ in cells})),
                 R.backend_id.in_(sorted({be for _, be in cells})), R.state == "verified", ~readable)
+    if below is not None:
+        lost = and_(lost, m.Partition.bucket_num <= below)
     sub = select(R.partition_id, R.backend_id).join(
         m.Partition, and_(m.Partition.id == R.partition_id, m.Partition.visible_version == R.version)
     ).where(lost).distinct().subquery()

@@ -173,3 +173,26 @@ def test_a_group_partition_is_unavailable_only_where_its_alive_copy_is_gone(lake
     got = lake.tables.unavailable("orders")
     assert got.count == 3 and got.backends == ("be1", "be2")
     assert lake.tables.availability().total == 3 + 3 + 3  # orders, items, and loose's bucket on be1 or be2
+
+
+def test_unavailable_agrees_with_the_replicas_for_every_down_set(lake):
+    """An oracle from the replicas themselves (a partition is lost when some bucket's verified
+    replicas are all on down backends), against every one and two backends down, with a partition
+    of fewer buckets and a bad replica in the mix: the summaries' shortcuts and the SQL agree."""
+    from itertools import combinations
+
+    lake.tables.add_partition("loose", "2026-11-04", bucket_num=1)
+    commit(lake, "loose", "2026-11-04")
+    _, parts = lake.writes.read_replicas("orders", ["2026-11-03"])
+    r = parts[0].buckets[4][0]
+    lake.health.mark_replicas_bad([BadReplica(r.id, "default.orders", "2026-11-03", 4, r.backend_id, r.path, "t")])
+    names = {b.id: b.name for b in lake.backends.list()}
+    replicas = {t: lake.writes.read_replicas(t, None)[1] for t in ("orders", "items", "loose")}
+    for down in [*combinations(sorted(names), 1), *combinations(sorted(names), 2)]:
+        for be in names:
+            lake.backends.set_state(names[be], "down" if be in down else "alive", reason="test")
+        for t, parts in replicas.items():
+            lost = sorted(p.value for p in parts if any(
+                bucket and all(r.backend_id in down for r in bucket) for bucket in p.buckets))
+            got = lake.tables.unavailable(t)
+            assert (got.count, list(got.partitions)) == (len(lost), lost), (t, down, got)
