@@ -82,7 +82,7 @@ def test_the_clock_adds_a_phase_up_and_leaves_the_run_out_of_the_fixed_cost():
 
 
 def _write(spark, cat, tmp_path: Path, table: str, ids: list[int]) -> None:
-    src = tmp_path / "src" / f"{table}-{len(ids)}"
+    src = tmp_path / "src" / f"{table}-{ids[-1]}-{len(ids)}"
     src.mkdir(parents=True)
     pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": [f"{table}{k}" for k in ids]}), src / "d.parquet")
     write_in_session(spark, cat, table, DAY, Source(format="parquet", path=str(src)), work_dir=tmp_path / "runs")
