@@ -24,6 +24,7 @@ from airflow_colocate.core.contract import ReadReplica, Source
 from airflow_colocate.jobs.join import finish_join, prepare_join
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.spark.join_job import run_join
+from airflow_colocate.spark import listing
 from airflow_colocate.spark.listing import judge_replicas
 from airflow_colocate.spark.timing import DriverClock, phases_line
 from airflow_colocate.storage.copy import check_replica
@@ -58,8 +59,10 @@ def _replicas(root: Path) -> list[ReadReplica]:
     return out
 
 
-@pytest.mark.parametrize("threads", [1, 8])
-def test_the_listing_judges_every_directory_as_check_replica_does(tmp_path, threads):
+@pytest.mark.parametrize("threads, slow", [(1, False), (8, False), (8, True)])
+def test_the_listing_judges_every_directory_as_check_replica_does(tmp_path, monkeypatch, threads, slow):
+    if slow:  # a disk slower than SLOW_LISTING a directory (a network mount): local groups on threads too
+        monkeypatch.setattr(listing, "SLOW_LISTING", -1.0)
     replicas = _replicas(tmp_path)
     want = [check_replica(r.path, files=r.files, size=r.bytes) for r in replicas]
     assert judge_replicas(replicas, threads) == want
