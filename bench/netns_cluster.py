@@ -431,17 +431,47 @@ class QueryProbe:
 
 SMOKE_BUCKETS = 8
 SMOKE_DAYS = ("2026-10-01", "2026-10-02")
-SMOKE_SQL = ("SELECT a.dt, a.id, a.name, b.w FROM {A} a JOIN {B} b ON a.dt = b.dt AND a.id = b.id")
+SMOKE_SQL = "SELECT a.dt, a.id, a.v AS av, b.v AS bv FROM {A} a JOIN {B} b ON a.dt = b.dt AND a.id = b.id"
+SMOKE_SCHEMA = [("id", "bigint"), ("v", "string"), ("dt", "date")]
 
 
-def smoke_driver(info: dict, work: Path, rows: int) -> dict:
-    """A colocated join (the join job's path, backends' hosts the workers' addresses) and plain
-    Spark's shuffle join of the same two tables on the cluster of ``info``; their rows (as sorted
-    digests) and what each sent over the link."""
+def smoke_lake(spark, work: Path, rows: int, hosts: list[str]) -> str:
+    """Tables A and B (``rows`` a day, SMOKE_DAYS) of one group on two backends, backend *i* on
+    ``hosts[i]``, written by the write job in ``spark``; returns the catalog's URL."""
     from airflow_colocate.catalog import Catalog
     from airflow_colocate.core.contract import Source
-    from airflow_colocate.jobs.join import finish_join, prepare_join
     from airflow_colocate.jobs.write import write_in_session
+
+    days = ", ".join(f"DATE'{d}'" for d in SMOKE_DAYS)
+    for t in "AB":  # ids unique and unsorted, as the seeds' (bench_seeds.ID)
+        spark.sql(f"SELECT pmod(k * 2654435761, 1099511627776) AS id, concat('{t}', k) AS v, "
+                  f"element_at(array({days}), int(g / {rows}) + 1) AS dt "
+                  f"FROM (SELECT id AS g, id % {rows} AS k FROM range({rows * len(SMOKE_DAYS)}))"
+                  ).repartition(len(SMOKE_DAYS), "dt").write.partitionBy("dt").parquet(str(work / "plain" / t))
+    url = f"sqlite:///{work / 'catalog.db'}"
+    cat = Catalog(url, actor="netns-smoke")
+    cat.init()
+    for i, host in enumerate(hosts, 1):  # each worker's "disk": a backend on its host
+        (work / "lake" / f"be{i}").mkdir(parents=True)
+        cat.backends.add((work / "lake" / f"be{i}").as_uri(), name=f"be{i}", host=host)
+    for t in "AB":
+        cat.tables.create(t, SMOKE_SCHEMA, ["id"], bucket_num=SMOKE_BUCKETS, replication_num=1,
+                          partition_cols=["dt"], colocate_with="g_smoke")
+        for day in SMOKE_DAYS:
+            write_in_session(spark, cat, t, day, Source(format="parquet", path=str(work / "plain" / t / f"dt={day}")),
+                             work_dir=work / "runs")
+    cat.dispose()
+    return url
+
+
+def smoke_driver(info: dict, work: Path, rows: int, catalog_url: str | None = None) -> dict:
+    """A colocated join of tables A and B (the join job's path; ``catalog_url``'s lake, or one
+    :func:`smoke_lake` writes) and plain Spark's shuffle join of the same replica files, on the
+    cluster of ``info``: their rows (as digests), wall time and what each sent over the link."""
+    from pyspark.sql import functions as F
+
+    from airflow_colocate.catalog import Catalog
+    from airflow_colocate.jobs.join import finish_join, prepare_join
     from airflow_colocate.spark.join_job import run_join
     from airflow_colocate.spark.session import get_spark
 
@@ -454,28 +484,16 @@ def smoke_driver(info: dict, work: Path, rows: int) -> dict:
             "spark.sql.warehouse.dir": (work / "warehouse").as_uri()}
     spark = get_spark("netns-smoke", info["master_url"], conf)
     spark.sparkContext.setLogLevel("ERROR")
-    probe = QueryProbe(network_of(info))
+    probe = QueryProbe(network_of(info), info["worker_hosts"])
     try:
-        days = ", ".join(f"DATE'{d}'" for d in SMOKE_DAYS)
-        cols = {"A": "concat('name_', k) AS name", "B": "k * 7 AS w"}
-        for t in "AB":  # ids unique and unsorted, as the seeds' (bench_seeds.ID)
-            spark.sql(f"SELECT pmod(k * 2654435761, 1099511627776) AS id, {cols[t]}, "
-                      f"element_at(array({days}), int(g / {rows}) + 1) AS dt "
-                      f"FROM (SELECT id AS g, id % {rows} AS k FROM range({rows * len(SMOKE_DAYS)}))"
-                      ).repartition(len(SMOKE_DAYS), "dt").write.partitionBy("dt").parquet(str(work / "plain" / t))
-        cat = Catalog(f"sqlite:///{work / 'catalog.db'}", actor="netns-smoke")
-        cat.init()
-        for i, host in enumerate(info["worker_hosts"], 1):  # each worker's "disk": a backend on its host
-            (work / "lake" / f"be{i}").mkdir(parents=True)
-            cat.backends.add((work / "lake" / f"be{i}").as_uri(), name=f"be{i}", host=host)
-        schema = {"A": [("id", "bigint"), ("name", "string"), ("dt", "date")],
-                  "B": [("id", "bigint"), ("w", "bigint"), ("dt", "date")]}
-        for t in "AB":
-            cat.tables.create(t, schema[t], ["id"], bucket_num=SMOKE_BUCKETS, replication_num=1,
-                              partition_cols=["dt"], colocate_with="g_smoke")
-            for day in SMOKE_DAYS:
-                write_in_session(spark, cat, t, day, Source(format="parquet", path=str(work / "plain" / t / f"dt={day}")),
-                                 work_dir=work / "runs")
+        url = catalog_url or smoke_lake(spark, work, rows, info["worker_hosts"])
+        # An executor fetches the session's jars and Python files from the driver on its first task:
+        # once per application, not per query, so not in the first query's bytes.
+        from airflow_colocate.spark.locality import wait_for_executors
+
+        wait_for_executors(spark, set(info["worker_hosts"]), 60)
+        spark.sparkContext.parallelize(range(16), 16).map(lambda x: time.sleep(0.1) or x).count()
+        cat = Catalog(url, actor="netns-smoke")
         out: dict = {"description": info["description"]}
 
         mark = probe.mark(spark)
@@ -489,16 +507,22 @@ def smoke_driver(info: dict, work: Path, rows: int) -> dict:
                             "node_local": report.locality.node_local, "tasks": report.locality.tasks,
                             "backend_hosts": plan.backend_hosts, "phases": report.phases}
 
-        for t in "AB":
-            spark.read.parquet(str(work / "plain" / t)).createOrReplaceTempView(f"p{t}")
+        for t in "AB":  # the same replica files, read as plain parquet: Spark shuffles both sides
+            _, parts = cat.writes.read_replicas(t)
+            days = [spark.read.parquet(*[b[0].path for b in p.buckets if b[0].rows]).withColumn("dt", F.lit(p.value).cast("date"))
+                    for p in parts]
+            df = days[0]
+            for d in days[1:]:
+                df = df.unionByName(d)
+            df.createOrReplaceTempView(f"p{t}")
         mark = probe.mark(spark)
         t0 = time.perf_counter()
         spark.sql(SMOKE_SQL.format(A="pA", B="pB")).write.parquet(str(work / "out-shuffle"))
         out["shuffle"] = {"wall": time.perf_counter() - t0, **probe.record(spark, "shuffle", mark)}
 
         def digest(path: Path) -> list:
-            df = spark.read.parquet(str(path)).selectExpr("CAST(dt AS STRING) AS dt", "id", "name", "w")
-            return [df.count(), *df.selectExpr("sum(hash(dt, id, name, w))", "sum(id)", "sum(w)").collect()[0]]
+            df = spark.read.parquet(str(path)).selectExpr("CAST(dt AS STRING) AS dt", "id", "av", "bv")
+            return [df.count(), *df.selectExpr("sum(hash(dt, id, av, bv))", "sum(id)").collect()[0]]
 
         out["rows"] = {"colocated": digest(work / "out-colocated"), "shuffle": digest(work / "out-shuffle")}
         out["lines"] = probe.lines()
@@ -508,12 +532,13 @@ def smoke_driver(info: dict, work: Path, rows: int) -> dict:
         spark.stop()
 
 
-def run_smoke_driver(cluster: NetnsCluster, work: Path, rows: int, timeout_s: float = 240) -> dict:
+def run_smoke_driver(cluster: NetnsCluster, work: Path, rows: int, catalog_url: str | None = None,
+                     timeout_s: float = 600) -> dict:
     """:func:`smoke_driver` in a Python process of its own (a process holds one SparkContext, and a
     test process may hold a local one already)."""
     work.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), "smoke-driver", "--info", json.dumps(cluster.info()),
-           "--work", str(work), "--rows", str(rows)]
+           "--work", str(work), "--rows", str(rows), *(["--catalog", catalog_url] if catalog_url else [])]
     env = {**os.environ, "SPARK_LOCAL_IP": cluster.driver_host}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
     if done.returncode != 0:
@@ -552,9 +577,10 @@ def main() -> None:
     d.add_argument("--info", required=True)
     d.add_argument("--work", type=Path, required=True)
     d.add_argument("--rows", type=int, required=True)
+    d.add_argument("--catalog", help="a lake's catalog URL (tables A and B); default: write one")
     a = ap.parse_args()
     if a.cmd == "smoke-driver":
-        print(json.dumps(smoke_driver(json.loads(a.info), a.work, a.rows), default=str))
+        print(json.dumps(smoke_driver(json.loads(a.info), a.work, a.rows, a.catalog), default=str))
     elif a.cmd == "cleanup":
         left = cleanup(a.index)
         print(f"removed: {', '.join(left)}" if left else f"nothing of netns cluster {a.index} was left")

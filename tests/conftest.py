@@ -129,6 +129,7 @@ LONGEST_FIRST = [
     "tests/balance/test_maintenance_outcomes.py",  # ~150 s under load: three dag.test runs, one spark-submit clone
     "tests/operators/test_join_operator.py",
     "tests/joins/test_spark_connect.py",  # a Spark Connect server (~20 s to start)
+    "tests/spark/test_netns_cluster.py",  # ~70 s: a two-host cluster in network namespaces, two joins
     "tests/operators/test_task_log.py",
     "tests/test_compose_services.py",
     "tests/test_wheel.py",  # builds and installs the wheel
