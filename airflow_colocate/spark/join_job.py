@@ -323,8 +323,10 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
         except Exception as exc:
             raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
         text = explain_text(explains, choice)
+        # The operator's summary prints the explain from the report (which also reaches a task log
+        # in cluster deploy mode, where this driver's log does not): printed here too it read twice.
         for line in text.splitlines():
-            log.info(line)
+            log.debug(line)
         planned_at = time.time()
         if plan.require_colocate:
             bad = [e for e in explains if not e.colocate and should_be_colocated(e, plan)]
@@ -346,11 +348,11 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
             executed = plan_text(df)
             if choice is not None:
                 line = ordered_reads(spark, df, executed)
-                log.info(line)
+                log.debug(line)  # in the report's explain, which the summary prints
                 text += f"\n{line}"
             where = locality.measure(spark, group, locality.bucket_hosts(registered.tables, plan.backend_hosts),
                                      note=local_off or "")
-        log.info(locality.line(where))
+        log.debug(locality.line(where))  # in the report's explain when tasks ran, which the summary prints
         text += f"\n{locality.line(where)}" if where.tasks else ""  # none on a local master
         done_at = time.time()
         phases = {"register": registered_at - started, "plan": planned_at - registered_at, "run": done_at - planned_at}

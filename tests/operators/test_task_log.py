@@ -108,6 +108,8 @@ def test_write_task_log_is_short_and_ends_with_the_summary(lake, tmp_path, monke
     tail = joined[joined.index("---- summary ----") + 1:]
     assert re.fullmatch(r"join join-\d+: 2,000 result rows, colocated", tail[0]), tail
     assert tail[1] in ("join 1: SORT MERGE JOIN (INNER)", "join 1: HASH JOIN (INNER)") and "  tables: events ⋈ events" in tail
+    # the explain once in the whole task log (the Spark job's own lines no longer repeat it)
+    assert sum("join 1: " in line for line in join_lines) == 1, "\n".join(line for line in join_lines if "join 1: " in line)
     assert any(t.startswith("committed default.event_pairs partition all version 1") for t in tail)
     assert tail[-1].startswith("elapsed: plan ")
     assert any(re.fullmatch(r"inside the Spark job: register [\d.]+s, plan [\d.]+s, run [\d.]+s", t) for t in tail), "\n".join(tail)
