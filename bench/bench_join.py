@@ -92,6 +92,9 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--columnar", choices=["on", "off", "both"], default="off",
+                    help="ours with the jar's columnar merge join (spark.colocate.join.columnar) on, off, or both: "
+                         "the sort-merge variant (ours_smj) run with it on as 'ours_columnar', side by side")
     a = ap.parse_args()
     orders_src, lineitem_src = str(tpch("orders", a.scale)), str(tpch("lineitem", a.scale))
     work = Path(tempfile.mkdtemp(prefix="bench-join-"))
@@ -124,9 +127,11 @@ def main() -> None:
         check = join_in_session(spark, cat, ours_q, tables, work_dir=work / "runs", require_colocate=True)
         assert check["colocate"], check["explain"]
 
-        def run_ours(guard: bool = True, hash_budget: int | None = None):
+        def run_ours(guard: bool = True, hash_budget: int | None = None, columnar: bool = False):
             """join_in_session, with the guard on (the default) or off; ``hash_budget=0`` forces the
-            sort-merge join (over the buckets' key-sorted files, read in order: no sort)."""
+            sort-merge join (over the buckets' key-sorted files, read in order: no sort); ``columnar``:
+            the jar's columnar merge join in its place (else as ``--columnar`` says)."""
+            spark.conf.set("spark.colocate.join.columnar", str(columnar or a.columnar == "on").lower())
             plan, ticket = prepare_join(cat, ours_q, tables, work_dir=work / "runs", hash_budget=hash_budget)
             for t in plan.tables:
                 t.bucket_guard = guard
@@ -146,6 +151,8 @@ def main() -> None:
         results: dict[str, list[float]] = {"ours": [], "plain": [], "bucketed": [], "unguarded": [], "scan": [],
                                            "ours_smj": []}
         cpu: dict[str, list[float]] = {"ours": [], "unguarded": [], "scan": [], "ours_smj": []}
+        if a.columnar == "both":
+            results["ours_columnar"], cpu["ours_columnar"] = [], []
         for i in range(a.rounds):  # interleaved so drift hits every variant alike
             results["plain"].append(timed(run_plain))
             results["bucketed"].append(timed(run_bucketed))
@@ -157,9 +164,11 @@ def main() -> None:
                 wall, seconds = task_cpu(spark, lambda: run_ours(guard))
                 results["ours" if guard else "unguarded"].append(wall)
                 cpu["ours" if guard else "unguarded"].append(seconds)
-            wall, seconds = task_cpu(spark, lambda: run_ours(hash_budget=0))
-            results["ours_smj"].append(wall)
-            cpu["ours_smj"].append(seconds)
+            variants = [False, True] if a.columnar == "both" else [False]
+            for columnar in variants if i % 2 == 0 else variants[::-1]:  # the columnar join, on vs off
+                wall, seconds = task_cpu(spark, lambda: run_ours(hash_budget=0, columnar=columnar))
+                results["ours_columnar" if columnar else "ours_smj"].append(wall)
+                cpu["ours_columnar" if columnar else "ours_smj"].append(seconds)
         best = {k: min(v) for k, v in results.items()}
         median = {k: sorted(v)[len(v) // 2] for k, v in {**results, **{f"cpu_{k}": v for k, v in cpu.items()}}.items()}
         reg = registration_seconds(spark, work)
@@ -174,6 +183,13 @@ def main() -> None:
         print(f"ours with the sort-merge join forced (hash budget 0): {best['ours_smj']:.2f} s, task CPU "
               f"{median['cpu_ours_smj']:.2f} s, against the join job's own choice {best['ours']:.2f} s, "
               f"{median['cpu_ours']:.2f} s")
+        if a.columnar == "both":
+            print(f"columnar merge join (ours_smj with spark.colocate.join.columnar=true): {best['ours_columnar']:.2f} s, "
+                  f"task CPU {median['cpu_ours_columnar']:.2f} s, against Spark's merge join {best['ours_smj']:.2f} s, "
+                  f"{median['cpu_ours_smj']:.2f} s -> x{best['ours_smj'] / best['ours_columnar']:.2f} wall, "
+                  f"x{median['cpu_ours_smj'] / median['cpu_ours_columnar']:.2f} task CPU (target >= 1.3x); "
+                  f"{best['ours_columnar'] / best['scan']:.2f}x the scan (task CPU "
+                  f"{median['cpu_ours_columnar'] / median['cpu_scan']:.2f}x)")
         print(f"register 30 partitions x 64 buckets: {reg:.2f} s (target < 3 s)")
         wall_cost = best["ours"] / best["unguarded"] - 1
         cpu_cost = median["cpu_ours"] / median["cpu_unguarded"] - 1

@@ -34,7 +34,8 @@ import scala.runtime.AbstractFunction2;
 final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Iterator<ColumnarBatch>, Iterator<ColumnarBatch>>
         implements Serializable {
     static final int INNER = 0, LEFT_OUTER = 1, RIGHT_OUTER = 2, LEFT_SEMI = 3, LEFT_ANTI = 4;
-    static final int BATCH = 4096;
+    /** Rows an output batch holds (spark.colocate.join.columnar.batchRows; tests make it tiny). */
+    static final String BATCH_ROWS = "spark.colocate.join.columnar.batchRows";
 
     /** What the merge needs to know of one side, resolved on the driver. */
     static final class Side implements Serializable {
@@ -72,9 +73,11 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
     private final int[] outSide;            // 0 left, 1 right
     private final int[] outOrdinal;
     private final DataType[] outTypes;
+    private final int batchRows;
 
     ColumnarMerge(int joinType, Side left, Side right, Expression condition, Seq<Attribute> conditionInput,
-                  int[] outSide, int[] outOrdinal, DataType[] outTypes) {
+                  int[] outSide, int[] outOrdinal, DataType[] outTypes, int batchRows) {
+        this.batchRows = batchRows;
         this.joinType = joinType;
         this.left = left;
         this.right = right;
@@ -425,8 +428,8 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         private final OnHeapColumnVector[] out;
         private final ColumnarBatch batch;
         private int outN;
-        private final int[] pl = new int[BATCH];
-        private final int[] pr = new int[BATCH];
+        private final int[] pl = new int[batchRows];
+        private final int[] pr = new int[batchRows];
         private int pn;
         private ColumnVector[] pendL, pendR;
         private boolean started, done, haveL, haveR;
@@ -449,7 +452,7 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             }
             out = new OnHeapColumnVector[outTypes.length];
             for (int c = 0; c < out.length; c++) {
-                out[c] = new OnHeapColumnVector(BATCH, outTypes[c]);
+                out[c] = new OnHeapColumnVector(batchRows, outTypes[c]);
             }
             batch = new ColumnarBatch(out);
         }
@@ -482,7 +485,7 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                 haveL = lc.nextRun();
                 haveR = rc.nextRun();
             }
-            while (outN + pn < BATCH) {
+            while (outN + pn < batchRows) {
                 if (kind == NONE && !startGroup()) {
                     done = true;
                     break;
@@ -537,7 +540,7 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         }
 
         private boolean full() {
-            return outN + pn >= BATCH;
+            return outN + pn >= batchRows;
         }
 
         /** Emits the current group's rows until done (true) or the batch is full (false). */

@@ -283,7 +283,8 @@ public final class ColumnarMergeJoinExec extends SparkPlan {
         }
         ColumnarMerge merge = new ColumnarMerge(typeCode(joinType), side(left, leftKeys, leftFilter, leftTable, lneed),
                 side(right, rightKeys, rightFilter, rightTable, rneed), condition.isDefined() ? condition.get() : null,
-                CollectionConverters.asScala(both).toList(), outSide, outOrdinal, outTypes);
+                CollectionConverters.asScala(both).toList(), outSide, outOrdinal, outTypes,
+                Math.max(1, Integer.parseInt(conf().getConfString(ColumnarMerge.BATCH_ROWS, "4096").trim())));
         RDD<ColumnarBatch> l = left.executeColumnar();
         RDD<ColumnarBatch> r = right.executeColumnar();
         return l.zipPartitions(r, true, merge, ClassTag$.MODULE$.apply(ColumnarBatch.class),
