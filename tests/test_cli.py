@@ -236,6 +236,7 @@ def test_every_command_refuses_in_one_line_prints_through_output_and_has_help():
     assert listings == {"colocate backend list", "colocate backend probe", "colocate backend set-root",
                         "colocate table purge", "colocate table list",
                         "colocate table show", "colocate show groups", "colocate show group", "colocate group check",
+                        "colocate group list", "colocate group show",
                         "colocate flag list", "colocate gc", "colocate balance", "colocate verify", "colocate import", "colocate jobs list",
                         "colocate events", "colocate doctor", "colocate partition list", "colocate partition purge",
                         "colocate partition expire"}
