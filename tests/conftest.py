@@ -124,6 +124,8 @@ LONGEST_FIRST = [
     "tests/spark/test_cluster_without_package.py",  # ~170 s: a cluster whose workers lack the package
     "tests/joins/test_read_failover.py",  # ~150 s: a small lake per fault
     "tests/joins/test_schema_evolution.py",  # ~140 s
+    "tests/joins/test_columnar_join_property.py",  # seven key types, two random lakes each, ten queries a lake
+    "tests/joins/test_columnar_join_corpus.py",  # the 44 corpus shapes with the columnar join forced on
     "tests/plugins/test_browser.py",
     "tests/balance/test_maintenance_dag.py",
     "tests/balance/test_maintenance_outcomes.py",  # ~150 s under load: three dag.test runs, one spark-submit clone
