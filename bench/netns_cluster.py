@@ -481,6 +481,9 @@ def smoke_driver(info: dict, work: Path, rows: int, catalog_url: str | None = No
             "spark.executor.memory": "768m", "spark.driver.memory": "768m", "spark.ui.enabled": "true",
             "spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": str(SMOKE_BUCKETS),
             "spark.sql.autoBroadcastJoinThreshold": "-1",
+            # a loaded host (a full test run on 2 cores) can keep a worker's executor busy past the
+            # default 3 s, and Spark then runs a bucket task ANY: the smoke checks where tasks run
+            "spark.locality.wait": "30s",
             "spark.sql.warehouse.dir": (work / "warehouse").as_uri()}
     spark = get_spark("netns-smoke", info["master_url"], conf)
     spark.sparkContext.setLogLevel("ERROR")
