@@ -15,7 +15,6 @@ import org.apache.spark.sql.catalyst.expressions.Cast;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
-import org.apache.spark.sql.catalyst.expressions.PlanExpression;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -127,18 +126,6 @@ public final class ColumnarJoinRule extends Rule<SparkPlan> {
         });
     }
 
-    private static boolean holdsSubquery(Expression e) {
-        if (e instanceof PlanExpression) {
-            return true;
-        }
-        for (Expression child : CollectionConverters.asJava(e.children())) {
-            if (holdsSubquery(child)) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     private static boolean within(Expression e, Set<ExprId> columns) {
         for (Attribute a : CollectionConverters.asJava(e.references().toSeq())) {
             if (!columns.contains(a.exprId())) {
@@ -179,7 +166,7 @@ public final class ColumnarJoinRule extends Rule<SparkPlan> {
             SparkPlan n = chain.get(i);
             if (n instanceof FilterExec) {
                 Expression condition = in.resolve(((FilterExec) n).condition());
-                if (holdsSubquery(condition) || !condition.deterministic() || !within(condition, in.columns)) {
+                if (SkipSortedSort.holdsSubquery(condition) || !condition.deterministic() || !within(condition, in.columns)) {
                     return null;
                 }
                 in.filters.add(condition);
@@ -257,7 +244,7 @@ public final class ColumnarJoinRule extends Rule<SparkPlan> {
         Option<Expression> condition = Option.empty();
         if (join.condition().isDefined()) {
             Expression c = substitute(join.condition().get(), renames);
-            if (holdsSubquery(c) || !c.deterministic() || !within(c, both)) {
+            if (SkipSortedSort.holdsSubquery(c) || !c.deterministic() || !within(c, both)) {
                 return null;
             }
             condition = Option.apply(c);

@@ -69,7 +69,8 @@ public final class SkipSortedSort extends Rule<SparkPlan> {
         return changed ? plan.withNewChildren(CollectionConverters.asScala(rewritten).toList()) : plan;
     }
 
-    private static boolean holdsSubquery(Expression e) {
+    /** Also used by {@link ColumnarJoinRule}: neither rewrites a plan whose expressions run a subquery. */
+    static boolean holdsSubquery(Expression e) {
         if (e instanceof PlanExpression) {
             return true;
         }
