@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from sqlalchemy import delete, select, tuple_, update
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import clones
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.buckets import Buckets, lacking_rows, load_buckets, whole
+from airflow_colocate.catalog.buckets import lacking_rows, lacking_with_sources, load_buckets, mark_redundant
 from airflow_colocate.catalog.jobs import job_view
 from airflow_colocate.catalog.rows import (active_job, bucket_maps, group_view, groups_of_tables, map_of,
                                            verified_backends)
@@ -53,26 +53,6 @@ def _target(s: Session, job: m.Job, g: m.ColocateGroup) -> list[list[int]]:
     if job.progress.get("step") in ("switched", "finished"):
         return map_of(s, g.id)
     return [list(r) for r in job.plan["new_map"]]
-
-
-def _mark_redundant(s: Session, bk: Buckets, bucket_map: list[list[int]], drop_after: datetime) -> int:
-    """Mark ``dropping`` the replicas (verified or bad) of visible versions on backends the map
-    no longer names, one statement per bucket column of a table; a bucket keeps every old copy
-    until it is whole on its map."""
-    columns = sorted({(t, seq) for (t, seq, be), (v, _, bad) in bk.counts.items()
-                      if t in bk.tables and seq < len(bucket_map) and be not in bucket_map[seq] and v + bad})
-    n = 0
-    visible = select(m.Partition.visible_version).where(m.Partition.id == m.Replica.partition_id).scalar_subquery()
-    with tracking(s, columns=columns):
-        for t, seq in columns:
-            row = bucket_map[seq]
-            cond = [m.Replica.table_id == t, m.Replica.bucket_seq == seq, m.Replica.backend_id.not_in(row),
-                    m.Replica.state.in_(("verified", "bad")), m.Replica.version == visible]
-            if any(bk.deficit(t, seq, be) for be in row):
-                cond.append(whole(seq, row))
-            n += s.execute(update(m.Replica).where(*cond).values(state="dropping", drop_after=drop_after)
-                           .execution_options(synchronize_session=False)).rowcount
-    return n
 
 
 class BalanceJobs:
@@ -195,21 +175,10 @@ class BalanceJobs:
                 return alive(be) or (not switched and be not in old[seq])
 
             bk = load_buckets(s, g)
-            rows = lacking_rows(s, bk.cells(target, wanted))
-            keys = sorted({(r.partition_id, r.version, r.bucket_seq) for r in rows if alive(r.backend_id)})
-            have: dict[tuple[int, int, int], list] = {}
-            R = m.Replica
-            for i in range(0, len(keys), 400):  # the columns a source needs, not ORM objects (10,000s in a repair)
-                q = (select(R.partition_id, R.version, R.bucket_seq, R.backend_id, R.state, R.path, R.checksum, R.rows,
-                            R.bytes, R.files)
-                     .where(tuple_(R.partition_id, R.version, R.bucket_seq).in_(keys[i:i + 400]),
-                            R.state.in_(("verified", "bad")))
-                     .order_by(R.id))
-                for x in s.execute(q):
-                    have.setdefault((x.partition_id, x.version, x.bucket_seq), []).append(x)
             needs: list[CloneNeed] = []
             blocked: list[Blocked] = []
-            for r in rows:
+            # one statement: every lacking replica with its bucket's sources (10,000s in a repair)
+            for r, known in lacking_with_sources(s, bk.cells(target, wanted)):
                 t, label, seq, be = bk.tables[r.table_id], bk.labels[r.table_id], r.bucket_seq, r.backend_id
                 b = backends.get(be)
                 if not alive(be):
@@ -219,7 +188,6 @@ class BalanceJobs:
                 if r.state == "deleting":
                     blocked.append(Blocked(label, r.partition, seq, be, "an old replica there is being deleted"))
                     continue
-                known = have.get((r.partition_id, r.version, seq), [])
                 verified = [x for x in known if x.state == "verified"]
                 good = [x for x in verified if x.backend_id != be and alive(x.backend_id)]
                 if not good:
@@ -321,8 +289,9 @@ class BalanceJobs:
             clones.add_difference(s, before, clones.contribution(rows, parts))
             if inserts or updates:
                 touch_tables(s, {parts[pid][0] for pid, _, _, _ in rows if pid in parts})
-            bad += mark_bad(self.db, s, [(r, why, gwhy) for i, why, gwhy in unclean
-                                         if (r := s.get(m.Replica, i)) is not None])
+            if unclean:
+                bad += mark_bad(self.db, s, [(r, why, gwhy) for i, why, gwhy in unclean
+                                             if (r := s.get(m.Replica, i)) is not None])
             progress = dict(job.progress)
             progress["rounds"] = progress.get("rounds", 0) + 1
             progress["cloned"] = progress.get("cloned", 0) + added
@@ -412,7 +381,7 @@ class BalanceJobs:
             if missing:
                 return FinishResult(done=False, missing=tuple(missing))
             now = self.db.now()
-            dropping = _mark_redundant(s, bk, bucket_map, now + grace)
+            dropping = mark_redundant(s, bk, bucket_map, now + grace)
             job.state, job.updated_at = "done", now
             job.progress = dict(job.progress, step="finished", finished_at=now.isoformat(), dropping=dropping)
             self.db.event(s, "balance.finish", group_view(s, g).full_name, job_id=job.id, dropping=dropping)

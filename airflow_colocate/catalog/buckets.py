@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NamedTuple
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import Integer, and_, case, column, exists, func, or_, select, text, tuple_, update
 from sqlalchemy.orm import Session, aliased
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.summary import VISIBLE, add, touch_tables, tracking
 
 
 @dataclass
@@ -58,6 +61,19 @@ class Lacking:
     path: str | None
 
 
+class Source(NamedTuple):
+    """A verified or bad replica of a lacking bucket: what a clone may copy from."""
+
+    id: int
+    backend_id: int
+    state: str
+    path: str
+    checksum: str
+    rows: int
+    bytes: int
+    files: list | None
+
+
 def load_buckets(s: Session, g: m.ColocateGroup) -> Buckets:
     """The group's live tables and their summaries: a handful of small queries."""
     tables = {t.id: t for t in s.scalars(select(m.Table).where(m.Table.group_id == g.id, m.Table.state == "normal")
@@ -73,48 +89,88 @@ def load_buckets(s: Session, g: m.ColocateGroup) -> Buckets:
          .group_by(m.Partition.table_id, m.Partition.bucket_num))
     for t, buckets, n in s.execute(q):
         bk.committed.setdefault(t, {})[buckets] = int(n)
-    for r in s.scalars(select(m.BucketReplicas).where(m.BucketReplicas.table_id.in_(ids))):
-        bk.counts[(r.table_id, r.bucket_seq, r.backend_id)] = (r.verified, r.bytes, r.bad)
-    for r in s.scalars(select(m.BucketSize).where(m.BucketSize.table_id.in_(ids))):
-        bk.sizes[(r.table_id, r.bucket_seq)] = r.bytes
+    BR, BS = m.BucketReplicas, m.BucketSize  # columns, not ORM rows: tables x buckets x backends of them
+    for t, seq, be, v, b, bad in s.execute(select(BR.table_id, BR.bucket_seq, BR.backend_id, BR.verified, BR.bytes,
+                                                  BR.bad).where(BR.table_id.in_(ids))):
+        bk.counts[(t, seq, be)] = (v, b, bad)
+    bk.sizes.update(((t, seq), b) for t, seq, b in s.execute(select(BS.table_id, BS.bucket_seq, BS.bytes)
+                                                               .where(BS.table_id.in_(ids))))
     return bk
 
 
-def lacking(s: Session, t: int, seq: int, be: int, limit: int | None = None) -> list[Lacking]:
-    """Committed partitions of table ``t`` whose bucket ``seq`` has no verified replica on
-    backend ``be``, by partition value: an index walk that stops at ``limit``."""
-    q = (select(m.Partition.id, m.Partition.value, m.Partition.visible_version, m.Replica.state, m.Replica.path)
-         .select_from(m.Partition)
-         .outerjoin(m.Replica, and_(m.Replica.partition_id == m.Partition.id,
-                                    m.Replica.version == m.Partition.visible_version, m.Replica.table_id == t,
-                                    m.Replica.bucket_seq == seq, m.Replica.backend_id == be))
-         .where(m.Partition.table_id == t, m.Partition.visible_version > 0, m.Partition.bucket_num > seq,
-                or_(m.Replica.id.is_(None), m.Replica.state != "verified"))
-         .order_by(m.Partition.value))
-    if limit is not None:
-        q = q.limit(limit)
-    return [Lacking(t, pid, value, version, seq, be, state, path) for pid, value, version, state, path in s.execute(q)]
+def int_values(names: Sequence[str], rows: Sequence[Sequence[int]]):
+    """``rows`` of integers as a ``SELECT`` of a ``VALUES`` list with columns ``names``: one statement
+    for any number of them (inline integers, no bound-parameter limit), rendered as plain text
+    (SQLAlchemy's own ``values()`` renders each literal separately, milliseconds per hundred)."""
+    listed = ", ".join("(" + ", ".join(str(int(x)) for x in row) + ")" for row in rows)
+    named = ", ".join(f"column{i + 1} AS {n}" for i, n in enumerate(names))
+    return text(f"SELECT {named} FROM (VALUES {listed}) AS v").columns(*[column(n, Integer) for n in names])
+
+
+def _lacking(cells: Sequence[tuple[int, int, int, int]], *extra):
+    """Committed partitions x ``cells`` with no verified replica in the cell, in check order
+    (table, partition as the database orders values, seq, position in the map row): each cell's
+    partitions by ``uq_partition_value``, each replica looked up by ``uq_replica``."""
+    c = int_values(("t", "seq", "k", "be"), cells).subquery("cells")
+    P, R = m.Partition, m.Replica
+    q = (select(P.table_id, P.id, P.value, P.visible_version, c.c.seq, c.c.be, R.state, R.path, *extra)
+         .select_from(c)
+         .join(P, and_(P.table_id == c.c.t, P.bucket_num > c.c.seq))
+         .outerjoin(R, and_(R.partition_id == P.id, R.version == P.visible_version, R.bucket_seq == c.c.seq,
+                            R.backend_id == c.c.be))
+         .where(P.visible_version > 0, or_(R.id.is_(None), R.state != "verified")))
+    return q, c, [P.table_id, P.value, c.c.seq, c.c.k]
 
 
 def lacking_rows(s: Session, cells: Sequence[tuple[int, int, int, int]],
                   limit: int | None = None) -> list[Lacking]:
     """The detail of ``cells`` ((table, seq, position, backend), see :meth:`Buckets.cells`) in
-    check order: table, partition (as the database orders values), seq, position in the map row."""
+    check order: table, partition (as the database orders values), seq, position in the map row.
+    One statement for every cell; with a ``limit`` (a check's first reasons), one per table until
+    it is reached, so a check stops early instead of listing a repair's thousands of rows."""
+    cells = list(cells)
+    if not cells:
+        return []
+    if limit is None:
+        groups = [cells]
+    else:
+        by_table: dict[int, list[tuple[int, int, int, int]]] = {}
+        for cell in cells:
+            by_table.setdefault(cell[0], []).append(cell)
+        groups = list(by_table.values())
     out: list[Lacking] = []
-    by_table: dict[int, list[tuple[int, int, int, int]]] = {}
-    for cell in cells:
-        by_table.setdefault(cell[0], []).append(cell)
-    for t, mine in by_table.items():
+    for mine in groups:
         left = None if limit is None else limit - len(out)
         if left is not None and left <= 0:
             break
-        rows = [(seq, k, row) for _, seq, k, be in mine for row in lacking(s, t, seq, be, left)]
-        if len(mine) > 1:
-            rank = {pid: i for i, pid in enumerate(s.scalars(
-                select(m.Partition.id).where(m.Partition.table_id == t, m.Partition.visible_version > 0)
-                .order_by(m.Partition.value)))}
-            rows.sort(key=lambda x: (rank[x[2].partition_id], x[0], x[1]))
-        out += [row for _, _, row in rows[:left]]
+        q, _, order = _lacking(mine)
+        q = q.order_by(*order)
+        if left is not None:
+            q = q.limit(left)
+        out += [Lacking(t, pid, value, version, seq, be, state, path)
+                for t, pid, value, version, seq, be, state, path in s.execute(q)]
+    return out
+
+
+def lacking_with_sources(s: Session, cells: Sequence[tuple[int, int, int, int]]) -> list[tuple[Lacking, list[Source]]]:
+    """:func:`lacking_rows` with, for each, the verified and bad replicas of its bucket (by id: the
+    columns a clone source needs, never ORM objects), in one statement: a lost disk's repair
+    lists thousands of them."""
+    cells = list(cells)
+    if not cells:
+        return []
+    S = aliased(m.Replica, name="src")
+    q, c, order = _lacking(cells, S.id, S.backend_id, S.state, S.path, S.checksum, S.rows, S.bytes, S.files)
+    P = m.Partition
+    q = q.outerjoin(S, and_(S.partition_id == P.id, S.version == P.visible_version, S.bucket_seq == c.c.seq,
+                            S.state.in_(("verified", "bad")))).order_by(*order, S.id)
+    out: list[tuple[Lacking, list[Source]]] = []
+    for row in s.execute(q):
+        t, pid, value, version, seq, be, state, path = row[:8]
+        if not out or (out[-1][0].partition_id, out[-1][0].bucket_seq, out[-1][0].backend_id) != (pid, seq, be):
+            out.append((Lacking(t, pid, value, version, seq, be, state, path), []))
+        if row[8] is not None:
+            out[-1][1].append(Source(*row[8:]))
     return out
 
 
@@ -124,3 +180,64 @@ def whole(seq: int, row: Sequence[int]):
     return and_(*[exists().where(others.partition_id == m.Replica.partition_id, others.version == m.Replica.version,
                                  others.bucket_seq == seq, others.backend_id == be, others.state == "verified")
                   for be in row])
+
+
+def _in_cells(cols, cells: Sequence[tuple[int, ...]]):
+    """``cols`` is one of ``cells`` (any number of them: a ``VALUES`` list)."""
+    return tuple_(*cols).in_(int_values(("t", "seq", "be")[:len(cols)], cells))
+
+
+def mark_redundant(s: Session, bk: Buckets, bucket_map: list[list[int]], drop_after: datetime) -> int:
+    """Mark ``dropping`` the replicas (verified or bad) of visible versions on backends the map
+    no longer names; a bucket keeps every old copy until it is whole on its map.
+
+    A redundant cell (table, seq, backend) of a column whole on its map (no deficit on any mapped
+    backend: every committed partition has a verified replica on each) is marked entirely, so all
+    of them go in one ``UPDATE``, and what leaves the summaries is measured from the marked rows
+    only (their counts, and a bucket's size where a marked copy was its largest): cost per marked
+    replica, not per column or per day of history. A column with a deficit keeps its per-bucket
+    test (:func:`whole`), one statement per column (rare: a mapped backend is down)."""
+    R, P = m.Replica, m.Partition
+    cells = sorted((t, seq, be) for (t, seq, be), (v, _, bad) in bk.counts.items()
+                   if t in bk.tables and seq < len(bucket_map) and be not in bucket_map[seq] and v + bad)
+    guarded = sorted({(t, seq) for t, seq, _ in cells if any(bk.deficit(t, seq, be) for be in bucket_map[seq])})
+    clean = [c for c in cells if (c[0], c[1]) not in set(guarded)]
+    visible = select(P.visible_version).where(P.id == R.partition_id).scalar_subquery()
+    leaving = R.state.in_(("verified", "bad"))
+    n = 0
+    if guarded:
+        with tracking(s, columns=guarded):
+            for t, seq in guarded:
+                row = bucket_map[seq]
+                n += s.execute(update(R).where(R.table_id == t, R.bucket_seq == seq, R.backend_id.not_in(row), leaving,
+                                               R.version == visible, whole(seq, row))
+                               .values(state="dropping", drop_after=drop_after)
+                               .execution_options(synchronize_session=False)).rowcount
+    if not clean:
+        return n
+    s.flush()
+    mine = _in_cells((R.table_id, R.bucket_seq, R.backend_id), clean)
+    verified = R.state == "verified"
+    counts = {(t, seq, be): (-int(v), -int(b), -int(bad)) for t, seq, be, v, b, bad in s.execute(
+        select(R.table_id, R.bucket_seq, R.backend_id, func.sum(case((verified, 1), else_=0)),
+               func.sum(case((verified, R.bytes), else_=0)), func.sum(case((R.state == "bad", 1), else_=0)))
+        .join(P, VISIBLE).where(mine, leaving).group_by(R.table_id, R.bucket_seq, R.backend_id))}
+    # A bucket's size is its largest verified copy: it changes only where a marked copy was larger
+    # than every copy that stays.
+    K = aliased(R)
+    per_bucket = (select(K.table_id.label("t"), K.bucket_seq.label("seq"), func.max(K.bytes).label("before"),
+                         func.max(case((_in_cells((K.table_id, K.bucket_seq, K.backend_id), clean), None),
+                                       else_=K.bytes)).label("after"))
+                  .select_from(R).join(P, VISIBLE)
+                  .join(K, and_(K.partition_id == R.partition_id, K.version == R.version, K.bucket_seq == R.bucket_seq))
+                  .where(mine, verified, K.state == "verified")
+                  .group_by(K.table_id, K.partition_id, K.bucket_seq).subquery())
+    after = func.coalesce(per_bucket.c.after, 0)
+    sizes = {(t, seq): int(d) for t, seq, d in s.execute(
+        select(per_bucket.c.t, per_bucket.c.seq, func.sum(after - per_bucket.c.before))
+        .where(after != per_bucket.c.before).group_by(per_bucket.c.t, per_bucket.c.seq)) if d}
+    n += s.execute(update(R).where(mine, leaving, R.version == visible).values(state="dropping", drop_after=drop_after)
+                   .execution_options(synchronize_session=False)).rowcount
+    add(s, counts, sizes)
+    touch_tables(s, {t for t, _, _ in clean})
+    return n

@@ -85,7 +85,7 @@ def add_difference(s: Session, before: tuple[dict, dict], after: tuple[dict, dic
 def write(s: Session, inserts: list[dict], updates: list[dict]) -> None:
     """One multi-row ``INSERT`` of the new replica rows and one ``UPDATE`` by primary key of the
     changed ones (SQLAlchemy's bulk paths: executemany, no ORM object per row)."""
-    if inserts:
-        s.execute(insert(R), [{k: v for k, v in r.items() if k != "id"} for r in inserts])
+    if inserts:  # the table, not the mapped class: a plain executemany, no ORM bulk bookkeeping per row
+        s.execute(insert(R.__table__), [{k: v for k, v in r.items() if k != "id"} for r in inserts])
     if updates:
         s.execute(update(R), updates)

@@ -145,28 +145,8 @@ def table_view(s: Session, t: m.Table) -> TableView:
                      retention_days=t.retention_days)
 
 
-# Rows named by many ids at once, loaded in chunked IN queries (a relocation after a lost disk
-# registers tens of thousands of clones in one call).
-
-
-def clone_rows(s: Session, results: list) -> tuple[dict, dict, dict]:
-    """The replicas ((partition, version, bucket, backend) -> row), partition versions and
-    partitions that clone results name, loaded in chunked IN queries."""
-    buckets = sorted({(r.partition_id, r.version, r.bucket_seq) for r in results})
-    versions_of = sorted({(r.partition_id, r.version) for r in results})
-    pids = sorted({r.partition_id for r in results})
-    replicas: dict[tuple[int, int, int, int], m.Replica] = {}
-    for chunk in chunks(buckets):
-        q = select(m.Replica).where(tuple_(m.Replica.partition_id, m.Replica.version, m.Replica.bucket_seq).in_(chunk))
-        replicas.update(((r.partition_id, r.version, r.bucket_seq, r.backend_id), r) for r in s.scalars(q))
-    versions: dict[tuple[int, int], m.PartitionVersion] = {}
-    for chunk in chunks(versions_of):
-        q = select(m.PartitionVersion).where(tuple_(m.PartitionVersion.partition_id, m.PartitionVersion.version).in_(chunk))
-        versions.update(((v.partition_id, v.version), v) for v in s.scalars(q))
-    partitions: dict[int, m.Partition] = {}
-    for chunk in chunks(pids):
-        partitions.update((p.id, p) for p in s.scalars(select(m.Partition).where(m.Partition.id.in_(chunk))))
-    return replicas, versions, partitions
+# Rows named by many ids at once, loaded in chunked IN queries (a drop pass checks thousands of
+# replicas in one call).
 
 
 def groups_of_tables(s: Session, table_ids: set[int]) -> dict[int, int | None]:
