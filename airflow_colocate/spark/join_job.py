@@ -42,7 +42,15 @@ from airflow_colocate.planner.join import (
 from airflow_colocate.spark import locality
 from airflow_colocate.spark.connect import is_connect
 from airflow_colocate.spark.connect import master as connect_master
-from airflow_colocate.spark.physical_plan import JoinNode, final_plan, joins_of, ordered_reads, plan_text, query_shape
+from airflow_colocate.spark.physical_plan import (
+    JoinNode,
+    final_plan,
+    joins_of,
+    joins_of_text,
+    ordered_reads,
+    plan_text,
+    query_shape,
+)
 from airflow_colocate.spark.register import UnreadableBuckets, name_the_replica, register_tables
 from airflow_colocate.spark.session import scoped
 from airflow_colocate.spark.timing import DriverClock
@@ -219,6 +227,44 @@ def _execute(spark, plan: JoinPlan, df, registered) -> tuple[int, list[dict], ob
     return rows, preview, write_report
 
 
+DPP_CONF = "spark.sql.optimizer.dynamicPartitionPruning.enabled"
+_SUBQUERY = re.compile(r"subquery|dynamicpruning", re.I)
+_TEXT_JOINS = ("SortMergeJoin ", "ShuffledHashJoin ", "BroadcastHashJoin ")  # "<name> [keys], [keys], <type>, …"
+
+
+def planned_joins(df) -> list[JoinNode]:
+    """The joins of ``df``'s physical plan before it runs (spark.physical_plan.joins_of), read from
+    the plan's text (``joins_of_text``, as on Spark Connect) when that text is the whole plan: a few
+    ms, where walking the JVM plan through py4j takes ~300 calls, 40-50 ms at SQL1. Not when the
+    text holds a subquery's plan (dynamic partition pruning's too), which the text reader cannot
+    place, nor for a join whose line the text reader does not take apart as the walk does (a nested
+    loop join's, whose type follows its build side), nor a line too long to be its whole
+    description: then the JVM walk."""
+    if is_connect(df.sparkSession):
+        return joins_of(df)
+    text = plan_text(df)
+    if _SUBQUERY.search(text):
+        return joins_of(df)
+    joins = joins_of_text(text)
+    if any(len(j.description) >= 200 or not j.description.startswith(_TEXT_JOINS) for j in joins):
+        return joins_of(df)
+    return joins
+
+
+def executed_text(df) -> str:
+    """``df``'s physical plan text (spark.physical_plan.plan_text) after it ran. An adaptive plan that
+    ran to its end is printed as its final plan only, as Spark prints it under ``== Final Plan ==``:
+    the report keeps only that part (``final_plan``), and Spark's text of the initial plan, the
+    part left out, took ~45 ms of a 47 ms explain at SQL1's 1/10 (the final one: ~1 ms)."""
+    if is_connect(df.sparkSession):
+        return plan_text(df)
+    plan = df._jdf.queryExecution().executedPlan()
+    if plan.getClass().getSimpleName() != "AdaptiveSparkPlanExec" or "isFinalPlan=true" not in plan.simpleString(25):
+        return plan_text(df)
+    final = "".join(f"   {line}\n" for line in str(plan.executedPlan().treeString()).splitlines())
+    return f"{plan.simpleString(25)}\n+- == Final Plan ==\n{final}"
+
+
 _ORDER_MESSAGE = re.compile(r"colocate: table \S+ bucket \d+ is not in \(.*?\) order at its row .*")
 
 
@@ -302,6 +348,9 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
         # A colocated join reads each bucket where it lies; a broadcast would ship a whole table to
         # every executor instead, so Doris-style we prefer the colocated sort-merge join.
         conf["spark.sql.autoBroadcastJoinThreshold"] = "-1"
+        # With no broadcast to reuse, Spark drops every dynamic partition pruning filter it plans
+        # (reuseBroadcastOnly): planning them cost ~15 ms a query at SQL1 and hid the plan's text.
+        conf[DPP_CONF] = "false"
     with scoped(spark, conf):
         try:
             registered = register_tables(spark, plan.tables, replace_views=replace_views, clock=clock)
@@ -319,7 +368,7 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
                     # explain-only: what runs is the count of the rows, so plan the count, once, for both
                     # the explain and the run (df.count() would plan it all again: ~0.1 s a query)
                     df = df.groupBy().count()
-                explains = [explain_join(j, plan) for j in joins_of(df)]
+                explains = [explain_join(j, plan) for j in planned_joins(df)]
         except Exception as exc:
             raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
         text = explain_text(explains, choice)
@@ -345,7 +394,7 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
             raise ColocateError(named) from exc
         locality.untrack(spark)
         with _phase(clock, "explain"):
-            executed = plan_text(df)
+            executed = executed_text(df)
             if choice is not None:
                 line = ordered_reads(spark, df, executed)
                 log.debug(line)  # in the report's explain, which the summary prints

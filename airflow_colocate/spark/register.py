@@ -12,7 +12,7 @@ never the user's current database), with one catalog partition per (partition va
 chosen for that bucket (all added by ONE ``ALTER TABLE … ADD PARTITION … PARTITION …`` statement),
 and a temporary view ``orders`` that selects the table's columns, so nobody sees ``__bucket``, and
 (``bucket_guard``, the default) checks every row's bucket (:func:`bucket_guard`) and every parquet
-page's checksum as it reads.
+page's checksum as it reads (classic sessions: a DataFrame view over the listed partitions, spark.listed_views).
 Spark's bucketed scan then reports ``HashPartitioning(dist cols, n)`` and a join of two such
 tables on the bucket key plans no Exchange. ``bucketed=False`` (the fallback for an unstable
 group) registers the same partitions without ``CLUSTERED BY``, and Spark shuffles or broadcasts.
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 
 from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.spark import locality
+from airflow_colocate.spark import listed_views, locality
 from airflow_colocate.spark.connect import is_connect, list_on_cluster
 from airflow_colocate.spark.listing import judge_replicas
 from airflow_colocate.spark.timing import DriverClock
@@ -378,8 +378,10 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
     with clock.phase("views") if clock else nullcontext():
         _ensure_database(spark)
         location = locality.read_location(spark, _location(spark) + "/_empty")
+        roots = spark.conf.get(locality.ROOTS_KEY, "") or ""  # the hosts a listed view's files are on
         for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
-            _run(spark, table.name, create_statements(locality.located(spark, table), location), texts[table.name])
+            table = locality.located(spark, table)
+            _run(spark, table, create_statements(table, location), texts[table.name], roots)
     return registered
 
 
@@ -388,30 +390,33 @@ def _state(spark) -> tuple[dict[str, list[str]], dict[str, str]]:
     return _registered.setdefault(spark, ({}, {}))
 
 
-def _run(spark, name: str, statements: list[str], current: tuple[bool, str | None] | None = None) -> None:
-    """Run one table's statements, skipping the backing table's when this session already holds
-    exactly that table (same columns, buckets and replica directories) from an earlier read, and
-    the view's when the session's temp view of that name has exactly this text.
-
-    Re-creating the table would cost a few seconds a query at hundreds of replica directories and
-    would drop Spark's cache of their file listings. Skipping is safe because a replica directory
-    never changes once committed (a new version is a new directory) and every directory was just
-    checked against the catalog's file list. A view is re-created whenever its text differs (the
-    user replaced it, or the hint or guard changed); the same text names the same backing table
-    and guard, and Spark re-reads a view's text at every query, so keeping it changes nothing but
-    the ~25 ms a view costs to create (three views: ~75 ms of a one-second colocated query).
-    ``current``: the view's (exists, text) as :func:`_check_view_free` just read it (one look-up)."""
+def _run(spark, table: ReadTable, statements: list[str], current: tuple[bool, str | None] | None = None, roots="") -> None:
+    """Run one table's statements, skipping the table's when this session holds exactly that table
+    (same columns, buckets, replica directories) and the view's when it is the view they made over
+    it (:func:`_same_view`). Safe: a committed replica directory never changes and each was just
+    checked. ``current``: the view's (exists, text) as :func:`_check_view_free` read it."""
     *table_statements, view = statements
-    tables, views = _state(spark)
+    name, (tables, views) = table.name, _state(spark)
     backing = backing_table_name(name)
-    if tables.get(backing) != table_statements or not spark.catalog.tableExists(backing_ident(name)):
+    if fresh := tables.get(backing) != table_statements or not spark.catalog.tableExists(backing_ident(name)):
         tables.pop(backing, None)
         for statement in table_statements:
             spark.sql(statement)
         tables[backing] = table_statements
-    if not _same_view(spark, name, view, current):
-        spark.sql(view)
+    if fresh or not _same_view(spark, name, view, current) or not listed_views.same_roots(spark, name, roots):
+        _create_view(spark, table, view, roots)
         views[name] = view
+
+
+def _create_view(spark, table: ReadTable, statement: str, roots: str) -> None:
+    """The listed view (spark.listed_views) on a classic session, else (Connect, or no listed relation) the text."""
+    part = [c for c, _ in table.columns if table.partition_cols and c.lower() == table.partition_cols[0].lower()]
+    if not is_connect(spark) and listed_views.create(
+            spark, table.name, statement, roots, backing=backing_ident(table.name), bucket_col=quote_ident(BUCKET_COLUMN),
+            columns=[quote_ident(c) for c, _ in table.columns], hint="SHUFFLE_HASH" if table.hash_build and table.bucketed
+            else None, where=bucket_guard(table, part[0] if part else None) if table.bucket_guard else None):
+        return
+    spark.sql(statement)
 
 
 _VIEW = re.compile(r"CREATE OR REPLACE TEMP VIEW `((?:[^`]|``)+)` AS (.*)", re.S)
@@ -423,11 +428,9 @@ def _temp_view_text(spark, name: str) -> tuple[bool, str | None]:
     if is_connect(spark):
         found = [t for t in spark.catalog.listTables(pattern=name) if t.isTemporary and t.name.lower() == name.lower()]
         return bool(found), None
-    current = spark._jsparkSession.sessionState().catalog().getTempView(name)
-    if not current.isDefined():
-        return False, None
-    text = current.get().desc().viewText()
-    return True, text.get() if text.isDefined() else ""
+    raw = listed_views.raw_view(spark, name)  # a view listed_views made stands for the text it was made from
+    made = _VIEW.fullmatch(listed_views.made_here(spark, name, raw) or "") if raw is not None else None
+    return (False, None) if raw is None else (True, made[2] if made else listed_views.view_text(raw))
 
 
 def _ours(spark, name: str, text: str | None) -> bool:
@@ -484,6 +487,7 @@ def unregister_tables(spark, names: Iterable[str] | None = None) -> list[str]:
             spark.catalog.dropTempView(name)
             dropped.append(name)
         views.pop(name, None)
+        listed_views.forget(spark, name)
         backing = backing_table_name(name)
         tables.pop(backing, None)
         spark.sql(f"DROP TABLE IF EXISTS {backing_ident(name)}")  # external: the replicas stay

@@ -16,6 +16,9 @@ import pytest
 from collections import Counter
 
 from airflow_colocate.jobs.join import join_in_session
+from airflow_colocate.spark.join_job import DPP_CONF, planned_joins
+from airflow_colocate.spark.physical_plan import joins_of
+from airflow_colocate.spark.session import scoped
 from test_joins import TWO_DAYS
 
 pytestmark = pytest.mark.spark
@@ -94,3 +97,6 @@ def test_query_shape(spark, tpch_catalog, plain, query, colocated):
         assert j["planned"] == (j["exchanges_left"] + j["exchanges_right"] == 0) == j["colocate"], j
     if colocated:
         assert result["joins"] and result["colocate"] is True, result["explain"]
+    with scoped(spark, {DPP_CONF: "false"}):  # as the join job plans a bucketed read: its joins from the
+        df = spark.sql(ours)                  # plan's text are those of the JVM plan's walk
+        assert planned_joins(df) == joins_of(df)

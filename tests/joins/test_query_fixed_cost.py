@@ -5,7 +5,7 @@ The replica check lists each directory once and a partition's buckets as one tas
 driver's phases are recorded (spark.timing). And one session running several queries, with a
 commit, a corrupted replica and a backend marked down between them, sees each change in the very
 next query: nothing the session keeps (the registration, the parsed query's shape, the context's
-settings) may hide one.
+settings, the views' listed partitions) may hide one.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from airflow_colocate.core.contract import ReadReplica, Source
 from airflow_colocate.jobs.join import finish_join, prepare_join
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.spark.join_job import run_join
-from airflow_colocate.spark import listing
+from airflow_colocate.spark import listed_views, listing
 from airflow_colocate.spark.listing import judge_replicas
 from airflow_colocate.spark.timing import DriverClock, phases_line
 from airflow_colocate.storage.copy import check_replica
@@ -99,6 +99,22 @@ def _query(spark, cat, work: Path) -> tuple[dict, DriverClock]:
     return finish_join(cat, ticket, report), clock
 
 
+def _indexes(spark, plan) -> list[int]:
+    """The identities of the file indexes a JVM logical plan's relations read (its leaves)."""
+    leaves = plan.collectLeaves()
+    return [spark._jvm.java.lang.System.identityHashCode(leaves.apply(i).relation().location())
+            for i in range(leaves.size())]
+
+
+def _view_index(spark, view: str) -> int:
+    """The file index the listed view ``view`` stored (spark.listed_views): one, listed in memory."""
+    raw = listed_views.raw_view(spark, view)
+    assert listed_views.made_here(spark, view) is not None and listed_views.view_text(raw) == ""
+    assert raw.plan().get().collectLeaves().apply(0).relation().location().getClass().getSimpleName() == "InMemoryFileIndex"
+    (index,) = _indexes(spark, raw.plan().get())
+    return index
+
+
 @pytest.mark.spark
 def test_one_session_sees_a_commit_a_bad_replica_and_a_backend_down_in_the_next_query(spark, tmp_path):
     cat = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest")
@@ -114,12 +130,17 @@ def test_one_session_sees_a_commit_a_bad_replica_and_a_backend_down_in_the_next_
     first, clock = _query(spark, cat, work)
     assert first["rows"] == 500 and first["colocate"]
     assert {"catalog", "plan", "check", "views", "run", "explain"} <= set(clock.phases)
+    listed = {v: _view_index(spark, v) for v in ("orders", "lines")}
     again, _ = _query(spark, cat, work)  # the same replicas: the registration is reused, the count the same
     assert again["rows"] == 500
+    assert {v: _view_index(spark, v) for v in ("orders", "lines")} == listed  # not listed again
+    # and a query plans over the views' own indexes: Spark does not list the replica directories again
+    assert sorted(_indexes(spark, spark.sql(COUNT)._jdf.queryExecution().optimizedPlan())) == sorted(listed.values())
 
     _write(spark, cat, tmp_path, "lines", list(range(1000)))  # a commit: a new visible version
     after_commit, _ = _query(spark, cat, work)
     assert after_commit["rows"] == 1000
+    assert _view_index(spark, "orders") == listed["orders"] and _view_index(spark, "lines") != listed["lines"]
 
     # a stray file in a replica the last query read: the next query reads the bucket's other replica
     read = cat.writes.read_replicas("orders", [DAY])[1][0].buckets[0][0]
@@ -129,6 +150,7 @@ def test_one_session_sees_a_commit_a_bad_replica_and_a_backend_down_in_the_next_
     assert [(b["table"].split(".")[-1], b["bucket"], b["path"]) for b in after_stray["bad_replicas"]] == [
         ("orders", 0, read.path)]
     assert after_stray["marked_bad"]
+    assert _view_index(spark, "orders") != listed["orders"]  # listed again, without the bad replica
     left = cat.writes.read_replicas("orders", [DAY])[1][0].buckets[0]
     assert read.path not in {r.path for r in left}
 
