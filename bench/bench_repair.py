@@ -1,6 +1,7 @@
 """How long a lost disk takes to repair at volume, against copying the same bytes with ``cp -a``.
 
-    .venv/bin/python bench/bench_repair.py [--tables 5 --days 32 --buckets 32] [--dir DIR] [--threads 4]
+    .venv/bin/python bench/bench_repair.py [--tables 5 --days 32 --buckets 32 | --scale PCT] [--rounds N]
+                                           [--dir DIR] [--threads 4]
                                            [--profile FILE]  (cProfile of the repair; --threads 1 to see the copies)
 
 Builds one group of ``tables`` x ``days`` daily partitions x ``buckets`` buckets x 2 replicas on 4
@@ -10,11 +11,15 @@ and about one bucket in 97 large (4-16 MiB), each replica's bytes written once p
 
 1. the baseline: ``cp -a`` of the backend that will be lost (its whole root, the same files and
    bytes the repair copies back) to a folder on the same disk, then ``sync``;
-2. that backend's root is deleted; timed from here: the probe (jobs/health.py: the identity
+2. that backend's root is gone (moved aside; ``--rmtree``: deleted); timed from here: the probe (jobs/health.py: the identity
    marker is gone, the backend is down), the balance run (jobs/balance.py with the in-process
    runner ``jobs/runners.py: local_runner``, the clone job's own task function on threads: what
    ``colocate balance --runner local`` and a control plane without Spark run; the Spark clone job
    runs the same function on executors) until the group is stable again (``Health.check_group``).
+3. with ``--rounds N``, the repair is undone (the backends' trees from a hard-linked snapshot, the
+   catalog from a copy) and both run again, interleaved: the baseline swings far more
+   than the repair on a shared disk, so best and median of each are printed.
+   ``--scale PCT`` builds PCT % of the default lake (growth shape: 1, 10, 100).
 
 Printed: files/s and MB/s of both, their ratio, their CPU (on a shared machine the fairer judge), the catalog's share of the repair (the time inside
 the catalog's transactions, ``Catalog.tx``, against the whole), and the progress the CLI's
@@ -175,25 +180,175 @@ def poll_progress(url: str, stop: threading.Event, every: float, lines: list[str
         cat.dispose()
 
 
+def scaled_shape(args):
+    """``--scale PCT`` of the default 5 tables x 32 days (the bulk builder drops a third of the
+    days, so a small lake keeps at least 2 days and 1 table); else ``--tables/--days``."""
+    tables, days = args.tables, args.days
+    if args.scale is not None:
+        table_days = max(2, round(5 * 32 * args.scale / 100))
+        tables = 5 if table_days >= 5 * 16 else 1
+        days = max(2, round(table_days / tables))
+    return bench_catalog.Shape(tables=tables, days=days, buckets=args.buckets, replicas=2, backends=BACKENDS)
+
+
+def snapshot_db(src: Path, dst: Path) -> None:
+    """A consistent copy of a SQLite catalog (WAL included), to run the repair again from the same state."""
+    import sqlite3
+
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{dst}{suffix}").unlink(missing_ok=True)
+    a, b = sqlite3.connect(src), sqlite3.connect(dst)
+    try:
+        a.backup(b)
+    finally:
+        a.close()
+        b.close()
+
+
+def baseline(lost: Path, target: Path, rmtree: bool) -> tuple[float, float]:
+    """``cp -a`` of the lost backend's root to the same disk, then ``sync``: (seconds, CPU seconds).
+    The copy stays until the end unless ``rmtree`` (see :func:`gone`)."""
+    sync()
+    t, cpu = time.perf_counter(), children_cpu()
+    subprocess.run(["cp", "-a", str(lost), str(target)], check=True)
+    sync()
+    took, took_cpu = time.perf_counter() - t, children_cpu() - cpu
+    if rmtree:
+        shutil.rmtree(target)
+        sync()
+    return took, took_cpu
+
+
+def gone(path: Path, trash: Path, rmtree: bool) -> None:
+    """A tree out of the way: moved to ``trash`` (deleted when the bench ends), or deleted now.
+
+    Deleting thousands of files right before a timed run slows every file it then creates, on
+    ext4 without a journal (this machine's disk): a new inode skips every inode of its group freed
+    in the last minute(s) (``recently_deleted``), one by one. A lost disk is another device, whose
+    inodes the repair's disks never see, so by default nothing is deleted before a timed run;
+    ``--rmtree`` deletes the lost root and the baseline's copy right away (what earlier versions
+    of this bench did)."""
+    if rmtree:
+        shutil.rmtree(path)
+    else:
+        trash.mkdir(exist_ok=True)
+        path.rename(trash / f"{path.name}-{len(list(trash.iterdir()))}")
+
+
+class Durable:
+    """Time spent making staged bytes and renamed names durable (``storage.copy.make_durable``:
+    the ``syncfs`` calls), inside the copies."""
+
+    def __init__(self) -> None:
+        from airflow_colocate.storage import copy as copy_mod
+
+        self.seconds, self.calls, self._inner = 0.0, 0, copy_mod.make_durable
+        copy_mod.make_durable = self
+
+    def __call__(self, uris) -> None:
+        started = time.perf_counter()
+        try:
+            self._inner(uris)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.calls += 1
+
+
+def repair(url: str, base: Path, args, durable: Durable) -> dict:
+    """The lost disk's repair, timed from the deletion of its root until the group is stable."""
+    from airflow_colocate.catalog import Catalog
+    from airflow_colocate.jobs.balance import BalanceOptions, Balancer
+    from airflow_colocate.jobs.health import probe_backends
+    from airflow_colocate.jobs.runners import local_runner
+
+    cat = Catalog(url, actor="bench")
+    timer = TxTimer(cat)
+    lines: list[str] = []
+    stop = threading.Event()
+    prof = None
+    if args.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    durable.seconds = durable.calls = 0
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    watcher = threading.Thread(target=poll_progress, args=(url, stop, args.poll, lines, t0), daemon=True)
+    watcher.start()
+    results = probe_backends(cat, timeout=30, relocate_delay=timedelta(0), sample=0)
+    probe_s = time.perf_counter() - t0
+    down = [r.backend.name for r in results if not r.ok]
+    inner = local_runner(args.threads)
+    copy_s = [0.0]
+
+    def runner(plan):
+        started = time.perf_counter()
+        try:
+            return inner(plan)
+        finally:
+            copy_s[0] += time.perf_counter() - started
+
+    at_stable = {}
+
+    def on_step(step, job_id):  # "finished": the map is switched and the group marked stable
+        if step == "finished" and "t" not in at_stable:
+            at_stable.update(t=time.perf_counter(), cpu=time.process_time() - cpu0, catalog=timer.seconds,
+                             copies=copy_s[0], durable=durable.seconds, syncs=durable.calls, top=timer.top(8),
+                             calls=timer.calls)
+
+    summary = Balancer(cat, runner,
+                       BalanceOptions(relocate_delay=timedelta(0), grace=timedelta(0), max_rounds=8),
+                       work_dir=base / "runs", echo=lambda line: None, on_step=on_step).run()
+    total_s = time.perf_counter() - t0  # with the drop of the lost backend's replica rows
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(args.profile)
+    health = cat.health.check_group(bench_catalog.GROUP)
+    stop.set()
+    watcher.join()
+    cat.dispose()
+    return dict(at_stable, probe=probe_s, down=down, summary=summary, stable=health.stable, reason=health.reason,
+                total=total_s, lines=lines, seconds=at_stable["t"] - t0,
+                copied=sum(j.bytes for j in summary["jobs"]), cloned=sum(j.cloned for j in summary["jobs"]))
+
+
+def undo(base: Path, snap: Path, saved: Path, url: str, rmtree: bool) -> None:
+    """Back to the state before the repair: the backends' trees from their hard-linked snapshot
+    (replica files are never written in place, so the links share the original bytes and their
+    page cache; the clones and whatever the run dropped are undone), and the catalog."""
+    backends = base / "backends"
+    gone(backends, base / "trash", rmtree)
+    subprocess.run(["cp", "-al", str(snap), str(backends)], check=True)
+    snapshot_db(saved, Path(url.removeprefix("sqlite:///")))
+
+
+def median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", type=int, default=5)
     ap.add_argument("--days", type=int, default=32)
     ap.add_argument("--buckets", type=int, default=32)
+    ap.add_argument("--scale", type=float, default=None, metavar="PCT",
+                    help="percent of the default lake (5 tables x 32 days); overrides --tables/--days")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="baseline then repair, this many times (the repair undone in between)")
+    ap.add_argument("--rmtree", action="store_true",
+                    help="delete the lost root and the baseline's copy right before the repair (see gone())")
     ap.add_argument("--threads", type=int, default=None, help="local_runner threads (default: the clone job's)")
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--dir", help="where the lake goes (default: a temporary folder under /tmp)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the repair (probe -> stable) into FILE (pstats)")
     args = ap.parse_args()
-
-    from airflow_colocate.catalog import Catalog
-    from airflow_colocate.jobs.balance import BalanceOptions, Balancer
-    from airflow_colocate.jobs.health import probe_backends
-    from airflow_colocate.jobs.runners import local_runner
+    if args.rounds < 1:
+        sys.exit(f"--rounds must be at least 1, got {args.rounds}")
 
     base = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=args.dir))
-    shape = bench_catalog.Shape(tables=args.tables, days=args.days, buckets=args.buckets, replicas=2, backends=BACKENDS)
+    shape = scaled_shape(args)
     url = f"sqlite:///{base / 'catalog.db'}"
     try:
         t = time.perf_counter()
@@ -202,101 +357,90 @@ def main() -> None:
         bench_catalog.build_bulk(url, shape, base, chunk_days=8)
         sync()
         lost = base / "backends" / LOST
+        saved = base / "catalog-before.db"
         files, size = tree_stats(lost)
         print(f"lake: {shape.replica_rows:,} replicas of {shape.tables} tables x {shape.days} days x {shape.buckets} "
               f"buckets x 2 on {BACKENDS} backends, built in {time.perf_counter() - t:.0f}s; {LOST} holds {files:,} "
               f"files, {size / 1e6:.0f} MB")
-
-        baseline = base / "cp-baseline"
-        t, cpu = time.perf_counter(), children_cpu()
-        subprocess.run(["cp", "-a", str(lost), str(baseline)], check=True)
-        sync()
-        cp_s, cp_cpu = time.perf_counter() - t, children_cpu() - cpu
-        shutil.rmtree(baseline)
-        sync()
+        snapshot_db(Path(url.removeprefix("sqlite:///")), saved)
+        snap = base / "backends-before"  # hard links: to run the repair again from the same files
+        if args.rounds > 1:
+            subprocess.run(["cp", "-al", str(base / "backends"), str(snap)], check=True)
 
         from airflow_colocate.jobs import metrics
 
         metrics._stats()  # Airflow's Stats, set up once per process (seconds of imports; a task runner has it)
-        cat = Catalog(url, actor="bench")
-        timer = TxTimer(cat)
-        shutil.rmtree(lost)  # the disk is gone
-        lines: list[str] = []
-        stop = threading.Event()
-        prof = None
-        if args.profile:
-            import cProfile
+        durable = Durable()
 
-            prof = cProfile.Profile()
-            prof.enable()
-        t0, cpu0 = time.perf_counter(), time.process_time()
-        watcher = threading.Thread(target=poll_progress, args=(url, stop, args.poll, lines, t0), daemon=True)
-        watcher.start()
-        results = probe_backends(cat, timeout=30, relocate_delay=timedelta(0), sample=0)
-        probe_s = time.perf_counter() - t0
-        down = [r.backend.name for r in results if not r.ok]
-        inner = local_runner(args.threads)
-        copy_s = [0.0]
+        def alive() -> dict[str, tuple[int, int]]:
+            return {p.name: tree_stats(p) for p in (base / "backends").iterdir()}
 
-        def runner(plan):
-            started = time.perf_counter()
-            try:
-                return inner(plan)
-            finally:
-                copy_s[0] += time.perf_counter() - started
-
-        at_stable = {}
-
-        def on_step(step, job_id):  # "finished": the map is switched and the group marked stable
-            if step == "finished" and "t" not in at_stable:
-                at_stable.update(t=time.perf_counter(), cpu=time.process_time() - cpu0, catalog=timer.seconds, copies=copy_s[0],
-                                 top=timer.top(8), calls=timer.calls)
-
-        summary = Balancer(cat, runner,
-                           BalanceOptions(relocate_delay=timedelta(0), grace=timedelta(0), max_rounds=8),
-                           work_dir=base / "runs", echo=lambda line: None, on_step=on_step).run()
-        total_s = time.perf_counter() - t0  # with the drop of the lost backend's replica rows
-        if prof is not None:
-            prof.disable()
-            prof.dump_stats(args.profile)
-        balance_s = at_stable["t"] - t0 - probe_s
-        health = cat.health.check_group(bench_catalog.GROUP)
-        repair_s = at_stable["t"] - t0
-        stop.set()
-        watcher.join()
-        copied = sum(j.bytes for j in summary["jobs"])
-        cloned = sum(j.cloned for j in summary["jobs"])
-        print(f"probe: {', '.join(down) or 'nothing'} down in {probe_s:.1f}s; balance until stable: "
-              f"{', '.join(f'{j.kind} {j.state} ({j.cloned:,} clones)' for j in summary['jobs'])} in {balance_s:.1f}s; "
-              f"group {'stable' if health.stable else 'UNSTABLE: ' + str(health.reason)}")
-        print("progress while it ran (sampled every %.1fs):" % args.poll)
-        shown = lines if len(lines) <= 12 else lines[:: max(1, len(lines) // 12)]
-        for line in shown:
-            print(line)
-        cp_rate, rep_rate = size / cp_s, copied / repair_s
-        print()
-        print(f"| run | files | MB | seconds | files/s | MB/s |")
-        print(f"| --- | ---: | ---: | ---: | ---: | ---: |")
-        print(f"| cp -a + sync | {files:,} | {size / 1e6:.0f} | {cp_s:.1f} | {files / cp_s:,.0f} | {cp_rate / 1e6:.0f} |")
-        print(f"| repair (probe → stable) | {cloned:,} | {copied / 1e6:.0f} | {repair_s:.1f} | {cloned / repair_s:,.0f} | "
-              f"{rep_rate / 1e6:.0f} |")
-        print(f"repair / cp throughput: {rep_rate / cp_rate:.2f}x (target >= 0.8x); catalog: {at_stable['catalog']:.1f}s "
-              f"= {100 * at_stable['catalog'] / repair_s:.1f}% of the repair (target <= 10%)")
-        cp_ns, rep_ns = cp_cpu / size * 1e9, at_stable["cpu"] / copied * 1e9
-        print(f"CPU (user + system, the fair judge on a shared machine): cp -a + sync {cp_cpu:.2f}s = {cp_ns:.1f} ns/byte; "
-              f"the repair (this process) {at_stable['cpu']:.2f}s = {rep_ns:.1f} ns/byte: {cp_ns / rep_ns:.2f}x cp's bytes "
-              f"per CPU second (sync's write-back runs in kernel threads on both sides and is not counted)")
-        print(f"inside the repair: copies (clone tasks) {at_stable['copies']:.1f}s; catalog by call "
-              f"({at_stable['calls']} transactions): {at_stable['top']}")
-        print(f"after it (not counted): dropping the lost replicas' rows and the last checks {total_s - repair_s:.1f}s")
-        cat.dispose()
-        if not health.stable:
+        before = alive() if args.rounds > 1 else {}
+        (base / "trash").mkdir()
+        rounds = []
+        for i in range(args.rounds):
+            cp_s, cp_cpu = baseline(lost, base / "trash" / f"cp-baseline-{i}", args.rmtree)
+            gone(lost, base / "trash", args.rmtree)  # the disk is gone
+            r = repair(url, base, args, durable)
+            r.update(cp=cp_s, cp_cpu=cp_cpu)
+            rounds.append(r)
+            print(f"round {i + 1}: cp -a + sync {cp_s:.2f}s (CPU {cp_cpu:.2f}s); repair {r['seconds']:.2f}s "
+                  f"(CPU {r['cpu']:.2f}s, copies {r['copies']:.2f}s of which durable {r['durable']:.2f}s in "
+                  f"{r['syncs']} calls, catalog {r['catalog']:.2f}s): {r['copied'] / r['seconds'] / (size / cp_s):.2f}x",
+                  flush=True)
+            if not r["stable"]:
+                break
+            if i + 1 < args.rounds:
+                undo(base, snap, saved, url, args.rmtree)
+                if alive() != before:
+                    sys.exit(f"undoing the repair did not restore the backends' files (files, bytes): {before} "
+                             f"before, {alive()} after: the next round would differ")
+                sync()
+        report(rounds, files, size, args)
+        if not all(r["stable"] for r in rounds):
             sys.exit("the group did not become stable")
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
         else:
             print(f"kept {base}")
+
+
+def report(rounds: list[dict], files: int, size: int, args) -> None:
+    r = rounds[0]
+    print(f"probe: {', '.join(r['down']) or 'nothing'} down in {r['probe']:.1f}s; balance until stable: "
+          f"{', '.join(f'{j.kind} {j.state} ({j.cloned:,} clones)' for j in r['summary']['jobs'])} in "
+          f"{r['seconds'] - r['probe']:.1f}s; group {'stable' if r['stable'] else 'UNSTABLE: ' + str(r['reason'])}")
+    print("progress while it ran (round 1, sampled every %.1fs):" % args.poll)
+    lines = r["lines"]
+    for line in lines if len(lines) <= 12 else lines[:: max(1, len(lines) // 12)]:
+        print(line)
+    cp = [x["cp"] for x in rounds]
+    rep = [x["seconds"] for x in rounds]
+    copied, cloned = r["copied"], r["cloned"]
+    print()
+    print(f"{len(rounds)} round(s), baseline and repair interleaved; best and median:")
+    print("| run | files | MB | seconds best | median | files/s best | MB/s best | MB/s median |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"| cp -a + sync | {files:,} | {size / 1e6:.0f} | {min(cp):.2f} | {median(cp):.2f} | {files / min(cp):,.0f} | "
+          f"{size / min(cp) / 1e6:.0f} | {size / median(cp) / 1e6:.0f} |")
+    print(f"| repair (probe → stable) | {cloned:,} | {copied / 1e6:.0f} | {min(rep):.2f} | {median(rep):.2f} | "
+          f"{cloned / min(rep):,.0f} | {copied / min(rep) / 1e6:.0f} | {copied / median(rep) / 1e6:.0f} |")
+    best = copied / min(rep) / (size / min(cp))
+    med = copied / median(rep) / (size / median(cp))
+    cat_share = [x["catalog"] / x["seconds"] for x in rounds]
+    print(f"repair / cp throughput: {best:.2f}x best against best, {med:.2f}x median against median (target >= 0.8x); "
+          f"catalog {median([x['catalog'] for x in rounds]):.2f}s = {100 * median(cat_share):.1f}% of the repair "
+          f"(median; target <= 10%)")
+    cp_cpu, rep_cpu = median([x["cp_cpu"] for x in rounds]), median([x["cpu"] for x in rounds])
+    cp_ns, rep_ns = cp_cpu / size * 1e9, rep_cpu / copied * 1e9
+    print(f"CPU (user + system, median; the fair judge on a shared machine): cp -a + sync {cp_cpu:.2f}s = "
+          f"{cp_ns:.1f} ns/byte; the repair (this process) {rep_cpu:.2f}s = {rep_ns:.1f} ns/byte: {cp_ns / rep_ns:.2f}x "
+          f"cp's bytes per CPU second (sync's write-back runs in kernel threads on both sides and is not counted)")
+    print(f"inside the repair (median): copies (clone tasks) {median([x['copies'] for x in rounds]):.2f}s, of which "
+          f"making bytes and names durable {median([x['durable'] for x in rounds]):.2f}s ({r['syncs']} calls); "
+          f"catalog by call, round 1 ({r['calls']} transactions): {r['top']}")
+    print(f"after it (not counted): dropping the lost replicas' rows and the last checks {r['total'] - r['seconds']:.1f}s")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 
 from airflow_colocate.core.contract import (
     ClonePlan,
@@ -43,9 +42,7 @@ def local_runner(threads: int | None = None) -> Runner:
 
     def run(plan: ClonePlan) -> CloneReport:
         started = time.time()
-        # biggest first, as the Spark job deals them, so the long copies do not start last
-        items = [("copy", asdict(t)) for t in sorted(plan.copies, key=lambda t: -t.bytes)]
-        items += [("verify", asdict(t)) for t in sorted(plan.verifies, key=lambda t: -t.bytes)]
+        items = clone_job.task_items(plan)  # biggest first, as the Spark job deals them
         results = clone_job.run_partition(items, n) if items else []
         copies = [CloneResult(**r) for kind, r in results if kind == "copy"]
         verifies = [VerifyResult(**r) for kind, r in results if kind == "verify"]

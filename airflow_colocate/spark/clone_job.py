@@ -60,9 +60,9 @@ def _source_files(task: dict) -> tuple[list[str], str | None, str | None]:
     one makes the source bad; a file the catalog does not list (a killed copy's leftover) is not
     copied and is reported, so the source is marked bad and repaired. Without it (a replica from
     before 0.2), the source's data files are copied and its temporary or hidden files reported."""
-    listing = copy_mod.replica_files(task["src"])
+    listing, subdirs = copy_mod.replica_entries(task["src"])
     have = dict(listing)
-    dirs = [d + "/" for d in copy_mod.subdirs(task["src"])]
+    dirs = [d + "/" for d in subdirs]
     sizes = task.get("sizes") or {}
     if sizes:
         known = [(n, size) for n, size in listing if n in sizes]
@@ -104,11 +104,12 @@ def _drop_staged(files) -> None:
             pass
 
 
-def stage_clone(task: dict) -> dict | _Staged:
+def stage_clone(task: dict, areas: dict[str, str] | None = None) -> dict | _Staged:
     """Phase 1 of a clone: every file copied to the destination backend's tmp area, hashed while it
     is copied and checked against the catalog's checksum and size. Returns the result when the
     clone ends here (a corrupt source, a destination that cannot stage), else the staged clone for
-    :func:`publish_clone` once the batch is durable. Nothing is under a final name yet."""
+    :func:`publish_clone` once the batch is durable. Nothing is under a final name yet. ``areas``:
+    the tmp areas the batch has checked (:func:`storage.copy.staging_area`)."""
     started = time.monotonic()
     out = {k: task[k] for k in ("key", "partition_id", "version", "bucket_seq", "backend_id", "src_backend_id")}
     out.update(path=task["dst"], ok=False, rows=task["rows"])
@@ -124,15 +125,14 @@ def stage_clone(task: dict) -> dict | _Staged:
             return dict(out, source_bad=True, error=corrupt)
         if expect and sorted(expect) != names:
             return dict(out, source_bad=True, error=f"source {task['src']} holds {names}, expected {sorted(expect)}")
-        if fs.is_dir(task["dst"]):
-            before = set(_entries(task["dst"]))
-        else:  # a new directory (the usual clone): nothing to list
-            fs.makedirs(task["dst"])
-            before = set()
+        # checked before the directory is made: a lost root must not come back as an empty folder
+        area = copy_mod.staging_area(root, task["dst"], areas) if root else None
+        # a new directory (the usual clone) has nothing to list
+        before = set() if fs.make_dir(task["dst"]) else set(_entries(task["dst"]))
         for name in names:
             try:
                 staged.append(copy_mod.stage_file(fs.join(task["src"], name), fs.join(task["dst"], name),
-                                                  expect_sha256=expect.get(name), root=root))
+                                                  expect_sha256=expect.get(name), root=root, area=area))
             except copy_mod.StagingError:
                 raise  # the destination (e.g. its root is gone): retried later
             except ColocateError as exc:  # a listed file hashed differently: the source is corrupt
@@ -259,9 +259,9 @@ def verify_task(task: dict) -> dict:
     return dict(out, ok=True, bytes=total, checksum=checksum)
 
 
-def _run(item: tuple[str, dict]) -> dict | _Staged:
+def _run(item: tuple[str, dict], areas: dict[str, str]) -> dict | _Staged:
     kind, task = item
-    return stage_clone(task) if kind == "copy" else verify_task(task)
+    return stage_clone(task, areas) if kind == "copy" else verify_task(task)
 
 
 def run_partition(items, threads: int):
@@ -270,16 +270,25 @@ def run_partition(items, threads: int):
     (:func:`finish_clones`). Copies read and hash with the GIL released, so a few threads per core
     keep the disk busy."""
     items = list(items)
+    areas: dict[str, str] = {}
     if threads <= 1 or len(items) <= 1:
-        done = [_run(i) for i in items]
+        done = [_run(i, areas) for i in items]
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="colocate-clone") as pool:
-            done = list(pool.map(_run, items))
+            done = list(pool.map(lambda i: _run(i, areas), items))
     staged = [r for r in done if isinstance(r, _Staged)]
     finished = iter(finish_clones(staged))
     return [(kind, next(finished) if isinstance(r, _Staged) else r) for (kind, _), r in zip(items, done)]
+
+
+def task_items(plan: ClonePlan) -> list[tuple[str, dict]]:
+    """The plan's tasks as (kind, dict), copies then verifies, each biggest first (so the long
+    copies do not start last). A shallow dict of the task's fields: the task functions only read
+    them, and ``dataclasses.asdict`` deep-copies every file map (~0.2 ms a clone, 2,000 in a batch)."""
+    items = [("copy", dict(vars(t))) for t in sorted(plan.copies, key=lambda t: -t.bytes)]
+    return items + [("verify", dict(vars(t))) for t in sorted(plan.verifies, key=lambda t: -t.bytes)]
 
 
 DEFAULT_THREADS = 4
@@ -291,11 +300,8 @@ def run_clone(spark, plan: ClonePlan, *, threads: int | None = None) -> CloneRep
     Tasks are spread biggest first over Spark partitions of about ``threads`` replicas each
     (``spark.colocate.clone.threads``, default 4), and each partition runs its replicas on that
     many threads."""
-    from dataclasses import asdict
-
     started = time.time()
-    items = [("copy", asdict(t)) for t in sorted(plan.copies, key=lambda t: -t.bytes)]
-    items += [("verify", asdict(t)) for t in sorted(plan.verifies, key=lambda t: -t.bytes)]
+    items = task_items(plan)
     results: list[tuple[str, dict]] = []
     if items:
         sc = spark.sparkContext

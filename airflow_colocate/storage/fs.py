@@ -112,6 +112,28 @@ def makedirs(uri: str) -> None:
     filesystem.create_dir(path, recursive=True)
 
 
+def make_dir(uri: str) -> bool:
+    """Create a directory (and its parents); True when it is new, False when it was there. A local
+    one costs one ``mkdir`` when its parent exists (the usual new replica directory), where
+    :func:`is_dir` then :func:`makedirs` cost three system calls."""
+    if not is_local(uri):
+        if is_dir(uri):
+            return False
+        makedirs(uri)
+        return True
+    path = local_path(uri)
+    try:
+        os.mkdir(path)
+        return True
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
+        return True
+    except FileExistsError:
+        if os.path.isdir(path):
+            return False
+        raise
+
+
 def list_files(uri: str, missing_ok: bool = False) -> list[tuple[str, int]]:
     """(name, size) of the regular files directly inside a directory, sorted by name."""
     try:
