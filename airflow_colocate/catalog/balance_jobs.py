@@ -166,8 +166,8 @@ class BalanceJobs:
             moved_from: dict[tuple[int, int], int] = {(mv["bucket_seq"], mv["dst"]): mv["src"] for mv in job.plan.get("moves", [])}
             db_names = {d.id: d.name for d in s.scalars(select(m.Database))}
 
-            def alive(be: int) -> bool:
-                return be in backends and backends[be].state == "alive"
+            alive_ids = {b.id for b in backends.values() if b.state == "alive"}
+            alive = alive_ids.__contains__
 
             def wanted(seq: int, be: int) -> bool:
                 # A mapped backend that is down is repaired when it is back or relocated; a move's
@@ -178,7 +178,11 @@ class BalanceJobs:
             needs: list[CloneNeed] = []
             blocked: list[Blocked] = []
             # one statement: every lacking replica with its bucket's sources (10,000s in a repair)
-            for r, known in lacking_with_sources(s, bk.cells(target, wanted)):
+            lacking = lacking_with_sources(s, bk.cells(target, wanted), alive_ids)
+            # where a bucket has no usable source: the backends (down) that still hold it verified
+            held_on = verified_backends(s, {(r.partition_id, r.version, r.bucket_seq) for r, known in lacking
+                                            if alive(r.backend_id) and not known})
+            for r, known in lacking:
                 t, label, seq, be = bk.tables[r.table_id], bk.labels[r.table_id], r.bucket_seq, r.backend_id
                 b = backends.get(be)
                 if not alive(be):
@@ -198,18 +202,15 @@ class BalanceJobs:
                     good = sorted((x for x in known if x.state == "bad" and alive(x.backend_id)),
                                   key=lambda x: (x.backend_id == be, x.backend_id))
                 if not good:
-                    held = [backends[x.backend_id].name for x in verified if x.backend_id in backends]
+                    held = [backends[x].name for x in sorted(held_on.get((r.partition_id, r.version, seq), ()))
+                            if x in backends]
                     why = (f"no alive backend holds a verified replica (verified on: {', '.join(held)})" if held
                            else "no verified replica left anywhere: the bucket is lost; rewrite the partition")
                     blocked.append(Blocked(label, r.partition, seq, be, why))
                     continue
-                src = moved_from.get((seq, be))
-
-                def rank(x, src=src, row=current[seq] if seq < len(current) else []) -> tuple:
-                    return (x.backend_id != src, x.backend_id not in row, x.backend_id)
-
-                if good[0].state == "verified":
-                    good.sort(key=rank)
+                if len(good) > 1 and good[0].state == "verified":
+                    src, row = moved_from.get((seq, be)), current[seq] if seq < len(current) else []
+                    good.sort(key=lambda x: (x.backend_id != src, x.backend_id not in row, x.backend_id))
                 path = r.path if r.state is not None else layout.replica_dir(
                     b.root_uri, db_names.get(t.db_id, "default"), t.name, t.id, r.partition, r.version, seq)
                 needs.append(CloneNeed(table=label, table_id=t.id, partition_id=r.partition_id, partition=r.partition,

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import Integer, and_, case, column, exists, func, or_, select, text, tuple_, update
+from sqlalchemy import and_, case, exists, func, or_, select, tuple_, update
 from sqlalchemy.orm import Session, aliased
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.summary import VISIBLE, add, touch_tables, tracking
+from airflow_colocate.catalog.summary import VISIBLE, add, fetch, int_values, replica_keys, touch_tables, tracking
 
 
 @dataclass
@@ -46,10 +46,9 @@ class Buckets:
                 for k, be in enumerate(row) if keep(seq, be) and self.deficit(t, seq, be) > 0]
 
 
-@dataclass(frozen=True)
-class Lacking:
+class Lacking(NamedTuple):
     """A committed partition's bucket without a verified replica on a backend (``state`` and
-    ``path`` of the replica row there, if any)."""
+    ``path`` of the replica row there, if any). A named tuple: a repair makes thousands."""
 
     table_id: int
     partition_id: int
@@ -87,24 +86,15 @@ def load_buckets(s: Session, g: m.ColocateGroup) -> Buckets:
     q = (select(m.Partition.table_id, m.Partition.bucket_num, func.count())
          .where(m.Partition.table_id.in_(ids), m.Partition.visible_version > 0)
          .group_by(m.Partition.table_id, m.Partition.bucket_num))
-    for t, buckets, n in s.execute(q):
+    for t, buckets, n in fetch(s, q):
         bk.committed.setdefault(t, {})[buckets] = int(n)
     BR, BS = m.BucketReplicas, m.BucketSize  # columns, not ORM rows: tables x buckets x backends of them
-    for t, seq, be, v, b, bad in s.execute(select(BR.table_id, BR.bucket_seq, BR.backend_id, BR.verified, BR.bytes,
+    for t, seq, be, v, b, bad in fetch(s, select(BR.table_id, BR.bucket_seq, BR.backend_id, BR.verified, BR.bytes,
                                                   BR.bad).where(BR.table_id.in_(ids))):
         bk.counts[(t, seq, be)] = (v, b, bad)
-    bk.sizes.update(((t, seq), b) for t, seq, b in s.execute(select(BS.table_id, BS.bucket_seq, BS.bytes)
+    bk.sizes.update(((t, seq), b) for t, seq, b in fetch(s, select(BS.table_id, BS.bucket_seq, BS.bytes)
                                                                .where(BS.table_id.in_(ids))))
     return bk
-
-
-def int_values(names: Sequence[str], rows: Sequence[Sequence[int]]):
-    """``rows`` of integers as a ``SELECT`` of a ``VALUES`` list with columns ``names``: one statement
-    for any number of them (inline integers, no bound-parameter limit), rendered as plain text
-    (SQLAlchemy's own ``values()`` renders each literal separately, milliseconds per hundred)."""
-    listed = ", ".join("(" + ", ".join(str(int(x)) for x in row) + ")" for row in rows)
-    named = ", ".join(f"column{i + 1} AS {n}" for i, n in enumerate(names))
-    return text(f"SELECT {named} FROM (VALUES {listed}) AS v").columns(*[column(n, Integer) for n in names])
 
 
 def _lacking(cells: Sequence[tuple[int, int, int, int]], *extra):
@@ -148,14 +138,15 @@ def lacking_rows(s: Session, cells: Sequence[tuple[int, int, int, int]],
         if left is not None:
             q = q.limit(left)
         out += [Lacking(t, pid, value, version, seq, be, state, path)
-                for t, pid, value, version, seq, be, state, path in s.execute(q)]
+                for t, pid, value, version, seq, be, state, path in fetch(s, q)]
     return out
 
 
-def lacking_with_sources(s: Session, cells: Sequence[tuple[int, int, int, int]]) -> list[tuple[Lacking, list[Source]]]:
-    """:func:`lacking_rows` with, for each, the verified and bad replicas of its bucket (by id: the
-    columns a clone source needs, never ORM objects), in one statement: a lost disk's repair
-    lists thousands of them."""
+def lacking_with_sources(s: Session, cells: Sequence[tuple[int, int, int, int]],
+                         alive: set[int]) -> list[tuple[Lacking, list[Source]]]:
+    """:func:`lacking_rows` with, for each, the verified and bad replicas of its bucket on the
+    ``alive`` backends (the only possible clone sources; by id: the columns a source needs, never
+    ORM objects), in one statement: a lost disk's repair lists thousands of them."""
     cells = list(cells)
     if not cells:
         return []
@@ -163,9 +154,9 @@ def lacking_with_sources(s: Session, cells: Sequence[tuple[int, int, int, int]])
     q, c, order = _lacking(cells, S.id, S.backend_id, S.state, S.path, S.checksum, S.rows, S.bytes, S.files)
     P = m.Partition
     q = q.outerjoin(S, and_(S.partition_id == P.id, S.version == P.visible_version, S.bucket_seq == c.c.seq,
-                            S.state.in_(("verified", "bad")))).order_by(*order, S.id)
+                            S.state.in_(("verified", "bad")), S.backend_id.in_(sorted(alive)))).order_by(*order, S.id)
     out: list[tuple[Lacking, list[Source]]] = []
-    for row in s.execute(q):
+    for row in fetch(s, q):
         t, pid, value, version, seq, be, state, path = row[:8]
         if not out or (out[-1][0].partition_id, out[-1][0].bucket_seq, out[-1][0].backend_id) != (pid, seq, be):
             out.append((Lacking(t, pid, value, version, seq, be, state, path), []))
@@ -180,11 +171,6 @@ def whole(seq: int, row: Sequence[int]):
     return and_(*[exists().where(others.partition_id == m.Replica.partition_id, others.version == m.Replica.version,
                                  others.bucket_seq == seq, others.backend_id == be, others.state == "verified")
                   for be in row])
-
-
-def _in_cells(cols, cells: Sequence[tuple[int, ...]]):
-    """``cols`` is one of ``cells`` (any number of them: a ``VALUES`` list)."""
-    return tuple_(*cols).in_(int_values(("t", "seq", "be")[:len(cols)], cells))
 
 
 def mark_redundant(s: Session, bk: Buckets, bucket_map: list[list[int]], drop_after: datetime) -> int:
@@ -216,9 +202,9 @@ def mark_redundant(s: Session, bk: Buckets, bucket_map: list[list[int]], drop_af
     if not clean:
         return n
     s.flush()
-    mine = _in_cells((R.table_id, R.bucket_seq, R.backend_id), clean)
+    mine = replica_keys(s, ("table_id", "bucket_seq", "backend_id"), clean)
     verified = R.state == "verified"
-    counts = {(t, seq, be): (-int(v), -int(b), -int(bad)) for t, seq, be, v, b, bad in s.execute(
+    counts = {(t, seq, be): (-int(v), -int(b), -int(bad)) for t, seq, be, v, b, bad in fetch(s,
         select(R.table_id, R.bucket_seq, R.backend_id, func.sum(case((verified, 1), else_=0)),
                func.sum(case((verified, R.bytes), else_=0)), func.sum(case((R.state == "bad", 1), else_=0)))
         .join(P, VISIBLE).where(mine, leaving).group_by(R.table_id, R.bucket_seq, R.backend_id))}
@@ -226,14 +212,14 @@ def mark_redundant(s: Session, bk: Buckets, bucket_map: list[list[int]], drop_af
     # than every copy that stays.
     K = aliased(R)
     per_bucket = (select(K.table_id.label("t"), K.bucket_seq.label("seq"), func.max(K.bytes).label("before"),
-                         func.max(case((_in_cells((K.table_id, K.bucket_seq, K.backend_id), clean), None),
+                         func.max(case((tuple_(K.table_id, K.bucket_seq, K.backend_id).in_(int_values(("t", "seq", "be"), clean)), None),
                                        else_=K.bytes)).label("after"))
                   .select_from(R).join(P, VISIBLE)
                   .join(K, and_(K.partition_id == R.partition_id, K.version == R.version, K.bucket_seq == R.bucket_seq))
                   .where(mine, verified, K.state == "verified")
                   .group_by(K.table_id, K.partition_id, K.bucket_seq).subquery())
     after = func.coalesce(per_bucket.c.after, 0)
-    sizes = {(t, seq): int(d) for t, seq, d in s.execute(
+    sizes = {(t, seq): int(d) for t, seq, d in fetch(s,
         select(per_bucket.c.t, per_bucket.c.seq, func.sum(after - per_bucket.c.before))
         .where(after != per_bucket.c.before).group_by(per_bucket.c.t, per_bucket.c.seq)) if d}
     n += s.execute(update(R).where(mine, leaving, R.version == visible).values(state="dropping", drop_after=drop_after)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import insert, select, tuple_, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -25,6 +25,7 @@ from airflow_colocate.catalog import summary
 R = m.Replica
 Key = tuple[int, int, int, int]  # (partition, version, bucket seq, backend)
 _COLUMNS = (R.id, R.table_id, R.partition_id, R.version, R.bucket_seq, R.backend_id, R.state, R.path, R.bytes)
+_NAMES = tuple(c.key for c in _COLUMNS)
 
 
 def load(s: Session, results: list) -> tuple[dict[Key, dict], dict[tuple[int, int], str], dict[int, tuple[int, int]]]:
@@ -32,22 +33,21 @@ def load(s: Session, results: list) -> tuple[dict[Key, dict], dict[tuple[int, in
     each partition's (table, visible version)): the few columns a registration reads, in chunked
     ``IN`` queries."""
     buckets = sorted({(r.partition_id, r.version, r.bucket_seq) for r in results})
-    versions = sorted({(r.partition_id, r.version) for r in results})
+    versions = {(r.partition_id, r.version) for r in results}
     pids = sorted({r.partition_id for r in results})
     rows: dict[Key, dict] = {}
-    for chunk in summary.chunks(buckets):
-        q = select(*_COLUMNS).where(tuple_(R.partition_id, R.version, R.bucket_seq).in_(chunk))
-        for r in s.execute(q):
-            rows[(r.partition_id, r.version, r.bucket_seq, r.backend_id)] = dict(r._mapping)
+    for chunk in summary.key_chunks(s, buckets):
+        q = select(*_COLUMNS).where(summary.replica_keys(s, ("partition_id", "version", "bucket_seq"), chunk))
+        for r in summary.fetch(s, q):
+            rows[(r[2], r[3], r[4], r[5])] = dict(zip(_NAMES, r))
     states: dict[tuple[int, int], str] = {}
-    V = m.PartitionVersion
-    for chunk in summary.chunks(versions):
-        q = select(V.partition_id, V.version, V.state).where(tuple_(V.partition_id, V.version).in_(chunk))
-        states.update(((p, v), state) for p, v, state in s.execute(q))
     parts: dict[int, tuple[int, int]] = {}
-    P = m.Partition
-    for chunk in summary.chunks(pids):
-        parts.update((p, (t, vis)) for p, t, vis in s.execute(select(P.id, P.table_id, P.visible_version)
+    V, P = m.PartitionVersion, m.Partition
+    for chunk in summary.chunks(pids):  # by partition (the key's prefix): a few versions each
+        states.update(((p, v), state) for p, v, state in summary.fetch(s, select(V.partition_id, V.version, V.state)
+                                                                         .where(V.partition_id.in_(chunk)))
+                      if (p, v) in versions)
+        parts.update((p, (t, vis)) for p, t, vis in summary.fetch(s, select(P.id, P.table_id, P.visible_version)
                                                                .where(P.id.in_(chunk))))
     return rows, states, parts
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.summary import chunks
+from airflow_colocate.catalog.summary import chunks, fetch, key_chunks, replica_keys
 from airflow_colocate.catalog.views import (
     ACTIVE,
     BALANCE_KINDS,
@@ -168,9 +168,9 @@ def verified_backends(s: Session, buckets: set[tuple[int, int, int]]) -> dict[tu
     """(partition, version, bucket) -> the backends holding a verified replica of it."""
     out: dict[tuple[int, int, int], set[int]] = {}
     R = m.Replica
-    for chunk in chunks(sorted(buckets)):
+    for chunk in key_chunks(s, sorted(buckets)):
         q = select(R.partition_id, R.version, R.bucket_seq, R.backend_id).where(
-            tuple_(R.partition_id, R.version, R.bucket_seq).in_(chunk), R.state == "verified")
-        for pid, ver, seq, be in s.execute(q):
+            replica_keys(s, ("partition_id", "version", "bucket_seq"), chunk), R.state == "verified")
+        for pid, ver, seq, be in fetch(s, q):
             out.setdefault((pid, ver, seq), set()).add(be)
     return out
