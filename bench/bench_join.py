@@ -4,6 +4,7 @@ the on-read bucket guard (the default: every row's bucket and every parquet page
 checked) against ours without it.
 
     .venv/bin/python bench/bench_join.py [--scale 1] [--buckets 16] [--rounds 3]
+    .venv/bin/python bench/bench_join.py --scale 1 --rounds 3 --jfr /tmp/jfr   # the join's CPU profile
 
 All run the same query in the same Spark session with broadcast joins off. Ours includes
 planning and registering the tables (what ColocateJoinOperator does minus spark-submit start-up).
@@ -11,13 +12,21 @@ Also times registering 30 partitions x 64 buckets. Targets: ours >= 1.5x faster 
 no slower than 0.95x of (b) (i.e. time(b)/time(ours) >= 0.95); registration < 3 s; the guard
 costs <= 5% (it is on by default only then). And the physical limit: ours <= 1.5x a plain scan of
 the columns the join reads, through the same registered views (issue 15).
+
+``--jfr DIR`` times nothing else: it records a Java Flight Recording of each run of the colocated
+merge join with the columnar operator off and on and of the plain scan (interleaved, ``--rounds``
+each), and prints where the task threads' CPU samples go: parquet decode, the bucket guard, the
+merge, the output batches, ColumnarToRow and the aggregate, other (issue 32).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,6 +81,67 @@ def task_cpu(spark, fn) -> tuple[float, float]:
     return wall, cpu / 1e9
 
 
+# Where a task thread's CPU sample goes: the first of its frames (top down) that one of these patterns
+# names; a sample none names is "other" (Spark's task machinery). A frame of a JDK or column-vector
+# class names nothing, so it counts for its caller (an OnHeapColumnVector.getLong under the parquet
+# reader is decode, under the merge is the merge; an UnsafeRow's, under Spark's join, the merge). Spark's
+# own join runs in generated code: its smj_ methods are the merge, the rest of a generated stage
+# (processNext: the rows' loop) is ColumnarToRow and the aggregate.
+PROFILE = (
+    ("bucket guard", r"^colocate\.ordered\.BucketGuard|^org\.apache\.spark\.unsafe\.hash\.Murmur3|"
+                     r"expressions\.(Murmur3Hash|Pmod)"),
+    ("output batches", r"^colocate\.ordered\.(Vectors\.gather|ColumnarMerge\$Merge\.flush|PickedVector)"),
+    ("merge", r"^colocate\.ordered\.|^org\.apache\.spark\.sql\.execution\.joins\.|ExternalAppendOnlyUnsafeRowArray|"
+              r"GeneratedClass\$\w+\.smj_"),
+    ("parquet decode", r"^org\.apache\.parquet\.|\.datasources\.parquet\.|^org\.xerial\.snappy|^com\.github\.luben|"
+                       r"^io\.airlift\.compress|^org\.apache\.hadoop\.|^colocate\.locality\.|FileScanRDD|RecordReaderIterator"),
+    ("ColumnarToRow + aggregate", r"GeneratedClass\$GeneratedIteratorForCodegenStage|\.execution\.aggregate\.|"
+                                  r"\.types\.Decimal|^java\.math\.|^org\.apache\.spark\.unsafe\.map\.|"
+                                  r"UnsafeFixedWidthAggregationMap|ColumnarToRow"),
+)
+
+
+def jfr_start(spark, period_ms: int = 2):
+    """A flight recording of the driver JVM (local mode: the executors' too) sampling Java and native
+    stacks every ``period_ms``; the native samples catch the parquet pages' decompression."""
+    jvm = spark.sparkContext._jvm
+    rec = jvm.jdk.jfr.Recording()
+    for event in ("jdk.ExecutionSample", "jdk.NativeMethodSample"):
+        rec.enable(event).withPeriod(jvm.java.time.Duration.ofMillis(period_ms))
+    rec.start()
+    return rec
+
+
+def jfr_stop(spark, rec, path: Path) -> None:
+    rec.stop()
+    rec.dump(spark.sparkContext._jvm.java.io.File(str(path)).toPath())
+    rec.close()
+
+
+def jfr_shares(paths: list[Path]) -> tuple[dict[str, int], int]:
+    """Samples of the tasks' threads per PROFILE category over ``paths`` (with ``jfr print``)."""
+    tool = shutil.which("jfr", path=f"{os.environ.get('JAVA_HOME', '')}/bin:{os.environ.get('PATH', '')}")
+    if tool is None:
+        raise SystemExit("bench_join: --jfr needs the JDK's jfr tool (on PATH or in $JAVA_HOME/bin)")
+    patterns = [(name, re.compile(rx)) for name, rx in PROFILE]
+    counts: dict[str, int] = {name: 0 for name, _ in PROFILE} | {"other": 0}
+    total = 0
+    for path in paths:
+        out = subprocess.run([tool, "print", "--json", "--events", "jdk.ExecutionSample,jdk.NativeMethodSample",
+                              str(path)], capture_output=True, text=True, check=True).stdout
+        for event in json.loads(out)["recording"]["events"]:
+            values = event["values"]
+            thread = (values.get("sampledThread") or {}).get("javaName") or ""
+            if not thread.startswith("Executor task"):  # "launch worker for task N", "idle worker#N" once done
+                continue
+            frames = [f"{f['method']['type']['name']}.{f['method']['name']}".replace("/", ".")
+                      for f in (values.get("stackTrace") or {}).get("frames", [])]
+            name = next((n for frame in frames for n, rx in patterns if rx.search(frame)), "other")
+            counts[name] += 1
+            total += 1
+    return counts, total
+
+
 def registration_seconds(spark, work: Path, partitions: int = 30, buckets: int = 64) -> float:
     parts = []
     for p in range(partitions):
@@ -86,6 +156,36 @@ def registration_seconds(spark, work: Path, partitions: int = 30, buckets: int =
     return timed(lambda: register_tables(spark, [table]))
 
 
+def profile(spark, a, run_join_variant, run_scan) -> None:
+    """--jfr: the variants interleaved, one recording per run; each variant's task CPU (median) and
+    its samples' shares per PROFILE category, and that share of its task CPU."""
+    a.jfr.mkdir(parents=True, exist_ok=True)
+    variants = {"columnar off (Spark's merge join)": lambda: run_join_variant(False),
+                "columnar on": lambda: run_join_variant(True), "plain scan": run_scan}
+    for fn in variants.values():  # warm-up: compiled code and the status store, outside the recordings
+        task_cpu(spark, fn)
+    files: dict[str, list[Path]] = {v: [] for v in variants}
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
+    for i in range(a.rounds):
+        order = list(variants) if i % 2 == 0 else list(variants)[::-1]
+        for v in order:
+            rec = jfr_start(spark)
+            _, seconds = task_cpu(spark, variants[v])
+            path = a.jfr / f"{re.sub(r'[^a-z]+', '-', v.lower()).strip('-')}-{i}.jfr"
+            jfr_stop(spark, rec, path)
+            files[v].append(path)
+            cpu[v].append(seconds)
+    print(f"TPC-H sf{a.scale:g} orders JOIN lineitem + aggregation, {a.buckets} buckets, master {a.master}: "
+          f"task threads' CPU samples (JFR, Java + native, every 2 ms), {a.rounds} runs each, interleaved; {a.jfr}")
+    for v, paths in files.items():
+        counts, total = jfr_shares(paths)
+        median = sorted(cpu[v])[len(cpu[v]) // 2]
+        parts = ", ".join(f"{name} {n / max(total, 1):.0%} ({median * n / max(total, 1):.2f} s)"
+                          for name, n in counts.items() if n)
+        print(f"{v}: task CPU {median:.2f} s (median; runs {', '.join(f'{t:.2f}' for t in cpu[v])}), "
+              f"{total} samples: {parts}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1)
@@ -95,6 +195,10 @@ def main() -> None:
     ap.add_argument("--columnar", choices=["on", "off", "both"], default="off",
                     help="ours with the jar's columnar merge join (spark.colocate.join.columnar) on, off, or both: "
                          "the sort-merge variant (ours_smj) run with it on as 'ours_columnar', side by side")
+    ap.add_argument("--jfr", type=Path, metavar="DIR",
+                    help="profile instead of timing: a flight recording per run of the merge join with the columnar "
+                         "operator off and on and of the plain scan (--rounds each, interleaved) into DIR, and the "
+                         "task threads' CPU samples per category")
     a = ap.parse_args()
     orders_src, lineitem_src = str(tpch("orders", a.scale)), str(tpch("lineitem", a.scale))
     work = Path(tempfile.mkdtemp(prefix="bench-join-"))
@@ -117,6 +221,8 @@ def main() -> None:
             write_in_session(spark, cat, name, "all", Source(format="parquet", path=src), work_dir=work / "runs")
         # (b): Spark's own bucketed tables of the same data
         for name, key, src in (("orders", "o_orderkey", orders_src), ("lineitem", "l_orderkey", lineitem_src)):
+            if a.jfr:
+                break
             spark.read.parquet(src).write.bucketBy(a.buckets, key).sortBy(key).mode("overwrite").saveAsTable(f"sb_{name}")
         # (a): plain files
         spark.read.parquet(orders_src).createOrReplaceTempView("plain_orders")
@@ -148,6 +254,9 @@ def main() -> None:
 
         reference = sorted(spark.sql(QUERY.format(orders="plain_orders", lineitem="plain_lineitem")).collect())
         assert sorted(spark.sql(ours_q).collect()) == reference, "colocated join returned other rows"
+        if a.jfr:
+            profile(spark, a, lambda columnar: run_ours(hash_budget=0, columnar=columnar), run_scan)
+            return
         results: dict[str, list[float]] = {"ours": [], "plain": [], "bucketed": [], "unguarded": [], "scan": [],
                                            "ours_smj": []}
         cpu: dict[str, list[float]] = {"ours": [], "unguarded": [], "scan": [], "ours_smj": []}

@@ -12,6 +12,7 @@ import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.Murmur3Hash;
 import org.apache.spark.sql.catalyst.expressions.Pmod;
 import org.apache.spark.sql.catalyst.expressions.Predicate;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.vectorized.ColumnVector;
@@ -126,6 +127,18 @@ final class BucketGuard implements Serializable {
             ColumnVector v = cols[keys[k]];
             boolean nulls = v.hasNull();
             int code = codes[k];
+            if (!nulls && (code == Vectors.LONG || code == Vectors.DECIMAL_LONG)) {
+                for (int x = 0; x < n; x++) { // the common key (a bigint id): one call a row, no switch
+                    hashes[x] = Murmur3_x86_32.hashLong(v.getLong(sel[x]), hashes[x]);
+                }
+                continue;
+            }
+            if (!nulls && code == Vectors.INT) {
+                for (int x = 0; x < n; x++) {
+                    hashes[x] = Murmur3_x86_32.hashInt(v.getInt(sel[x]), hashes[x]);
+                }
+                continue;
+            }
             for (int x = 0; x < n; x++) {
                 int i = sel[x];
                 if (nulls && v.isNullAt(i)) {
@@ -148,12 +161,22 @@ final class BucketGuard implements Serializable {
             }
         }
         ColumnVector bucket = cols[bucketColumn];
+        // A bucket's files hold one bucket (a partition value: one constant), and a power-of-two
+        // bucket count takes pmod as a mask: the row's check is then an AND and a compare.
+        boolean constant = bucket instanceof ConstantColumnVector && !bucket.isNullAt(0);
+        int want = constant ? bucket.getInt(0) : -1;
+        int mask = Integer.bitCount(buckets) == 1 ? buckets - 1 : -1;
         for (int x = 0; x < n; x++) {
-            int h = hashes[x] % buckets;
-            if (h < 0) {
-                h += buckets;
+            int h;
+            if (mask >= 0) {
+                h = hashes[x] & mask;
+            } else {
+                h = hashes[x] % buckets;
+                if (h < 0) {
+                    h += buckets;
+                }
             }
-            if (h != bucket.getInt(sel[x])) {
+            if (h != (constant ? want : bucket.getInt(sel[x]))) {
                 if (spark == null) {
                     spark = Predicate.create(expression, input);
                     spark.initialize(0);

@@ -154,6 +154,8 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         int[] runRows;          // null: rows runFrom..runTo themselves
         int runFrom, runTo;
         boolean runNull;
+        // runEnd(endFrom) of the current batch, found by advanceLoads before nextRun needs it (-1: none)
+        private int endFrom = -1, endAt;
 
         Cursor(Iterator<ColumnarBatch> in, Side side, Merge owner) {
             this.in = in;
@@ -189,6 +191,7 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         /** The next batch with a kept row; false at the end of the input. */
         private boolean load() {
             owner.flush();
+            endFrom = -1;
             seen += selN;
             while (in.hasNext()) {
                 ColumnarBatch b = in.next();
@@ -296,8 +299,31 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             return 0;
         }
 
-        /** The end of the run that starts at kept row {@code s} of the current batch (checking the order). */
+        /**
+         * Whether the next {@link #nextRun} moves off the current batch or resets the carry (its run
+         * reaches the batch's end): the vectors the last runs were named in then change, so an
+         * output batch that picks rows from them must be handed on first.
+         */
+        boolean advanceLoads() {
+            if (cols == null || p >= selN) {
+                return true;
+            }
+            if (endFrom != p) {
+                endAt = scanRun(p);
+                endFrom = p;
+            }
+            return endAt >= selN;
+        }
+
         private int runEnd(int s) {
+            if (endFrom == s) {
+                return endAt;
+            }
+            return scanRun(s);
+        }
+
+        /** The end of the run that starts at kept row {@code s} of the current batch (checking the order). */
+        private int scanRun(int s) {
             int first = row(s);
             int j = s + 1;
             if (fastKey >= 0) {
@@ -427,12 +453,18 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         private final BasePredicate cond;
         private final OnHeapColumnVector[] out;
         private final ColumnarBatch batch;
+        private final PickedVector[] picked;
+        private final ColumnarBatch pickedBatch;
         private int outN;
         private final int[] pl = new int[batchRows];
         private final int[] pr = new int[batchRows];
         private int pn;
+        // the vectors the pending pairs' rows are in (null: no row of that side yet), and whether a
+        // pending pair has no row of that side (-1)
         private ColumnVector[] pendL, pendR;
+        private boolean minusL, minusR;
         private boolean started, done, haveL, haveR;
+        private boolean advance;   // the finished group's runs are yet to be moved past (finishGroup)
         private ColumnarBatch ready;
         // the group (one key's runs) being emitted
         private int kind = NONE, gi, gj, phase;
@@ -455,6 +487,11 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                 out[c] = new OnHeapColumnVector(batchRows, outTypes[c]);
             }
             batch = new ColumnarBatch(out);
+            picked = new PickedVector[outTypes.length];
+            for (int c = 0; c < picked.length; c++) {
+                picked[c] = new PickedVector(outTypes[c]);
+            }
+            pickedBatch = new ColumnarBatch(picked);
         }
 
         @Override
@@ -485,21 +522,53 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                 haveL = lc.nextRun();
                 haveR = rc.nextRun();
             }
+            if (advance) {
+                advance = false;
+                finishGroup();
+            }
+            // A batch ends when it is full, and before its rows' vectors change: before a cursor
+            // moves off its batch or carry (advance), or a group's runs are in other vectors than
+            // the pending pairs'. So it mostly picks its rows where they are (no copy).
             while (outN + pn < batchRows) {
                 if (kind == NONE && !startGroup()) {
                     done = true;
                     break;
                 }
+                if (pn > 0 && otherVectors()) {
+                    break;
+                }
                 if (emitGroup()) {
+                    if (pn > 0 && ((kind != RIGHT_ONLY && lc.advanceLoads()) || (kind != LEFT_ONLY && rc.advanceLoads()))) {
+                        advance = true;
+                        break;
+                    }
                     finishGroup();
                 }
             }
+            if (outN == 0 && pn > 0) {
+                for (int c = 0; c < picked.length; c++) {
+                    boolean fromLeft = outSide[c] == 0;
+                    ColumnVector[] src = fromLeft ? pendL : pendR;
+                    picked[c].point(src == null ? null : src[outOrdinal[c]], fromLeft ? pl : pr, pn,
+                            fromLeft ? minusL : minusR);
+                }
+                pickedBatch.setNumRows(pn);
+                pn = 0;
+                pendL = pendR = null;
+                minusL = minusR = false;
+                return pickedBatch;
+            }
             flush();
             if (outN == 0) {
-                return null; // only when done: the loop ends early only on a full batch
+                return null; // only when done: the loop ends early only with rows
             }
             batch.setNumRows(outN);
             return batch;
+        }
+
+        /** Whether the current group's runs are in other vectors than the pending pairs' rows. */
+        private boolean otherVectors() {
+            return (pendL != null && haveL && lc.runCols != pendL) || (pendR != null && haveR && rc.runCols != pendR);
         }
 
         private boolean startGroup() {
@@ -704,13 +773,19 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         }
 
         private void add(int l, int r) {
-            ColumnVector[] lcols = l < 0 ? pendL : lc.runCols;
-            ColumnVector[] rcols = r < 0 ? pendR : rc.runCols;
-            if (pn > 0 && (lcols != pendL || rcols != pendR)) {
-                flush();
+            if ((l >= 0 && pendL != null && pendL != lc.runCols) || (r >= 0 && pendR != null && pendR != rc.runCols)) {
+                flush(); // rows of other vectors in one batch (a both-null group of an outer join): copied
             }
-            pendL = lcols;
-            pendR = rcols;
+            if (l >= 0) {
+                pendL = lc.runCols;
+            } else {
+                minusL = true;
+            }
+            if (r >= 0) {
+                pendR = rc.runCols;
+            } else {
+                minusR = true;
+            }
             pl[pn] = l;
             pr[pn] = r;
             pn++;
@@ -731,6 +806,8 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             }
             outN += pn;
             pn = 0;
+            pendL = pendR = null;
+            minusL = minusR = false;
         }
     }
 }
