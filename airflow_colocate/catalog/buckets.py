@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import and_, case, exists, func, or_, select, tuple_, update
+from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.summary import VISIBLE, add, fetch, int_values, replica_keys, touch_tables, tracking
+from airflow_colocate.catalog.summary import add, fetch, int_values, remeasure, replica_keys, touch_tables, tracking
 
 
 @dataclass
@@ -179,10 +179,12 @@ def mark_redundant(s: Session, bk: Buckets, bucket_map: list[list[int]], drop_af
 
     A redundant cell (table, seq, backend) of a column whole on its map (no deficit on any mapped
     backend: every committed partition has a verified replica on each) is marked entirely, so all
-    of them go in one ``UPDATE``, and what leaves the summaries is measured from the marked rows
-    only (their counts, and a bucket's size where a marked copy was its largest): cost per marked
-    replica, not per column or per day of history. A column with a deficit keeps its per-bucket
-    test (:func:`whole`), one statement per column (rare: a mapped backend is down)."""
+    of them go in one ``UPDATE`` and the summaries follow from ``bk`` without reading a replica:
+    each marked cell leaves ``bucket_replicas`` whole, and a column's ``bucket_sizes`` (the sum of
+    each partition's largest verified copy) stays when a mapped backend's copies add up to it (then
+    each of them is its partition's largest, and it stays); a column where none does (copies of
+    unequal sizes) is recounted. A column with a deficit keeps its per-bucket test
+    (:func:`whole`), one statement per column (rare: a mapped backend is down)."""
     R, P = m.Replica, m.Partition
     cells = sorted((t, seq, be) for (t, seq, be), (v, _, bad) in bk.counts.items()
                    if t in bk.tables and seq < len(bucket_map) and be not in bucket_map[seq] and v + bad)
@@ -202,28 +204,14 @@ def mark_redundant(s: Session, bk: Buckets, bucket_map: list[list[int]], drop_af
     if not clean:
         return n
     s.flush()
-    mine = replica_keys(s, ("table_id", "bucket_seq", "backend_id"), clean)
-    verified = R.state == "verified"
-    counts = {(t, seq, be): (-int(v), -int(b), -int(bad)) for t, seq, be, v, b, bad in fetch(s,
-        select(R.table_id, R.bucket_seq, R.backend_id, func.sum(case((verified, 1), else_=0)),
-               func.sum(case((verified, R.bytes), else_=0)), func.sum(case((R.state == "bad", 1), else_=0)))
-        .join(P, VISIBLE).where(mine, leaving).group_by(R.table_id, R.bucket_seq, R.backend_id))}
-    # A bucket's size is its largest verified copy: it changes only where a marked copy was larger
-    # than every copy that stays.
-    K = aliased(R)
-    per_bucket = (select(K.table_id.label("t"), K.bucket_seq.label("seq"), func.max(K.bytes).label("before"),
-                         func.max(case((tuple_(K.table_id, K.bucket_seq, K.backend_id).in_(int_values(("t", "seq", "be"), clean)), None),
-                                       else_=K.bytes)).label("after"))
-                  .select_from(R).join(P, VISIBLE)
-                  .join(K, and_(K.partition_id == R.partition_id, K.version == R.version, K.bucket_seq == R.bucket_seq))
-                  .where(mine, verified, K.state == "verified")
-                  .group_by(K.table_id, K.partition_id, K.bucket_seq).subquery())
-    after = func.coalesce(per_bucket.c.after, 0)
-    sizes = {(t, seq): int(d) for t, seq, d in fetch(s,
-        select(per_bucket.c.t, per_bucket.c.seq, func.sum(after - per_bucket.c.before))
-        .where(after != per_bucket.c.before).group_by(per_bucket.c.t, per_bucket.c.seq)) if d}
-    n += s.execute(update(R).where(mine, leaving, R.version == visible).values(state="dropping", drop_after=drop_after)
-                   .execution_options(synchronize_session=False)).rowcount
-    add(s, counts, sizes)
-    touch_tables(s, {t for t, _, _ in clean})
-    return n
+    marked = s.execute(update(R).where(replica_keys(s, ("table_id", "bucket_seq", "backend_id"), clean), leaving,
+                                       R.version == visible)
+                       .values(state="dropping", drop_after=drop_after)
+                       .execution_options(synchronize_session=False)).rowcount
+    # every visible verified or bad replica of a marked cell left it: its summary row is now zero
+    add(s, {c: tuple(-x for x in bk.counts[c]) for c in clean}, {})
+    columns = sorted({(t, seq) for t, seq, _ in clean})
+    remeasure(s, [(t, seq) for t, seq in columns if not any(
+        bk.counts.get((t, seq, be), (0, 0, 0))[1] == bk.sizes.get((t, seq), 0) for be in bucket_map[seq])])
+    touch_tables(s, {t for t, _ in columns})
+    return n + marked

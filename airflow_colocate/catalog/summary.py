@@ -193,6 +193,16 @@ def recount(s: Session) -> tuple[Counts, Sizes]:
     return measure(s, true())
 
 
+def remeasure(s: Session, columns: list[tuple[int, int]]) -> None:
+    """Replace the summary rows of whole (table, seq) columns by a recount of their replicas: after
+    a change whose difference is not known from the summaries themselves."""
+    for chunk in chunks(sorted(set(columns))):
+        s.execute(delete(m.BucketReplicas).where(tuple_(m.BucketReplicas.table_id, m.BucketReplicas.bucket_seq).in_(chunk)))
+        s.execute(delete(m.BucketSize).where(tuple_(m.BucketSize.table_id, m.BucketSize.bucket_seq).in_(chunk)))
+    if columns:
+        add(s, *_measure_all(s, _conditions(s, columns=columns)))
+
+
 def stored(s: Session) -> tuple[Counts, Sizes]:
     counts = {(r.table_id, r.bucket_seq, r.backend_id): (r.verified, r.bytes, r.bad)
               for r in s.scalars(select(m.BucketReplicas))}

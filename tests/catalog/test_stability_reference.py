@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 from colocate_testing import add_local_backends
-from sqlalchemy import select
+from sqlalchemy import select, update
 from test_incremental import COLUMNS, Clock, write
 
 from airflow_colocate.catalog import Catalog, summary
@@ -336,4 +336,43 @@ def test_old_copies_count_and_drop_only_where_the_bucket_is_whole(catalog_url, t
     clock.t += timedelta(minutes=1)
     kept = cat.writes.read_replicas("a", [DAYS[1]])[1][0].buckets[0]
     assert {r.backend_id for r in kept} == {y, z}  # be_y's copy of the day not whole on the map stays verified
+    cat.dispose()
+
+
+def test_drop_marks_recount_a_column_whose_size_the_summaries_cannot_tell(catalog_url, tmp_path):
+    """finish marks a whole column's old copies in one statement and takes what leaves the
+    summaries from the summaries themselves. Where they cannot tell it (the copy dropped was its
+    bucket's largest, so the bucket's size changes), the column is recounted instead: the
+    summaries still equal a recount afterwards."""
+    clock = Clock()
+    cat = Catalog(catalog_url, actor="pytest", clock=clock)
+    cat.init()
+    add_local_backends(cat, tmp_path / "backends", n=4)
+    cat.tables.create("a", COLUMNS, ["id"], bucket_num=2, replication_num=2, partition_cols=["dt"], colocate_with="g")
+    for day in DAYS[:3]:
+        write(cat, "a", day)
+    g = cat.groups.get("g")
+    old = [list(r) for r in g.bucket_map]
+    x, y = old[0]
+    z = next(be for be in (1, 2, 3, 4) if be not in old[0])
+    job = cat.balance.create(g.grp_id, "balance", {"old_map": old, "new_map": [[x, z], old[1]], "moves": [
+        {"bucket_seq": 0, "index": 1, "src": y, "dst": z, "bytes": 0, "why": "balance"}]}).id
+    cat.balance.begin(job)
+    needs, _ = cat.balance.clone_needs(job)
+    cat.balance.register_clones(job, [CloneResult(str(i), n.partition_id, n.version, 0, z, y, n.path, True, n.rows, n.bytes,
+                                          n.checksum) for i, n in enumerate(needs)])
+    assert cat.balance.switch_map(job).switched
+
+    pid = needs[1].partition_id
+
+    def grow(s):  # be_y's copy of one day becomes its bucket's largest, through tracking: still exact
+        with summary.tracking(s, buckets={(pid, 0)}):
+            s.execute(update(m.Replica).where(m.Replica.backend_id == y, m.Replica.partition_id == pid,
+                                              m.Replica.bucket_seq == 0).values(bytes=m.Replica.bytes + 7))
+
+    cat.tx(grow)
+    assert cat.tx(summary.drift) == []
+    done = cat.balance.finish(job, grace=timedelta(0))
+    assert done.done and done.dropping == 3
+    compare(cat, "the dropped copy was its bucket's largest")
     cat.dispose()
