@@ -1,0 +1,177 @@
+"""The catalog's part of a lost disk's repair, phase by phase, without the copies.
+
+    .venv/bin/python bench/bench_repair_catalog.py [--tables 5 --days 32 --buckets 32] [--rounds 5]
+
+``bench_repair.py`` times the whole repair (probe -> stable) with real files; its catalog share is
+the time inside ``Catalog.tx``. This bench isolates that share so it can be measured and grown
+apart from the copies: the same lake (one group of ``tables`` x ``days`` x ``buckets`` x 2
+replicas on 4 backends, catalog rows from bench_catalog's bulk builder, SQLite), the lost
+backend's root deleted, then the same calls in the same order as ``bench_repair.py``: the probe
+(``jobs.health.probe_backends``: the identity marker is gone, the backend is down, the groups are
+checked), and ``Balancer.run`` with a runner that reports every clone copied at once (what the
+clone job reports, without the bytes) until the balance job finishes and the group is stable.
+Each round starts from a copy of the catalog taken before the first.
+
+Printed per phase (best of the rounds, wall and this thread's CPU: on a shared machine the CPU is
+the fairer judge): probe (the probe's own transactions), check (the stability checks the probe
+triggers), plan (placement snapshot, job create/begin and the other small calls), clone_needs,
+register (``register_clones``, one call per clone batch), switch, finish (drop marks and the
+group's check), and the total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import bench_catalog  # noqa: E402
+
+PHASES = {"BalanceJobs.clone_needs": "clone_needs", "BalanceJobs.register_clones": "register",
+          "BalanceJobs.switch_map": "switch", "BalanceJobs.finish": "finish", "Health.check_group": "check",
+          "Health.check_groups.<lambda>": "check"}
+ORDER = ("probe", "check", "plan", "clone_needs", "register", "switch", "finish")
+
+
+def marked_setup(url: str, shape, root: Path):
+    """bench_catalog.setup with each backend added as an operator does (its identity marker
+    written), so the probe can tell a lost disk (as bench_repair.py does)."""
+    from airflow_colocate.catalog import Catalog
+    from airflow_colocate.jobs.backends import add_backend
+
+    clock = bench_catalog.Clock(bench_catalog.START - timedelta(days=1))
+    cat = Catalog(url, actor="bench", clock=clock)
+    cat.init()
+    for i in range(1, shape.backends + 1):
+        folder = root / "backends" / f"be{i}"
+        folder.mkdir(parents=True, exist_ok=True)
+        add_backend(cat, folder.as_uri(), name=f"be{i}")
+    for t in range(shape.tables):
+        cat.tables.create(f"t{t}", bench_catalog.COLUMNS, ["id"], bucket_num=shape.buckets,
+                          replication_num=shape.replicas, partition_cols=["dt"], colocate_with=bench_catalog.GROUP)
+    return cat, clock
+
+
+def copy_db(src: Path, dst: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{dst}{suffix}").unlink(missing_ok=True)
+    a, b = sqlite3.connect(src), sqlite3.connect(dst)
+    try:
+        a.backup(b)
+    finally:
+        a.close()
+        b.close()
+
+
+class Phases:
+    """Wall and thread CPU inside ``Catalog.tx``, by phase (the transaction's function name)."""
+
+    def __init__(self, cat) -> None:
+        self.wall: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self.default = "probe"
+        self._inner = cat.tx
+        cat.tx = self
+
+    def __call__(self, fn):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return self._inner(fn)
+        finally:
+            name = getattr(fn, "__qualname__", "?").replace(".<locals>.run", "").replace(".<locals>", "")
+            phase = PHASES.get(name, self.default)
+            self.wall[phase] += time.perf_counter() - wall
+            self.cpu[phase] += time.thread_time() - cpu
+            self.calls[phase] += 1
+
+
+def instant_runner(plan):
+    """Every clone of the plan reported copied, with the sizes and checksum it was asked for."""
+    from airflow_colocate.core.contract import CloneReport, CloneResult
+
+    copies = [CloneResult(t.key, t.partition_id, t.version, t.bucket_seq, t.backend_id, t.src_backend_id, t.dst, True,
+                          t.rows, t.bytes, t.checksum, files=sorted(t.sizes), sizes=dict(t.sizes))
+              for t in plan.copies]
+    return CloneReport(plan.job_id, copies, [], 0.0, sum(c.bytes for c in copies), "bench")
+
+
+def one_round(url: str, base: Path) -> tuple[Phases, int]:
+    from airflow_colocate.catalog import Catalog
+    from airflow_colocate.jobs.balance import BalanceOptions, Balancer
+    from airflow_colocate.jobs.health import probe_backends
+
+    shutil.rmtree(base / "backends" / "be4", ignore_errors=True)  # the disk is gone
+    cat = Catalog(url, actor="bench")
+    phases = Phases(cat)
+    probe_backends(cat, timeout=30, relocate_delay=timedelta(0), sample=0)
+    phases.default = "plan"
+    done: dict[str, dict] = {}
+
+    def on_step(step, job_id):  # as bench_repair.py: the repair ends when the job has finished
+        if step == "finished" and not done:
+            done.update(wall=dict(phases.wall), cpu=dict(phases.cpu), calls=dict(phases.calls))
+
+    summary = Balancer(cat, instant_runner, BalanceOptions(relocate_delay=timedelta(0), grace=timedelta(0), max_rounds=8),
+                       work_dir=base / "runs", echo=lambda line: None, on_step=on_step).run()
+    if not cat.health.check_group(bench_catalog.GROUP).stable or not done:
+        sys.exit("the group did not become stable")
+    phases.wall, phases.cpu, phases.calls = done["wall"], done["cpu"], done["calls"]
+    cat.dispose()
+    (base / "backends" / "be4").mkdir()
+    return phases, sum(j.cloned for j in summary["jobs"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tables", type=int, default=5)
+    ap.add_argument("--days", type=int, default=32)
+    ap.add_argument("--buckets", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    if args.rounds < 1 or min(args.tables, args.days, args.buckets) < 1:
+        sys.exit("--tables, --days, --buckets and --rounds must be at least 1")
+    from airflow_colocate.jobs import metrics
+
+    metrics._stats()  # Airflow's Stats, set up once per process (a task runner has it)
+    base = Path(tempfile.mkdtemp(prefix="bench-repair-catalog-"))
+    shape = bench_catalog.Shape(tables=args.tables, days=args.days, buckets=args.buckets, replicas=2, backends=4)
+    db = base / "catalog.db"
+    url = f"sqlite:///{db}"
+    try:
+        bench_catalog.setup = marked_setup
+        bench_catalog.build_bulk(url, shape, base, chunk_days=8)
+        copy_db(db, base / "before.db")
+        rounds = []
+        for _ in range(args.rounds):
+            copy_db(base / "before.db", db)
+            rounds.append(one_round(url, base))
+        cloned = rounds[0][1]
+        print(f"{shape.replica_rows:,} replicas ({args.tables} tables x {args.days} days x {args.buckets} buckets x 2), "
+              f"{cloned:,} clones; catalog time of the repair, best of {args.rounds} rounds:")
+        print("| phase | transactions | wall ms | CPU ms |")
+        print("| --- | ---: | ---: | ---: |")
+        for phase in ORDER:
+            wall = min(p.wall.get(phase, 0.0) for p, _ in rounds)
+            cpu = min(p.cpu.get(phase, 0.0) for p, _ in rounds)
+            print(f"| {phase} | {rounds[0][0].calls.get(phase, 0)} | {wall * 1000:.0f} | {cpu * 1000:.0f} |")
+        walls = sorted(sum(p.wall.values()) for p, _ in rounds)
+        cpus = sorted(sum(p.cpu.values()) for p, _ in rounds)
+        print(f"| total | {sum(rounds[0][0].calls.values())} | {walls[0] * 1000:.0f} (median {walls[len(walls) // 2] * 1000:.0f}) "
+              f"| {cpus[0] * 1000:.0f} (median {cpus[len(cpus) // 2] * 1000:.0f}) |")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
