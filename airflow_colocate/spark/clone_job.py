@@ -104,7 +104,7 @@ def _drop_staged(files) -> None:
             pass
 
 
-def stage_clone(task: dict, areas: dict[str, str] | None = None) -> dict | _Staged:
+def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     """Phase 1 of a clone: every file copied to the destination backend's tmp area, hashed while it
     is copied and checked against the catalog's checksum and size. Returns the result when the
     clone ends here (a corrupt source, a destination that cannot stage), else the staged clone for
@@ -259,7 +259,7 @@ def verify_task(task: dict) -> dict:
     return dict(out, ok=True, bytes=total, checksum=checksum)
 
 
-def _run(item: tuple[str, dict], areas: dict[str, str]) -> dict | _Staged:
+def _run(item: tuple[str, dict], areas: dict) -> dict | _Staged:
     kind, task = item
     return stage_clone(task, areas) if kind == "copy" else verify_task(task)
 
@@ -270,7 +270,7 @@ def run_partition(items, threads: int):
     (:func:`finish_clones`). Copies read and hash with the GIL released, so a few threads per core
     keep the disk busy."""
     items = list(items)
-    areas: dict[str, str] = {}
+    areas: dict = {}
     if threads <= 1 or len(items) <= 1:
         done = [_run(i, areas) for i in items]
     else:

@@ -21,6 +21,7 @@ import hashlib
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -60,16 +61,22 @@ def tmp_area(root: str) -> str:
     return area
 
 
-def staging_area(root: str, dst_dir: str, checked: dict[str, str] | None = None) -> str:
+def staging_area(root: str, dst_dir: str, checked: dict[str, tuple[str, int | None]] | None = None) -> str:
     """The backend's tmp area (:func:`tmp_area`) for copies into the directory ``dst_dir``, checked
     once for all its files: on the same file system, so the final rename is atomic. ``checked``:
-    the areas of the roots a batch already found (its clones share a few roots)."""
-    area = checked.get(root) if checked is not None else None
-    if area is None:
+    what a batch already found for each root, (area, its device): its clones share a few roots."""
+    found = checked.get(root) if checked is not None else None
+    if found is None:
         area = tmp_area(root)
+        found = (area, fs.device(area))
         if checked is not None:
-            checked[root] = area
-    if not fs.can_rename(fs.join(area, "x"), fs.join(dst_dir, "x")):
+            checked[root] = found
+    area, device = found
+    if device is not None and fs.is_local(dst_dir):
+        same = fs.device(dst_dir) == device
+    else:
+        same = fs.can_rename(fs.join(area, "x"), fs.join(dst_dir, "x"))
+    if not same:
         raise StagingError(f"cannot stage a copy to {dst_dir} in {area}: not the same file system "
                            f"as the replica directory, so the final rename would not be atomic")
     return area
@@ -89,6 +96,19 @@ def _tmp_uri(dst_uri: str, root: str | None = None, area: str | None = None) -> 
         raise StagingError(f"cannot stage a copy to {dst_uri} in {layout.tmp_dir(root)}: not the same file system "
                             f"as the replica directory, so the final rename would not be atomic")
     return tmp
+
+
+_BUFFERS = threading.local()
+
+
+def _read_buffer(size: int) -> memoryview:
+    """``size`` bytes of this thread's read buffer, which grows to the largest size asked: reading
+    a large file into it spares an allocation per chunk (8 MiB of fresh pages to fault in and zero
+    each time, then to give back)."""
+    buf = getattr(_BUFFERS, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _BUFFERS.buf = bytearray(size)
+    return memoryview(buf)[:size]
 
 
 def sha256_file(uri: str) -> str:
@@ -124,10 +144,18 @@ def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
         with fs.open_read(src_uri) as src, fs.open_write(tmp) as dst:
             # reads sized to a small file (an 8 MiB buffer per read is a large allocation each time)
             want = min(CHUNK, os.fstat(src.fileno()).st_size + 1) if fs.is_local(src_uri) else CHUNK
-            while chunk := src.read(want):
-                h.update(chunk)
-                dst.write(chunk)
-                written += len(chunk)
+            if fs.is_local(tmp):  # a local write copies the bytes before it returns: one buffer serves
+                view = _read_buffer(want)
+                while n := src.readinto(view):
+                    with view[:n] as chunk:
+                        h.update(chunk)
+                        dst.write(chunk)
+                    written += n
+            else:  # another stream may keep what it is given (an object store's upload): fresh bytes
+                while chunk := src.read(want):
+                    h.update(chunk)
+                    dst.write(chunk)
+                    written += len(chunk)
             on_disk = None
             if hasattr(dst, "fileno"):
                 dst.flush()

@@ -192,6 +192,12 @@ def _device(path: str) -> int | None:
             path = up
 
 
+def device(uri: str) -> int | None:
+    """The device of a local path, or of its nearest existing ancestor (a directory about to be
+    made); None for other schemes."""
+    return _device(local_path(uri)) if is_local(uri) else None
+
+
 def same_device(src_uri: str, dst_uri: str) -> bool:
     """Both local and on one device: a rename or a hard link between them is possible."""
     if not (is_local(src_uri) and is_local(dst_uri)):
