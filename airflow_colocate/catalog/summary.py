@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import Integer, and_, case, column, delete, func, select, text, true, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 
@@ -71,11 +71,11 @@ def replica_keys(s: Session, names: Sequence[str], keys: Sequence[Sequence[int]]
     probes the list, so each such statement grew with the whole history. There the keys are a
     ``VALUES`` table joined to the replicas through their index, the rows picked by id; PostgreSQL
     plans the ``IN`` list as index scans (tests/catalog/test_query_plans.py)."""
-    if s.get_bind().dialect.name == "sqlite":
-        k = int_values(names, keys).subquery("keys")
-        other = aliased(R)
-        return R.id.in_(select(other.id).select_from(k)
-                        .join(other, and_(*[getattr(other, n) == k.c[n] for n in names])))
+    if s.get_bind().dialect.name == "sqlite":  # as text: building and compiling the ORM join cost more than running it
+        listed = ", ".join("(" + ", ".join(str(int(x)) for x in row) + ")" for row in keys)
+        on = " AND ".join(f"r.{R.__table__.c[n].name} = k.column{i + 1}" for i, n in enumerate(names))
+        return R.id.in_(text(f"SELECT r.id FROM (VALUES {listed}) AS k JOIN replicas AS r ON {on}")
+                        .columns(column("id", Integer)))
     return tuple_(*[getattr(R, n) for n in names]).in_([tuple(x) for x in keys])
 
 
