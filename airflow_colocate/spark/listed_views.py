@@ -28,17 +28,35 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 
+from airflow_colocate.spark.connect import is_connect
+
 # session -> view name (lower case: Spark's names are case-insensitive) -> (statement, roots, the catalog's object)
 _made: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _catalogs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> its JVM SessionCatalog
 
 
-def raw_view(spark, name: str):
-    """The session catalog's entry for temp view ``name`` (a JVM ``TemporaryViewRelation``), or None."""
+def _catalog(spark):
     if spark not in _catalogs:  # a session's catalog object never changes: three py4j calls less a look-up
         _catalogs[spark] = spark._jsparkSession.sessionState().catalog()
-    found = _catalogs[spark].getRawTempView(name)
+    return _catalogs[spark]
+
+
+def raw_view(spark, name: str):
+    """The session catalog's entry for temp view ``name`` (a JVM ``TemporaryViewRelation``), or None."""
+    found = _catalog(spark).getRawTempView(name)
     return found.get() if found.isDefined() else None
+
+
+def exists(spark, database: str, table: str | None = None) -> bool:
+    """Whether ``database`` (and its ``table``, unquoted names) exists: asked of the session catalog
+    on a classic session (~0.1 and 1 ms, where ``spark.catalog``'s calls resolve the name through
+    the analyzer: 1.3 and 2.3 ms, paid for every table of every query)."""
+    if is_connect(spark):
+        return spark.catalog.tableExists(table, database) if table else spark.catalog.databaseExists(database)
+    if table is None:
+        return bool(_catalog(spark).databaseExists(database))
+    ident = spark._jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, spark._jvm.scala.Some(database))
+    return bool(_catalog(spark).tableExists(ident))
 
 
 def view_text(raw) -> str:
@@ -113,4 +131,4 @@ def forget(spark, name: str) -> None:
     _made.get(spark, {}).pop(name.lower(), None)
 
 
-__all__ = ["create", "forget", "made_here", "raw_view", "same_roots", "view_text"]
+__all__ = ["create", "exists", "forget", "made_here", "raw_view", "same_roots", "view_text"]

@@ -130,7 +130,7 @@ def check_session_catalog(spark) -> None:
 
 
 def _ensure_database(spark) -> None:
-    if not spark.catalog.databaseExists(DATABASE):
+    if not listed_views.exists(spark, DATABASE):
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_ident(DATABASE)} LOCATION {quote_str(_location(spark))}")
 
 
@@ -398,7 +398,7 @@ def _run(spark, table: ReadTable, statements: list[str], current: tuple[bool, st
     *table_statements, view = statements
     name, (tables, views) = table.name, _state(spark)
     backing = backing_table_name(name)
-    if fresh := tables.get(backing) != table_statements or not spark.catalog.tableExists(backing_ident(name)):
+    if fresh := tables.get(backing) != table_statements or not listed_views.exists(spark, DATABASE, backing):
         tables.pop(backing, None)
         for statement in table_statements:
             spark.sql(statement)
