@@ -88,16 +88,18 @@ def task_cpu(spark, fn) -> tuple[float, float]:
 # own join runs in generated code: its smj_ methods are the merge, the rest of a generated stage
 # (processNext: the rows' loop) is ColumnarToRow and the aggregate.
 PROFILE = (
-    ("bucket guard", r"^colocate\.ordered\.BucketGuard|^org\.apache\.spark\.unsafe\.hash\.Murmur3|"
-                     r"expressions\.(Murmur3Hash|Pmod)"),
-    ("output batches", r"^colocate\.ordered\.(Vectors\.gather|ColumnarMerge\$Merge\.flush|PickedVector)"),
-    ("merge", r"^colocate\.ordered\.|^org\.apache\.spark\.sql\.execution\.joins\.|ExternalAppendOnlyUnsafeRowArray|"
-              r"GeneratedClass\$\w+\.smj_"),
-    ("parquet decode", r"^org\.apache\.parquet\.|\.datasources\.parquet\.|^org\.xerial\.snappy|^com\.github\.luben|"
-                       r"^io\.airlift\.compress|^org\.apache\.hadoop\.|^colocate\.locality\.|FileScanRDD|RecordReaderIterator"),
-    ("ColumnarToRow + aggregate", r"GeneratedClass\$GeneratedIteratorForCodegenStage|\.execution\.aggregate\.|"
-                                  r"\.types\.Decimal|^java\.math\.|^org\.apache\.spark\.unsafe\.map\.|"
-                                  r"UnsafeFixedWidthAggregationMap|ColumnarToRow"),
+    ("bucket guard", (r"^colocate\.ordered\.BucketGuard|^org\.apache\.spark\.unsafe\.hash\.Murmur3|"
+                      r"expressions\.(Murmur3Hash|Pmod)")),
+    ("output batches (copies, or reads through PickedVector)",
+     r"^colocate\.ordered\.(Vectors\.gather|ColumnarMerge\$Merge\.flush|PickedVector)"),
+    ("merge", (r"^colocate\.ordered\.|^org\.apache\.spark\.sql\.execution\.joins\.|ExternalAppendOnlyUnsafeRowArray|"
+               r"GeneratedClass\$\w+\.smj_")),
+    ("parquet decode", (r"^org\.apache\.parquet\.|\.datasources\.parquet\.|^org\.xerial\.snappy|^com\.github\.luben|"
+                        r"^io\.airlift\.compress|^org\.apache\.hadoop\.|^colocate\.locality\.|FileScanRDD|"
+                        r"RecordReaderIterator")),
+    ("ColumnarToRow + aggregate", (r"GeneratedClass\$GeneratedIteratorForCodegenStage|\.execution\.aggregate\.|"
+                                   r"\.types\.Decimal|^java\.math\.|^org\.apache\.spark\.unsafe\.map\.|"
+                                   r"UnsafeFixedWidthAggregationMap|ColumnarToRow")),
 )
 
 

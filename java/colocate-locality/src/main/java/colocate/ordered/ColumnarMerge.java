@@ -681,17 +681,38 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             int rn = rc.runSize();
             while (gi < ln) {
                 int l = lc.runRow(lc.runFrom + gi);
-                while (gj < rn) {
-                    if (full()) {
-                        return false;
-                    }
-                    add(l, rc.runRow(rc.runFrom + gj));
-                    gj++;
+                int m = Math.min(rn - gj, batchRows - outN - pn);
+                if (m <= 0 && gj < rn) {
+                    return false;
+                }
+                addPairs(l, gj, m);
+                gj += m;
+                if (gj < rn) {
+                    return false;
                 }
                 gj = 0;
                 gi++;
             }
             return true;
+        }
+
+        /** {@link #add} of left row {@code l} with the right run's rows {@code from..from+m). */
+        private void addPairs(int l, int from, int m) {
+            if (m <= 0) {
+                return;
+            }
+            if ((pendL != null && pendL != lc.runCols) || (pendR != null && pendR != rc.runCols)) {
+                flush();
+            }
+            pendL = lc.runCols;
+            pendR = rc.runCols;
+            int[] rows = rc.runRows;
+            int base = rc.runFrom + from;
+            for (int k = 0; k < m; k++) {
+                pl[pn + k] = l;
+                pr[pn + k] = rows == null ? base + k : rows[base + k];
+            }
+            pn += m;
         }
 
         private boolean test(int l, int r) {

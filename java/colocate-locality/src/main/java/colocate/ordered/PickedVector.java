@@ -24,6 +24,10 @@ final class PickedVector extends ColumnVector {
     private int n;
     private boolean minus;       // some row is -1
     private int nulls = -1;      // counted on demand
+    // the last string read: a one-row side's row repeats for each of its matches (an order's
+    // priority for each of its lines), and a UTF8String is immutable, so it is made once
+    private int lastRow = -1;
+    private UTF8String lastString;
 
     PickedVector(DataType type) {
         super(type);
@@ -35,6 +39,8 @@ final class PickedVector extends ColumnVector {
         this.n = n;
         this.minus = minus || src == null;
         this.nulls = -1;
+        this.lastRow = -1;
+        this.lastString = null;
     }
 
     @Override
@@ -116,7 +122,14 @@ final class PickedVector extends ColumnVector {
     @Override
     public UTF8String getUTF8String(int rowId) {
         int r = rows[rowId];
-        return r < 0 ? null : src.getUTF8String(r);
+        if (r < 0) {
+            return null;
+        }
+        if (r != lastRow) {
+            lastString = src.getUTF8String(r);
+            lastRow = r;
+        }
+        return lastString;
     }
 
     @Override
