@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from datetime import timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import clones
@@ -17,7 +17,7 @@ from airflow_colocate.catalog.rows import (active_job, bucket_maps, group_view, 
                                            verified_backends)
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.stability import find_problems, mark_bad, record_check
-from airflow_colocate.catalog.summary import touch_tables, tracking
+from airflow_colocate.catalog.summary import chunks, fetch, touch_tables, tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
     BALANCE_KINDS,
@@ -402,37 +402,47 @@ class BalanceJobs:
         def run(s: Session) -> list[DropItem]:
             now = self.db.now()
             items: list[DropItem] = []
-            revived = 0
             reachable = set(s.scalars(select(m.Backend.id).where(m.Backend.state.in_(("alive", "decommissioning")))))
             reachable_alive = set(s.scalars(select(m.Backend.id).where(m.Backend.state == "alive")))
-            q = select(m.Replica).where(m.Replica.state.in_(("dropping", "deleting"))).order_by(m.Replica.id)
-            leaving = list(s.scalars(q))
+            R = m.Replica  # columns, not ORM rows: a repair's drop pass takes thousands
+            leaving = list(fetch(s, select(R.id, R.table_id, R.partition_id, R.version, R.bucket_seq, R.backend_id,
+                                           R.state, R.path, R.drop_after)
+                                 .where(R.state.in_(("dropping", "deleting"))).order_by(R.id)))
             due = [r for r in leaving if r.state == "dropping" and r.backend_id in reachable
                    and not (utc(r.drop_after) is not None and utc(r.drop_after) > now)]
             # what each due replica is checked against, in a few IN queries (not one per replica)
             groups = groups_of_tables(s, {r.table_id for r in due})
             maps = bucket_maps(s, set(groups.values()) - {None})
             verified = verified_backends(s, {(r.partition_id, r.version, r.bucket_seq) for r in due})
-            with tracking(s, buckets={(r.partition_id, r.bucket_seq) for r in leaving if r.state == "dropping"}):
-                for r in leaving:
-                    if r.backend_id not in reachable:
-                        continue  # files on a down backend are deleted when it is back
-                    if r.state == "dropping":
-                        if utc(r.drop_after) is not None and utc(r.drop_after) > now:
-                            continue
-                        group_id = groups.get(r.table_id)
-                        mapped = maps.get((group_id, r.bucket_seq), set()) if group_id is not None else set()
-                        others = verified.get((r.partition_id, r.version, r.bucket_seq), set())
-                        if not (others & mapped) or not (mapped & reachable_alive) <= others:
-                            # a replacement went bad or missing since: keep this copy as a source
-                            r.state, r.drop_after = "verified", None
-                            verified.setdefault((r.partition_id, r.version, r.bucket_seq), set()).add(r.backend_id)
-                            revived += 1
-                            continue
-                        r.state = "deleting"
-                    items.append(DropItem(r.id, r.backend_id, r.path))
-            if items or revived:
-                self.db.event(s, "replica.drop_start", "catalog", replicas=len(items), revived=revived)
+            deleting, revive = [], []
+            for r in leaving:
+                if r.backend_id not in reachable:
+                    continue  # files on a down backend are deleted when it is back
+                if r.state == "dropping":
+                    if utc(r.drop_after) is not None and utc(r.drop_after) > now:
+                        continue
+                    group_id = groups.get(r.table_id)
+                    mapped = maps.get((group_id, r.bucket_seq), set()) if group_id is not None else set()
+                    others = verified.get((r.partition_id, r.version, r.bucket_seq), set())
+                    if not (others & mapped) or not (mapped & reachable_alive) <= others:
+                        # a replacement went bad or missing since: keep this copy as a source
+                        revive.append(r)
+                        verified.setdefault((r.partition_id, r.version, r.bucket_seq), set()).add(r.backend_id)
+                        continue
+                    deleting.append(r)
+                items.append(DropItem(r.id, r.backend_id, r.path))
+            # dropping -> deleting changes no summary (only verified and bad replicas count), a revived
+            # copy does: the summaries are measured around those buckets only
+            for chunk in chunks([r.id for r in deleting]):
+                s.execute(update(R).where(R.id.in_(chunk)).values(state="deleting")
+                          .execution_options(synchronize_session=False))
+            with tracking(s, buckets={(r.partition_id, r.bucket_seq) for r in revive}):
+                for chunk in chunks([r.id for r in revive]):
+                    s.execute(update(R).where(R.id.in_(chunk)).values(state="verified", drop_after=None)
+                              .execution_options(synchronize_session=False))
+            touch_tables(s, {r.table_id for r in deleting})
+            if items or revive:
+                self.db.event(s, "replica.drop_start", "catalog", replicas=len(items), revived=len(revive))
             return items
 
         return self.db.tx(run)
@@ -442,13 +452,14 @@ class BalanceJobs:
 
         def run(s: Session) -> int:
             n = 0
-            gone = [(i, p, seq) for part in range(0, len(ids), 500) for i, p, seq in s.execute(
-                select(m.Replica.id, m.Replica.partition_id, m.Replica.bucket_seq)
+            gone = [(i, t) for part in range(0, len(ids), 500) for i, t in fetch(s,
+                select(m.Replica.id, m.Replica.table_id)
                 .where(m.Replica.id.in_(ids[part:part + 500]), m.Replica.state == "deleting"))]
-            with tracking(s, buckets={(p, seq) for _, p, seq in gone}):
-                for part in range(0, len(gone), 500):
-                    n += s.execute(delete(m.Replica).where(m.Replica.id.in_([i for i, _, _ in gone[part:part + 500]]))
-                                   .execution_options(synchronize_session=False)).rowcount
+            # a deleting replica counts in no summary: removing its row changes none, only the generation
+            for part in range(0, len(gone), 500):
+                n += s.execute(delete(m.Replica).where(m.Replica.id.in_([i for i, _ in gone[part:part + 500]]))
+                               .execution_options(synchronize_session=False)).rowcount
+            touch_tables(s, {t for _, t in gone})
             if n:
                 self.db.event(s, "replica.drop", "catalog", replicas=n)
             return n
