@@ -143,8 +143,9 @@ def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
     try:
         with fs.open_read(src_uri) as src, fs.open_write(tmp) as dst:
             # reads sized to a small file (an 8 MiB buffer per read is a large allocation each time)
-            want = min(CHUNK, os.fstat(src.fileno()).st_size + 1) if fs.is_local(src_uri) else CHUNK
-            if fs.is_local(tmp):  # a local write copies the bytes before it returns: one buffer serves
+            local = fs.is_local(src_uri)
+            want = min(CHUNK, os.fstat(src.fileno()).st_size + 1) if local else CHUNK
+            if local and fs.is_local(tmp):  # a local write copies the bytes before it returns: one buffer serves
                 view = _read_buffer(want)
                 while n := src.readinto(view):
                     with view[:n] as chunk:
