@@ -202,6 +202,8 @@ def main() -> None:
                          "operator off and on and of the plain scan (--rounds each, interleaved) into DIR, and the "
                          "task threads' CPU samples per category")
     a = ap.parse_args()
+    if a.jfr and a.columnar != "off":
+        ap.error("--jfr records the operator off and on itself: leave --columnar out")
     orders_src, lineitem_src = str(tpch("orders", a.scale)), str(tpch("lineitem", a.scale))
     work = Path(tempfile.mkdtemp(prefix="bench-join-"))
     # the UI's status API reports the tasks' CPU time (task_cpu)
