@@ -178,9 +178,10 @@ def profile(spark, a, run_join_variant, run_scan) -> None:
             files[v].append(path)
             cpu[v].append(seconds)
     print(f"TPC-H sf{a.scale:g} orders JOIN lineitem + aggregation, {a.buckets} buckets, master {a.master}: "
-          f"task threads' CPU samples (JFR, Java + native, every 2 ms), {a.rounds} runs each, interleaved; {a.jfr}")
+          f"task threads' CPU samples (JFR, Java + native, every 2 ms), {a.rounds} runs each, interleaved, shares of "
+          f"all but the first; {a.jfr}")
     for v, paths in files.items():
-        counts, total = jfr_shares(paths)
+        counts, total = jfr_shares(paths[1:] or paths)  # the first run of each still warms up (2-5x slower)
         median = sorted(cpu[v])[len(cpu[v]) // 2]
         parts = ", ".join(f"{name} {n / max(total, 1):.0%} ({median * n / max(total, 1):.2f} s)"
                           for name, n in counts.items() if n)
