@@ -182,15 +182,19 @@ def _unpublish(result: dict, exc: BaseException) -> dict:
     return dict(result, ok=False, bytes=0, error=f"{type(exc).__name__}: {exc}"[:2000])
 
 
-def _dirs(c: _Staged) -> list[str]:
-    """The replica directory and the folders above it up to the backend root: what
-    :func:`storage.fs.makedirs` may have created, whose entries must be durable too."""
-    out, path = [], c.task["dst"].rstrip("/")
-    root = (c.task.get("root") or layout.replica_root(path) or fs.parent(path)).rstrip("/")
-    while path.startswith(root + "/"):
-        out.append(path)
-        path = fs.parent(path)
-    return out + [root]
+def _dirs(clones: list[_Staged]) -> list[str]:
+    """Each clone's replica directory and the folders above it up to its backend root: what
+    :func:`storage.fs.make_dir` may have created, whose entries must be durable too. Each folder
+    once: the walk up stops at one already listed (a batch's clones share their partitions')."""
+    out: dict[str, None] = {}
+    for c in clones:
+        path = c.task["dst"].rstrip("/")
+        root = (c.task.get("root") or layout.replica_root(path) or fs.parent(path)).rstrip("/")
+        while path.startswith(root + "/") and path not in out:
+            out[path] = None
+            path = fs.parent(path)
+        out.setdefault(root, None)
+    return list(out)
 
 
 def finish_clones(staged: list[_Staged]) -> list[dict]:
@@ -213,7 +217,7 @@ def finish_clones(staged: list[_Staged]) -> list[dict]:
         return [_failed(dict(c.out, bytes=0), c.started, exc) for c in staged]
     results = [publish_clone(c) for c in staged]
     try:
-        copy_mod.make_durable(list(dict.fromkeys(d for c, r in zip(staged, results) if r["ok"] for d in _dirs(c))))
+        copy_mod.make_durable(_dirs([c for c, r in zip(staged, results) if r["ok"]]))
     except OSError as exc:
         return [_unpublish(r, exc) if r["ok"] else r for r in results]
     return results
