@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
+from typing import NamedTuple
 
 from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
@@ -16,15 +17,20 @@ from airflow_colocate.catalog.checks import (
     check_replication_vs_backends,
 )
 from airflow_colocate.catalog.rows import (
+    backend_view,
+    group_row,
+    group_view,
     partition_view,
     slot_load,
     table_row,
     table_view,
 )
-from airflow_colocate.catalog.session import CatalogSession
+from airflow_colocate.catalog.session import FLAGS, CatalogSession
 from airflow_colocate.catalog.summary import VISIBLE, tracking
 from airflow_colocate.catalog.views import (
+    BackendView,
     GarbageItem,
+    GroupView,
     PartitionReplicas,
     PartitionView,
     ReplicaView,
@@ -312,38 +318,22 @@ class Writes:
                       db: str | None = None) -> tuple[TableView, list[PartitionReplicas]]:
         """The visible version of each requested partition (all committed ones by default) with its
         verified replicas per bucket; the caller chooses one replica per bucket."""
-        def run(s: Session):
-            t = table_row(s, ref, db)
-            view = table_view(s, t)
-            q = (select(m.Partition.id, m.Partition.value, m.Partition.bucket_num, m.Partition.visible_version)
-                 .where(m.Partition.table_id == t.id).order_by(m.Partition.value))
-            parts = {}
-            if partitions is None:
-                parts = {p.value: p for p in s.execute(q)}
-            else:  # only the partitions asked for: a 30-day read of a 3-year table loads 30 rows
-                for i in range(0, len(partitions), 500):
-                    parts.update((p.value, p) for p in s.execute(q.where(m.Partition.value.in_(list(partitions[i:i + 500])))))
-            wanted = list(partitions) if partitions is not None else [v for v, p in parts.items() if p.visible_version]
-            for value in wanted:
-                p = parts.get(value)
-                if p is None or not p.visible_version:
-                    have = ", ".join(s.scalars(select(m.Partition.value).where(
-                        m.Partition.table_id == t.id, m.Partition.visible_version > 0).order_by(m.Partition.value))) or "none"
-                    raise NotFound(f"partition {value!r} of {view.qualified_name} has no committed data; committed partitions: {have}")
-            buckets: dict[int, list[list[ReplicaView]]] = {parts[v].id: [[] for _ in range(parts[v].bucket_num)] for v in wanted}
-            ids = list(buckets)
-            for i in range(0, len(ids), 500):
-                q = (select(m.Replica.partition_id, m.Replica.bucket_seq, m.Replica.backend_id, m.Replica.path, m.Replica.rows,
-                            m.Replica.bytes, m.Replica.checksum, m.Replica.state, m.Replica.id, m.Replica.files)
-                     .join(m.Partition, VISIBLE).where(m.Replica.partition_id.in_(ids[i:i + 500]), m.Replica.state == "verified")
-                     .order_by(m.Replica.id))
-                found = s.connection().execute(q).all()  # plain rows: no ORM loading for thousands of them
-                for pid, seq, be, path, rows, size, checksum, state, rid, files in found:
-                    buckets[pid][seq].append(ReplicaView(seq, be, path, rows, size, checksum, state, rid,
-                                                         None if files is None else tuple((n, int(b)) for n, b in files)))
-            out = [PartitionReplicas(value=v, version=parts[v].visible_version,
-                                     buckets=tuple(tuple(b) for b in buckets[parts[v].id])) for v in wanted]
-            return view, out
+        return self.db.tx(lambda s: _table_replicas(s, ref, partitions, db))
+
+    def read_query(self, tables: Mapping[str, Sequence[str] | None]) -> QueryReads:
+        """Everything a query's read planning needs, in ONE read transaction: each table's replicas
+        (as :meth:`read_replicas`, by the name given), their groups with bucket maps, the backends,
+        the flags. One snapshot instead of six transactions: the tables, groups and backends
+        agree with each other, and a query pays one connection checkout and commit. Nothing is
+        cached across calls (a commit or a backend marked down shows in the very next query)."""
+        def run(s: Session) -> QueryReads:
+            reads = {name: _table_replicas(s, name, parts, None) for name, parts in tables.items()}
+            gids = sorted({view.group_id for view, _ in reads.values() if view.group_id})
+            groups = {gid: group_view(s, group_row(s, gid), with_map=True) for gid in gids}
+            backends = [backend_view(b) for b in s.execute(select(m.Backend.__table__).order_by(m.Backend.id))]
+            flags = {f: False for f in FLAGS}
+            flags.update(tuple(r) for r in s.execute(select(m.Flag.name, m.Flag.value)))
+            return QueryReads(reads, groups, backends, flags)
 
         return self.db.tx(run)
 
@@ -423,6 +413,48 @@ class Writes:
             self.db.event(s, "gc", "catalog", versions=len(done), items=len(items))
 
         self.db.tx(run)
+
+
+class QueryReads(NamedTuple):
+    """What :meth:`Writes.read_query` read in its one transaction (detached views, no ORM rows)."""
+    reads: dict[str, tuple[TableView, list[PartitionReplicas]]]  # by the name the caller gave
+    groups: dict[str, GroupView]  # by group id ("dbId.grpId"), with bucket maps
+    backends: list[BackendView]
+    flags: dict[str, bool]
+
+
+def _table_replicas(s: Session, ref: str | int, partitions: Sequence[str] | None,
+                    db: str | None) -> tuple[TableView, list[PartitionReplicas]]:
+    t = table_row(s, ref, db)
+    view = table_view(s, t)
+    q = (select(m.Partition.id, m.Partition.value, m.Partition.bucket_num, m.Partition.visible_version)
+         .where(m.Partition.table_id == t.id).order_by(m.Partition.value))
+    parts = {}
+    if partitions is None:
+        parts = {p.value: p for p in s.execute(q)}
+    else:  # only the partitions asked for: a 30-day read of a 3-year table loads 30 rows
+        for i in range(0, len(partitions), 500):
+            parts.update((p.value, p) for p in s.execute(q.where(m.Partition.value.in_(list(partitions[i:i + 500])))))
+    wanted = list(partitions) if partitions is not None else [v for v, p in parts.items() if p.visible_version]
+    for value in wanted:
+        p = parts.get(value)
+        if p is None or not p.visible_version:
+            have = ", ".join(s.scalars(select(m.Partition.value).where(
+                m.Partition.table_id == t.id, m.Partition.visible_version > 0).order_by(m.Partition.value))) or "none"
+            raise NotFound(f"partition {value!r} of {view.qualified_name} has no committed data; committed partitions: {have}")
+    buckets: dict[int, list[list[ReplicaView]]] = {parts[v].id: [[] for _ in range(parts[v].bucket_num)] for v in wanted}
+    ids = list(buckets)
+    for i in range(0, len(ids), 500):
+        q = (select(m.Replica.partition_id, m.Replica.bucket_seq, m.Replica.backend_id, m.Replica.path, m.Replica.rows,
+                    m.Replica.bytes, m.Replica.checksum, m.Replica.state, m.Replica.id, m.Replica.files)
+             .join(m.Partition, VISIBLE).where(m.Replica.partition_id.in_(ids[i:i + 500]), m.Replica.state == "verified")
+             .order_by(m.Replica.id))
+        found = s.connection().execute(q).all()  # plain rows: no ORM loading for thousands of them
+        for pid, seq, be, path, rows, size, checksum, state, rid, files in found:
+            buckets[pid][seq].append(ReplicaView(seq, be, path, rows, size, checksum, state, rid,
+                                                 None if files is None else tuple((n, int(b)) for n, b in files)))
+    return view, [PartitionReplicas(value=v, version=parts[v].visible_version,
+                                    buckets=tuple(tuple(b) for b in buckets[parts[v].id])) for v in wanted]
 
 
 def _recorded_files(r) -> list[list] | None:

@@ -13,7 +13,7 @@ from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.views import WriteTicket
 from airflow_colocate.core.contract import BadReplica, JoinPlan, JoinReport, Source
 from airflow_colocate.core.paths import default_work_dir
-from airflow_colocate.jobs.read import count_failovers, read_plans
+from airflow_colocate.jobs.read import count_failovers, plan_query_reads
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.planner.join import parse_size
 
@@ -30,9 +30,8 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
     hosts that run Spark executors; each bucket then reads a replica on one of them when it has one
     (placement.replica_choice), so its task can run where its files are (spark.locality)."""
     budget = None if hash_budget is None else parse_size(hash_budget, "hash_budget")
-    backends = catalog.backends.list()
-    decided = read_plans(catalog, tables, disabled=disable_colocate_join, executor_hosts=executor_hosts,
-                         backends=backends)
+    decided, backends = plan_query_reads(catalog, tables, disabled=disable_colocate_join,
+                                         executor_hosts=executor_hosts)
     work = str(work_dir or default_work_dir())
     ticket = None
     output = None

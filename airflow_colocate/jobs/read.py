@@ -34,22 +34,27 @@ from airflow_colocate.planner.reads import JoinReads, plan_reads
 
 
 def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
-               disabled: bool = False, executor_hosts: Sequence[str] | None = None,
-               backends: Sequence | None = None) -> JoinReads:
+               disabled: bool = False, executor_hosts: Sequence[str] | None = None) -> JoinReads:
     """Read what the pure read planner needs from the catalog (the tables' replicas, their groups,
-    the alive backends, the global flag) and let it decide: one place for joins and user reads.
-    ``backends``: ``catalog.backends.list()`` when the caller has just read it (one read a query)."""
+    the alive backends, the global flag) and let it decide: one place for joins and user reads."""
+    return plan_query_reads(catalog, tables, disabled=disabled, executor_hosts=executor_hosts)[0]
+
+
+def plan_query_reads(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *, disabled: bool = False,
+                     executor_hosts: Sequence[str] | None = None) -> tuple[JoinReads, list]:
+    """:func:`read_plans` and the backends it read (a join's plan names their hosts): ONE catalog
+    read transaction (``catalog.writes.read_query``), not one per table, group, backends, flags.
+    Nothing is cached: the next query sees a commit or a backend marked down."""
     from airflow_colocate.spark.register import view_names
 
     views = view_names(list(tables))
-    reads = {views[name]: catalog.writes.read_replicas(name, partitions) for name, partitions in tables.items()}
-    group_ids = {view.group_id for view, _ in reads.values() if view.group_id}
-    groups = {gid: catalog.groups.get(gid) for gid in group_ids}
-    backends = catalog.backends.list() if backends is None else backends
-    available = {b.id for b in backends if b.state == "alive"}
-    disabled = disabled or catalog.flags()["disable_colocate_join"]
-    return plan_reads(reads, groups, available=available, disabled=disabled, hosts={b.id: b.host for b in backends},
-                      executor_hosts=executor_hosts)
+    got = catalog.writes.read_query(tables)
+    reads = {views[name]: got.reads[name] for name in tables}
+    available = {b.id for b in got.backends if b.state == "alive"}
+    disabled = disabled or got.flags["disable_colocate_join"]
+    decided = plan_reads(reads, got.groups, available=available, disabled=disabled,
+                         hosts={b.id: b.host for b in got.backends}, executor_hosts=executor_hosts)
+    return decided, got.backends
 
 
 def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Catalog | None = None,
