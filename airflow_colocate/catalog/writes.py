@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import NamedTuple
 
 from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
@@ -17,20 +16,16 @@ from airflow_colocate.catalog.checks import (
     check_replication_vs_backends,
 )
 from airflow_colocate.catalog.rows import (
-    backend_view,
-    group_row,
-    group_view,
     partition_view,
     slot_load,
     table_row,
     table_view,
 )
-from airflow_colocate.catalog.session import FLAGS, CatalogSession
+from airflow_colocate.catalog.query_reads import QueryReads, query_reads
+from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import VISIBLE, tracking
 from airflow_colocate.catalog.views import (
-    BackendView,
     GarbageItem,
-    GroupView,
     PartitionReplicas,
     PartitionView,
     ReplicaView,
@@ -326,16 +321,7 @@ class Writes:
         the flags. One snapshot instead of six transactions: the tables, groups and backends
         agree with each other, and a query pays one connection checkout and commit. Nothing is
         cached across calls (a commit or a backend marked down shows in the very next query)."""
-        def run(s: Session) -> QueryReads:
-            reads = {name: _table_replicas(s, name, parts, None) for name, parts in tables.items()}
-            gids = sorted({view.group_id for view, _ in reads.values() if view.group_id})
-            groups = {gid: group_view(s, group_row(s, gid), with_map=True) for gid in gids}
-            backends = [backend_view(b) for b in s.execute(select(m.Backend.__table__).order_by(m.Backend.id))]
-            flags = {f: False for f in FLAGS}
-            flags.update(tuple(r) for r in s.execute(select(m.Flag.name, m.Flag.value)))
-            return QueryReads(reads, groups, backends, flags)
-
-        return self.db.tx(run)
+        return self.db.tx(lambda s: query_reads(s, tables))
 
     def garbage(self, *, grace: timedelta = timedelta(hours=1), stale_after: timedelta = timedelta(hours=24)) -> list[GarbageItem]:
         """Files no reader needs: aborted and superseded versions older than ``grace``, and writes
@@ -413,14 +399,6 @@ class Writes:
             self.db.event(s, "gc", "catalog", versions=len(done), items=len(items))
 
         self.db.tx(run)
-
-
-class QueryReads(NamedTuple):
-    """What :meth:`Writes.read_query` read in its one transaction (detached views, no ORM rows)."""
-    reads: dict[str, tuple[TableView, list[PartitionReplicas]]]  # by the name the caller gave
-    groups: dict[str, GroupView]  # by group id ("dbId.grpId"), with bucket maps
-    backends: list[BackendView]
-    flags: dict[str, bool]
 
 
 def _table_replicas(s: Session, ref: str | int, partitions: Sequence[str] | None,

@@ -6,10 +6,11 @@ down and a flag set show in the very next one (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import event
 from colocate_testing import add_local_backends
 from test_incremental import COLUMNS, Clock, write
 
-from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog import Catalog, query_reads
 from airflow_colocate.core.errors import NotFound
 from airflow_colocate.jobs.read import plan_query_reads, read_plans
 
@@ -47,9 +48,13 @@ def _separately(cat: Catalog) -> tuple:
 
 def test_one_transaction_reads_what_the_separate_calls_read(cat):
     want = _separately(cat)
-    calls = _counting(cat)
+    calls, statements = _counting(cat), []
+    event.listen(cat.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
     got = cat.writes.read_query(TABLES)
     assert len(calls) == 1
+    # set statements, not one per table or group: tables, partitions, replicas, 3 for the groups,
+    # backends, flags (plus SQLite's BEGIN when the session starts one)
+    assert len([q for q in statements if q.lstrip().upper().startswith("SELECT")]) == 8
     assert (got.reads, got.groups, got.backends, got.flags) == want
     assert list(got.reads) == list(TABLES) and len(got.groups) == 1 and got.reads["loose"][0].group_id is None
     assert [p.value for p in got.reads["default.b"][1]] == DAYS  # None: every committed partition
@@ -86,3 +91,13 @@ def test_a_missing_partition_or_table_is_refused_by_name(cat):
         cat.writes.read_query({"b": None, "a": ["2026-12-01"]})
     with pytest.raises(NotFound, match=r"unknown table default.nope: 'colocate table list' shows the tables"):
         cat.writes.read_query({"a": None, "nope": None})
+
+
+def test_the_statements_split_at_the_bound_value_limit_and_read_the_same(cat, monkeypatch):
+    want = _separately(cat)
+    monkeypatch.setattr(query_reads, "_PARAMS", 2)  # every table's partitions and replicas in chunks
+    got = cat.writes.read_query(TABLES)
+    assert (got.reads, got.groups, got.backends, got.flags) == want
+    both = cat.writes.read_query({"a": [DAYS[2]], "default.a": DAYS[:2]})  # one table, two names
+    assert both.reads["a"] == cat.writes.read_replicas("a", [DAYS[2]])
+    assert both.reads["default.a"] == cat.writes.read_replicas("a", DAYS[:2])
