@@ -181,10 +181,11 @@ COLUMNAR_NODE = "ColocateColumnarMergeJoin"  # ColumnarMergeJoinExec's (spark.co
 
 
 def final_plan(text: str) -> str:
-    """An adaptive plan's text without its initial plan (which still shows the sorts the ordered
-    read replaces when the stages are created); any other plan's text as it is."""
+    """An adaptive plan's text without its initial plan (which still shows the sorts the ordered read
+    replaces when the stages are created), cut at its least indented markers (a subquery's lie deeper)."""
     if "== Final Plan ==" in text:
-        return text.split("== Final Plan ==", 1)[1].split("== Initial Plan ==", 1)[0]
+        top = re.escape(min(re.findall(r"^([ :+-]*)== Final Plan ==", text, re.M), key=len))
+        return re.split(rf"^{top}== (?:Final|Initial) Plan ==.*$", text, flags=re.M)[1]
     return text
 
 
@@ -359,12 +360,12 @@ def _parse_tree(text: str) -> _Text | None:
         node = _Text(name=body.split(" ", 1)[0].split("(", 1)[0].split("[", 1)[0], line=body)
         while stack and stack[-1][0] >= depth:
             stack.pop()
-        if stack:
+        if stack and depth == stack[-1][0] + 1:
             stack[-1][1].children.append(node)
         elif root is None:
             root = node
-        else:
-            continue  # a second tree (a subquery's): not read
+        else:  # a second tree, or a subquery's plan (dynamic pruning's, a scalar one's) printed two levels
+            continue  # under the node that uses it: not read, as the JVM walk does not see it as a child
         stack.append((depth, node))
     return root
 
@@ -471,8 +472,7 @@ def _text_side(node: _Text, joins: list[JoinNode]) -> Side:
 
 def _text_join(node: _Text, joins: list[JoinNode]) -> JoinNode:
     groups, rest = _bracket_groups(node.line[len(node.name):])
-    kind_token = _split_top(rest)[0] if rest.strip() else ""
-    kind = JOIN_KINDS.get(kind_token.strip(), "other")
+    kind = next((JOIN_KINDS[t] for t in _split_top(rest) if t in JOIN_KINDS), "other")  # a nested loop's: 2nd
     j = JoinNode(description=node.line[:200], left=Side(), right=Side(), kind=kind)
     joins.append(j)
     kids = node.children

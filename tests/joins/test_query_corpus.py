@@ -17,7 +17,7 @@ from collections import Counter
 
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.spark.join_job import DPP_CONF, planned_joins
-from airflow_colocate.spark.physical_plan import joins_of
+from airflow_colocate.spark.physical_plan import joins_of, joins_of_text, plan_text
 from airflow_colocate.spark.session import scoped
 from test_joins import TWO_DAYS
 
@@ -100,3 +100,28 @@ def test_query_shape(spark, tpch_catalog, plain, query, colocated):
     with scoped(spark, {DPP_CONF: "false"}):  # as the join job plans a bucketed read: its joins from the
         df = spark.sql(ours)                  # plan's text are those of the JVM plan's walk
         assert planned_joins(df) == joins_of(df)
+
+
+# The text reader against the JVM walk where the join job's own read (planned_joins) takes the walk
+# instead, so the corpus above cannot reach it, though Spark Connect reads these from the text:
+# a dynamic pruning subquery (printed under the scan it prunes, with joins and an adaptive plan of
+# its own once run) and a nested loop anti join (its type after its build side).
+TEXT_CASES = [
+    ("dpp", "SELECT l.l_linenumber FROM {l} l JOIN (SELECT o.dt, o.o_orderkey FROM {o} o JOIN {n} n ON o.dt = n.dt "
+            "AND o.o_orderkey = n.n_orderkey WHERE o.o_totalprice > 400000) x ON l.dt = x.dt", "dynamicpruning#"),
+    ("nested-loop-anti", "SELECT o.o_orderkey FROM {o} o LEFT ANTI JOIN (SELECT * FROM {l} WHERE l_quantity > 49) l "
+                         "ON o.o_orderkey < l.l_orderkey - 5900", "BroadcastNestedLoopJoin BuildRight, LeftAnti"),
+]
+
+
+@pytest.mark.parametrize("query,shown", [pytest.param(q, s, id=i) for i, q, s in TEXT_CASES])
+def test_joins_read_from_the_text_are_those_of_the_walk(spark, tpch_catalog, query, shown):
+    join_in_session(spark, tpch_catalog, query.format(**NAMES), tables_of(query))  # registers the views
+    with scoped(spark, {DPP_CONF: "true", "spark.sql.autoBroadcastJoinThreshold": "10MB"}):  # DPP reuses a broadcast
+        df = spark.sql(query.format(**NAMES))
+        for ran in (False, True):  # the plan before it runs, and AQE's final plan after
+            if ran:
+                df.collect()
+            text = plan_text(df)
+            assert shown in text, text
+            assert joins_of_text(text) == joins_of(df), text
