@@ -183,10 +183,11 @@ COLUMNAR_NODE = "ColocateColumnarMergeJoin"  # ColumnarMergeJoinExec's (spark.co
 def final_plan(text: str) -> str:
     """An adaptive plan's text without its initial plan (which still shows the sorts the ordered read
     replaces when the stages are created), cut at its least indented markers (a subquery's lie deeper)."""
-    if "== Final Plan ==" in text:
-        top = re.escape(min(re.findall(r"^([ :+-]*)== Final Plan ==", text, re.M), key=len))
-        return re.split(rf"^{top}== (?:Final|Initial) Plan ==.*$", text, flags=re.M)[1]
-    return text
+    marks = re.findall(r"^([ :+-]*)== (Final|Current|Initial) Plan ==", text, re.M) or [("", "")]
+    top, phase = min(marks, key=lambda m: len(m[0]))
+    if phase != "Final":  # no adaptive plan, or one not final yet (its Current Plan): the text as it is
+        return text
+    return re.split(rf"^{re.escape(top)}== (?:Final|Initial) Plan ==.*$", text, flags=re.M)[1]
 
 
 def ordered_reads(spark, df, text: str) -> str:
@@ -475,9 +476,8 @@ def _text_join(node: _Text, joins: list[JoinNode]) -> JoinNode:
     kind = next((JOIN_KINDS[t] for t in _split_top(rest) if t in JOIN_KINDS), "other")  # a nested loop's: 2nd
     j = JoinNode(description=node.line[:200], left=Side(), right=Side(), kind=kind)
     joins.append(j)
-    kids = node.children
-    j.left = _text_side(kids[0], joins) if kids else Side()
-    j.right = _text_side(kids[1], joins) if len(kids) > 1 else Side()
+    j.left = _text_side(node.children[0], joins) if node.children else Side()
+    j.right = _text_side(node.children[1], joins) if len(node.children) > 1 else Side()
     if len(groups) >= 2:
         for lk, rk in zip(_split_top(groups[0]), _split_top(groups[1])):
             lid, rid = _text_attr(lk), _text_attr(rk)
