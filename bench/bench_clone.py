@@ -7,7 +7,8 @@ in total) on a source backend, then alternates, ``--rounds`` times:
 
 * ``cp -r`` of the source tree to a fresh directory (the baseline), and
 * the Spark clone job (:func:`airflow_colocate.spark.clone_job.run_clone`) copying every replica
-  to a fresh backend directory, each file hashed while copied, fsynced, renamed, and the replica
+  to a fresh backend directory, each file hashed while copied into the tmp area, the batch made durable
+  with one ``syncfs`` per file system, then renamed into place, and the replica
   checksum compared with the catalog's — i.e. what repair and balance run.
 
 The best round of each is reported as bytes/s, and the ratio clone/cp (target >= 0.8). ``cp``
@@ -120,7 +121,7 @@ def main() -> None:
         print(f"cp -r:          {best_cp:7.3f} s  {mib / best_cp:8.1f} MiB/s")
         print(f"cp -r + sync:   {best_sync:7.3f} s  {mib / best_sync:8.1f} MiB/s")
         print(f"cp + sync + sha256sum: {best_verify:7.3f} s  {mib / best_verify:8.1f} MiB/s  (a verified copy with standard tools)")
-        print(f"clone job:      {best_clone:7.3f} s  {mib / best_clone:8.1f} MiB/s  (sha256 + fsync per file + checksum check)")
+        print(f"clone job:      {best_clone:7.3f} s  {mib / best_clone:8.1f} MiB/s  (sha256 + one syncfs per batch + checksum check)")
         print(f"ratio clone/cp: {best_cp / best_clone:.2f}x (target >= 0.8)")
         print(f"ratio clone/(cp + sync): {best_sync / best_clone:.2f}x")
         print(f"ratio clone/(cp + sync + sha256sum): {best_verify / best_clone:.2f}x")
