@@ -348,6 +348,8 @@ def main() -> None:
     if args.rounds < 1:
         sys.exit(f"--rounds must be at least 1, got {args.rounds}")
 
+    if args.dir is not None:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)  # a folder named on the command line is made, not refused
     base = Path(tempfile.mkdtemp(prefix="bench-repair-", dir=args.dir))
     shape = scaled_shape(args)
     url = f"sqlite:///{base / 'catalog.db'}"
