@@ -59,16 +59,20 @@ def test_with_a_join_condition_and_pushed_filters(columnar, lake):
         assert NODE in physical, physical
 
 
-def test_other_join_types_and_the_default_keep_spark_join(spark, lake):
+def test_other_join_types_and_false_keep_spark_join_and_the_default_is_columnar(spark, lake):
     cat, _ = lake
     with scoped(spark, {FLAG: "true"}):
         _, rows, physical = run(spark, cat, query("full"), hash_budget=0)
     assert rows == reference(spark, query("full", a="ref_oa", b="ref_ob"))
     assert "SortMergeJoin" in physical and NODE not in physical
-    for value in (None, "auto", "false"):  # auto: off while it does not pay off (docs/benchmarks.md)
+    with scoped(spark, {FLAG: "false"}):
+        _, rows, physical = run(spark, cat, query("inner"), hash_budget=0)
+    assert "SortMergeJoin" in physical and NODE not in physical
+    for value in (None, "auto", "AUTO "):  # auto (the default): on, since it pays off (docs/benchmarks.md)
         with scoped(spark, {FLAG: value}):
             _, rows, physical = run(spark, cat, query("inner"), hash_budget=0)
-        assert "SortMergeJoin" in physical and NODE not in physical, value
+        assert NODE in physical and "SortMergeJoin" not in physical, value
+        assert rows == reference(spark, query("inner", a="ref_oa", b="ref_ob")), value
 
 
 def test_a_bad_flag_value_is_one_line(spark, lake):
