@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
@@ -35,42 +34,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import bench_catalog  # noqa: E402
+import bench_catalog
+from bench_repair import marked_setup
+from bench_repair import snapshot_db as copy_db
 
 PHASES = {"BalanceJobs.clone_needs": "clone_needs", "BalanceJobs.register_clones": "register",
           "BalanceJobs.switch_map": "switch", "BalanceJobs.finish": "finish", "Health.check_group": "check",
           "Health.check_groups.<lambda>": "check"}
 ORDER = ("probe", "check", "plan", "clone_needs", "register", "switch", "finish")
-
-
-def marked_setup(url: str, shape, root: Path):
-    """bench_catalog.setup with each backend added as an operator does (its identity marker
-    written), so the probe can tell a lost disk (as bench_repair.py does)."""
-    from airflow_colocate.catalog import Catalog
-    from airflow_colocate.jobs.backends import add_backend
-
-    clock = bench_catalog.Clock(bench_catalog.START - timedelta(days=1))
-    cat = Catalog(url, actor="bench", clock=clock)
-    cat.init()
-    for i in range(1, shape.backends + 1):
-        folder = root / "backends" / f"be{i}"
-        folder.mkdir(parents=True, exist_ok=True)
-        add_backend(cat, folder.as_uri(), name=f"be{i}")
-    for t in range(shape.tables):
-        cat.tables.create(f"t{t}", bench_catalog.COLUMNS, ["id"], bucket_num=shape.buckets,
-                          replication_num=shape.replicas, partition_cols=["dt"], colocate_with=bench_catalog.GROUP)
-    return cat, clock
-
-
-def copy_db(src: Path, dst: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{dst}{suffix}").unlink(missing_ok=True)
-    a, b = sqlite3.connect(src), sqlite3.connect(dst)
-    try:
-        a.backup(b)
-    finally:
-        a.close()
-        b.close()
 
 
 class Phases:
