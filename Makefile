@@ -17,7 +17,7 @@ demo: setup
 
 test:
 	bash scripts/setup.sh --with-postgres --with-browser
-	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 bench: setup
 	@set -e; shopt -s nullglob; benches=(bench/bench_*.py); \
