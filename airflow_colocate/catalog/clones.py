@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -36,10 +36,18 @@ def load(s: Session, results: list) -> tuple[dict[Key, dict], dict[tuple[int, in
     versions = {(r.partition_id, r.version) for r in results}
     pids = sorted({r.partition_id for r in results})
     rows: dict[Key, dict] = {}
-    for chunk in summary.key_chunks(s, buckets):
-        q = select(*_COLUMNS).where(summary.replica_keys(s, ("partition_id", "version", "bucket_seq"), chunk))
-        for r in summary.fetch(s, q):
-            rows[(r[2], r[3], r[4], r[5])] = dict(zip(_NAMES, r))
+    if buckets and s.get_bind().dialect.name == "sqlite":
+        # the keys as a VALUES table joined through uq_replica, as plain driver SQL: one statement,
+        # nothing compiled per call (summary.replica_keys explains why not a row-value IN on SQLite)
+        listed = ", ".join(f"({int(p)}, {int(v)}, {int(seq)})" for p, v, seq in buckets)
+        found = summary.fetch_sql(s, f"SELECT {', '.join('r.' + R.__table__.c[n].name for n in _NAMES)} "
+                                     f"FROM (VALUES {listed}) AS k JOIN replicas AS r ON r.partition_id = k.column1 "
+                                     f"AND r.version = k.column2 AND r.bucket_seq = k.column3")
+    else:
+        found = [r for chunk in summary.chunks(buckets) for r in summary.fetch(
+            s, select(*_COLUMNS).where(summary.replica_keys(s, ("partition_id", "version", "bucket_seq"), chunk)))]
+    for r in found:
+        rows[(r[2], r[3], r[4], r[5])] = dict(zip(_NAMES, r))
     states: dict[tuple[int, int], str] = {}
     parts: dict[int, tuple[int, int]] = {}
     V, P = m.PartitionVersion, m.Partition
@@ -82,10 +90,19 @@ def add_difference(s: Session, before: tuple[dict, dict], after: tuple[dict, dic
     summary.add(s, {k: v for k, v in counts.items() if any(v)}, {k: v for k, v in sizes.items() if v})
 
 
+_INSERTED = ("table_id", "partition_id", "version", "bucket_seq", "backend_id", "state", "path", "rows", "bytes",
+             "checksum", "created_at", "verified_at", "drop_after", "files")
+
+
 def write(s: Session, inserts: list[dict], updates: list[dict]) -> None:
-    """One multi-row ``INSERT`` of the new replica rows and one ``UPDATE`` by primary key of the
-    changed ones (SQLAlchemy's bulk paths: executemany, no ORM object per row)."""
-    if inserts:  # the table, not the mapped class: a plain executemany, no ORM bulk bookkeeping per row
-        s.execute(insert(R.__table__), [{k: v for k, v in r.items() if k != "id"} for r in inserts])
+    """One executemany ``INSERT`` of the new replica rows and one ``UPDATE`` by primary key of the
+    changed ones (``updates``: dicts of one shape, with ``id``), as plain tuples
+    (:func:`summary.run_many`): no ORM object and no SQLAlchemy parameter dict per row."""
+    summary.run_many(s, "clones.insert", lambda: insert(R.__table__), _INSERTED,
+                     [tuple(r.get(k) for k in _INSERTED) for r in inserts])
     if updates:
-        s.execute(update(R), updates)
+        names = sorted(k for k in updates[0] if k != "id")
+        c = R.__table__.c
+        summary.run_many(s, "clones.update:" + ",".join(names),
+                         lambda: update(R.__table__).where(c.id == bindparam("row_id")).values({n: bindparam(n) for n in names}),
+                         ("row_id", *names), [(u["id"], *(u[n] for n in names)) for u in updates])

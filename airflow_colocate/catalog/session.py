@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import getpass
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -34,6 +36,37 @@ FLAGS = ("disable_colocate_balance", "disable_colocate_relocate", "disable_coloc
 
 
 _RETRIES = 30
+
+_gc_lock = threading.Lock()
+_gc_holders = 0  # transactions running with the cyclic collector paused by us
+_gc_paused = False  # whether we paused it (never re-enable a collector someone else disabled)
+
+
+def _pause_gc() -> None:
+    """Pause Python's cyclic garbage collector while a transaction runs.
+
+    A repair's transactions make tens of thousands of short-lived rows, tuples and dicts. They hold
+    no reference cycles (reference counting frees them), but every 700 allocations the collector
+    runs anyway, and now and then a full collection walks every object of the process (Airflow's
+    and Spark's modules: ~250,000): 100-200 ms each, measured inside the repair's catalog time
+    (bench/bench_repair_catalog.py prints it). Paused, the allocations of a transaction count as
+    one collection's worth; cyclic garbage it leaves is collected by the next collection after it."""
+    global _gc_holders, _gc_paused
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_paused = gc.isenabled()
+            if _gc_paused:
+                gc.disable()
+        _gc_holders += 1
+
+
+def _resume_gc() -> None:
+    global _gc_holders, _gc_paused
+    with _gc_lock:
+        _gc_holders -= 1
+        if _gc_holders == 0 and _gc_paused:
+            _gc_paused = False
+            gc.enable()
 
 
 def _retryable(exc: DBAPIError) -> bool:
@@ -82,14 +115,17 @@ class CatalogSession:
     def tx(self, fn: Callable[[Session], T]) -> T:
         delay = 0.01
         for attempt in range(_RETRIES):
+            _pause_gc()
             try:
                 with self._sessions.begin() as session:
                     return fn(session)
             except (OperationalError, IntegrityError, DBAPIError) as exc:
                 if attempt == _RETRIES - 1 or not _retryable(exc):
                     raise
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 0.5)
+            finally:
+                _resume_gc()
+            time.sleep(delay * (1 + random.random()))  # outside the pause: another thread may need a collection
+            delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
 
     def event(self, s: Session, kind: str, subject: str, **detail) -> None:
