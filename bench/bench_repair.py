@@ -237,21 +237,26 @@ def gone(path: Path, trash: Path, rmtree: bool) -> None:
 
 class Durable:
     """Time spent making staged bytes and renamed names durable (``storage.copy.make_durable``:
-    the ``syncfs`` calls), inside the copies."""
+    the ``syncfs`` calls), inside the copies: this process's (``copy.durable_totals``) plus what the
+    runner's worker processes report (``LocalRunner.stats``; summed over workers that wait at once)."""
 
     def __init__(self) -> None:
         from airflow_colocate.storage import copy as copy_mod
 
-        self.seconds, self.calls, self._inner = 0.0, 0, copy_mod.make_durable
-        copy_mod.make_durable = self
+        self._totals = copy_mod.durable_totals
+        self._start = self._totals()
+        self.runner = None
 
-    def __call__(self, uris) -> None:
-        started = time.perf_counter()
-        try:
-            self._inner(uris)
-        finally:
-            self.seconds += time.perf_counter() - started
-            self.calls += 1
+    def reset(self, runner) -> None:
+        self._start, self.runner = self._totals(), runner
+
+    @property
+    def seconds(self) -> float:
+        return self._totals()[0] - self._start[0] + (self.runner.stats["durable"] if self.runner else 0.0)
+
+    @property
+    def calls(self) -> int:
+        return self._totals()[1] - self._start[1] + (self.runner.stats["syncs"] if self.runner else 0)
 
 
 def repair(url: str, base: Path, args, durable: Durable) -> dict:
@@ -271,29 +276,33 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
 
         prof = cProfile.Profile()
         prof.enable()
-    durable.seconds = durable.calls = 0
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    inner = local_runner(args.threads, args.processes)
+    durable.reset(inner)
+
+    def cpu_now() -> float:  # this process and the runner's worker processes
+        return time.process_time() + inner.stats["cpu"]
+
+    t0, cpu0 = time.perf_counter(), cpu_now()
     watcher = threading.Thread(target=poll_progress, args=(url, stop, args.poll, lines, t0), daemon=True)
     watcher.start()
     results = probe_backends(cat, timeout=30, relocate_delay=timedelta(0), sample=0)
     probe_s = time.perf_counter() - t0
     down = [r.backend.name for r in results if not r.ok]
-    inner = local_runner(args.threads)
-    copy_s = [0.0, 0.0]  # wall, CPU (the process's: the clone threads and the progress watcher)
+    copy_s = [0.0, 0.0]  # wall, CPU (this process's: clone threads, progress watcher; and the worker processes')
 
     def runner(plan):
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu = time.perf_counter(), cpu_now()
         try:
             return inner(plan)
         finally:
             copy_s[0] += time.perf_counter() - started
-            copy_s[1] += time.process_time() - cpu
+            copy_s[1] += cpu_now() - cpu
 
     at_stable = {}
 
     def on_step(step, job_id):  # "finished": the map is switched and the group marked stable
         if step == "finished" and "t" not in at_stable:
-            at_stable.update(t=time.perf_counter(), cpu=time.process_time() - cpu0, catalog=timer.seconds,
+            at_stable.update(t=time.perf_counter(), cpu=cpu_now() - cpu0, catalog=timer.seconds,
                              copies=copy_s[0], copies_cpu=copy_s[1], durable=durable.seconds, syncs=durable.calls, top=timer.top(8),
                              calls=timer.calls)
 
@@ -308,6 +317,7 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
     stop.set()
     watcher.join()
     cat.dispose()
+    inner.close()
     return dict(at_stable, probe=probe_s, down=down, summary=summary, stable=health.stable, reason=health.reason,
                 total=total_s, lines=lines, seconds=at_stable["t"] - t0,
                 copied=sum(j.bytes for j in summary["jobs"]), cloned=sum(j.cloned for j in summary["jobs"]))
@@ -340,6 +350,8 @@ def main() -> None:
     ap.add_argument("--rmtree", action="store_true",
                     help="delete the lost root and the baseline's copy right before the repair (see gone())")
     ap.add_argument("--threads", type=int, default=None, help="local_runner threads (default: the clone job's)")
+    ap.add_argument("--processes", type=int, default=None,
+                    help="local_runner worker processes (default: one per core; 0: the copies on threads in this process)")
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--dir", help="where the lake goes (default: a temporary folder under /tmp)")
     ap.add_argument("--keep", action="store_true")

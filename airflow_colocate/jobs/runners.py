@@ -28,25 +28,121 @@ def session_runner(spark) -> Runner:
     return lambda plan: run_clone(spark, plan)
 
 
-def local_runner(threads: int | None = None) -> Runner:
-    """Run clone plans in this process, ``threads`` replicas at a time (default: the clone job's 4).
+# A plan at least this many tasks is run in worker processes (when the machine has more than one
+# core): each clone costs ~0.3-1 ms of Python and system calls, which threads of one process run
+# one at a time (the interpreter lock); below it a pool's start (~0.1 s) would not pay.
+PROCESS_MIN_TASKS = 64
+# Chunks per worker process of one plan, each one batch of the clone job (one syncfs per file system
+# per chunk): more would wait for the disk more often, fewer would leave a core idle.
+CHUNKS_PER_PROCESS = 1
+# At most this many worker processes by default (one per core up to it).
+MAX_PROCESSES = 8
 
-    For a small cluster whose backends this machine can reach, and for a control plane without
-    Spark. Every task goes through the function the Spark clone job runs on its executors
-    (:func:`airflow_colocate.spark.clone_job.run_partition`, i.e. ``clone_task``/``verify_task``),
-    so a copy is hashed, verified and cleaned up exactly as on a cluster; only the spreading over
-    executors is missing. Importing the clone job does not import pyspark."""
-    from airflow_colocate.spark import clone_job
 
-    n = max(1, clone_job.DEFAULT_THREADS if threads is None else threads)
+def _process_context():
+    """A start method that is safe in a process with threads (the catalog's pools, Airflow's):
+    a fork server that has imported only the clone job, else spawn."""
+    import multiprocessing
 
-    def run(plan: ClonePlan) -> CloneReport:
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["airflow_colocate.spark.clone_job"])
+    return ctx
+
+
+class LocalRunner:
+    """:func:`local_runner`'s runner: a callable plan -> report, which also keeps what its worker
+    processes spent (``stats``: CPU seconds, seconds and calls making copies durable), since this
+    process's clock does not see them. ``close()`` stops the worker processes (also done when the
+    runner is garbage collected, and at exit)."""
+
+    def __init__(self, threads: int | None, processes: int | None) -> None:
+        import os
+
+        from airflow_colocate.spark import clone_job
+
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        if processes is not None and processes < 0:
+            raise ValueError(f"processes must be 0 (in this process) or more, got {processes}")
+        self._clone_job = clone_job
+        self.threads = clone_job.DEFAULT_THREADS if threads is None else threads
+        # a worker process runs its chunk on one thread unless told otherwise: a second thread only
+        # adds the interpreter lock's handover (the processes already fill the cores)
+        self.worker_threads = 1 if threads is None else threads
+        self.processes = min(os.cpu_count() or 1, MAX_PROCESSES) if processes is None else processes
+        self._pool = None
+        self._work = clone_job.run_chunk  # module-level: what a worker process is sent by reference
+        self.stats = {"cpu": 0.0, "durable": 0.0, "syncs": 0, "chunks": 0}
+
+    def __call__(self, plan: ClonePlan) -> CloneReport:
         started = time.time()
-        items = clone_job.task_items(plan)  # biggest first, as the Spark job deals them
-        results = clone_job.run_partition(items, n) if items else []
+        items = self._clone_job.task_items(plan)  # biggest first, as the Spark job deals them
+        if self.processes > 1 and len(items) >= PROCESS_MIN_TASKS:
+            results = self._in_processes(items)
+        else:
+            results = self._clone_job.run_partition(items, self.threads) if items else []
         copies = [CloneResult(**r) for kind, r in results if kind == "copy"]
         verifies = [VerifyResult(**r) for kind, r in results if kind == "verify"]
         return CloneReport(job_id=plan.job_id, copies=copies, verifies=verifies, seconds=round(time.time() - started, 3),
                            bytes=sum(c.bytes for c in copies if c.ok), spark_version="local")
 
-    return run
+    def _in_processes(self, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+        """The items dealt round robin (they come biggest first, so every chunk gets a fair share of
+        bytes and files) into a few chunks per worker, each one message there and back; results in
+        the items' order. A chunk whose worker died comes back as failed results (retried by the
+        control plane), and the next plan gets fresh workers."""
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = self._pool
+        if pool is None:
+            import weakref
+
+            pool = self._pool = ProcessPoolExecutor(self.processes, mp_context=_process_context())
+            weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+        n = min(len(items), self.processes * CHUNKS_PER_PROCESS)
+        chunks = [list(range(i, len(items), n)) for i in range(n)]
+        futures = [pool.submit(self._work, [items[i] for i in chunk], self.worker_threads) for chunk in chunks]
+        results: list = [None] * len(items)
+        broken = False
+        for chunk, future in zip(chunks, futures):
+            try:
+                done, cost = future.result()
+            except Exception as exc:  # the worker died (BrokenProcessPool) or the chunk could not be sent
+                broken = True
+                error = f"the clone worker process failed: {type(exc).__name__}: {exc}"[:2000]
+                done = [(items[i][0], self._clone_job.failed_result(items[i][0], items[i][1], error)) for i in chunk]
+            else:
+                self.stats["cpu"] += cost["cpu"]
+                self.stats["durable"] += cost["durable"]
+                self.stats["syncs"] += cost["syncs"]
+            self.stats["chunks"] += 1
+            for i, r in zip(chunk, done):
+                results[i] = r
+        if broken:
+            self.close()
+        return results
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def local_runner(threads: int | None = None, processes: int | None = None) -> LocalRunner:
+    """Run clone plans on this machine, ``threads`` replicas at a time per process (default: the
+    clone job's 4 in this process, 1 per worker process).
+
+    For a small cluster whose backends this machine can reach, and for a control plane without
+    Spark. Every task goes through the function the Spark clone job runs on its executors
+    (:func:`airflow_colocate.spark.clone_job.run_partition`, i.e. ``clone_task``/``verify_task``),
+    so a copy is hashed, verified and cleaned up exactly as on a cluster; only the spreading over
+    executors is missing. Importing the clone job does not import pyspark.
+
+    A plan of :data:`PROCESS_MIN_TASKS` tasks or more runs in ``processes`` worker processes
+    (default: one per core, at most :data:`MAX_PROCESSES`; 0 or 1: in this process), as a Spark deployment runs it in one Python
+    worker per task slot: the Python and system calls of each clone then run on every core instead
+    of one thread at a time. The workers start with the first such plan and serve the runner's
+    later plans; each chunk is made durable on its own (one ``syncfs`` per file system per chunk)."""
+    return LocalRunner(threads, processes)

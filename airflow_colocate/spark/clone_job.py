@@ -287,6 +287,26 @@ def run_partition(items, threads: int):
     return [(kind, next(finished) if isinstance(r, _Staged) else r) for (kind, _), r in zip(items, done)]
 
 
+def run_chunk(items: list[tuple[str, dict]], threads: int) -> tuple[list[tuple[str, dict]], dict]:
+    """A clone worker process's side of the local runner (:func:`airflow_colocate.jobs.runners.local_runner`):
+    one chunk of a plan as one batch (:func:`run_partition`), and what it cost this process (CPU
+    seconds, seconds and calls making bytes and names durable), which the parent cannot see."""
+    cpu, (durable, syncs) = time.process_time(), copy_mod.durable_totals()
+    results = run_partition(items, threads)
+    durable_after, syncs_after = copy_mod.durable_totals()
+    return results, {"cpu": time.process_time() - cpu, "durable": durable_after - durable, "syncs": syncs_after - syncs}
+
+
+def failed_result(kind: str, task: dict, error: str) -> dict:
+    """The result of a task that never ran to its end (its worker process died): not ok, nothing
+    copied, so the control plane retries it; whatever it left is staged in a tmp area (gc sweeps
+    it) or in a directory no catalog row names as verified (the next clone overwrites it)."""
+    if kind == "verify":
+        return {"replica_id": task["replica_id"], "ok": False, "error": error}
+    out = {k: task[k] for k in ("key", "partition_id", "version", "bucket_seq", "backend_id", "src_backend_id")}
+    return dict(out, path=task["dst"], ok=False, rows=task["rows"], error=error)
+
+
 def task_items(plan: ClonePlan) -> list[tuple[str, dict]]:
     """The plan's tasks as (kind, dict), copies then verifies, each biggest first (so the long
     copies do not start last). A shallow dict of the task's fields: the task functions only read

@@ -1,0 +1,106 @@
+"""The local runner runs a large plan in worker processes (issue 29: each clone's Python and system
+calls on every core, not one thread at a time under the interpreter lock): the results must be the
+ones the in-process run gives, clone for clone, and a worker that dies must come back as failed
+results the control plane retries, never as a hang or a lost task."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from airflow_colocate.core.contract import ClonePlan, CloneTask
+from airflow_colocate.jobs import runners
+from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import fs, layout
+
+N = 12
+
+
+def _die(items, threads):
+    """A worker process that dies mid-chunk (the OOM killer, a segfault): no result, no exception."""
+    os._exit(3)
+
+
+def _plan(tmp_path, dst_name: str, corrupt: int | None = None) -> ClonePlan:
+    """N one-file replicas (up to 1.3 MB, so a large file's early write-back runs too) cloned to a new backend;
+    replica ``corrupt``'s source holds other bytes than the catalog's checksum."""
+    src, dst = tmp_path / "src", tmp_path / dst_name
+    (dst / "_colocate" / "tmp").mkdir(parents=True, exist_ok=True)
+    copies = []
+    for i in range(N):
+        folder = src / f"p{i % 3}" / f"b{i}"
+        name = f"part-{i}.parquet"
+        data = hashlib.sha256(str(i).encode()).digest() * (64 * (i + 1) if i % 5 else 1 + (i << 12))
+        if not (folder / name).exists():
+            folder.mkdir(parents=True)
+            (folder / name).write_bytes(data if i != corrupt else data[:-1] + b"!")
+        sha = hashlib.sha256(data).hexdigest()
+        copies.append(CloneTask(key=f"{i}:1:{i}:2", table="db.t", partition_id=i, partition=f"p{i % 3}", version=1,
+                                bucket_seq=i, backend_id=2, src_backend_id=1, src=folder.as_uri(),
+                                dst=(dst / f"p{i % 3}" / f"b{i}").as_uri(), checksum=copy_mod.replica_checksum([(name, sha)]),
+                                bytes=len(data), rows=i + 1, files={name: sha}, sizes={name: len(data)}, root=dst.as_uri()))
+    return ClonePlan(job_id="j1", copies=copies, report_uri="")
+
+
+def _comparable(report, dst_name: str) -> list[dict]:
+    out = []
+    for c in report.copies:
+        row = {k: v for k, v in vars(c).items() if k != "seconds"}
+        row["path"] = c.path.replace(dst_name, "<dst>")
+        row["error"] = (c.error or "").replace(dst_name, "<dst>")
+        out.append(row)
+    return out
+
+
+@pytest.fixture
+def few_tasks_suffice(monkeypatch):
+    monkeypatch.setattr(runners, "PROCESS_MIN_TASKS", 4)
+
+
+def test_worker_processes_report_what_this_process_reports(tmp_path, few_tasks_suffice):
+    in_process = runners.local_runner(processes=0)(_plan(tmp_path, "be-threads", corrupt=7))
+    pooled = runners.local_runner(processes=2)
+    try:
+        report = pooled(_plan(tmp_path, "be-procs", corrupt=7))
+        assert pooled.stats["chunks"] == 2 and pooled.stats["cpu"] > 0 and pooled.stats["syncs"] >= 2
+        again = pooled(_plan(tmp_path, "be-procs-2"))  # the same workers serve the next plan
+    finally:
+        pooled.close()
+    assert _comparable(report, "be-procs") == _comparable(in_process, "be-threads")
+    assert [c.key for c in report.copies if not c.ok] == ["7:1:7:2"] and [c.source_bad for c in report.copies].count(True) == 1
+    assert report.bytes == in_process.bytes > 0 and [c.key for c in again.copies if not c.ok] == ["7:1:7:2"]
+    for c in report.copies:  # the clones are on disk, named and whole; nothing is left staged
+        if c.ok:
+            digests = [(n, copy_mod.sha256_file(fs.join(c.path, n))) for n, _ in copy_mod.replica_files(c.path)]
+            assert copy_mod.replica_checksum(digests) == c.checksum
+    assert os.listdir(fs.local_path(layout.tmp_dir((tmp_path / "be-procs").as_uri()))) == []
+
+
+def test_a_worker_that_dies_fails_its_tasks_and_the_next_plan_gets_new_workers(tmp_path, few_tasks_suffice):
+    runner = runners.local_runner(processes=2)
+    try:
+        runner._work = _die
+        report = runner(_plan(tmp_path, "be-dead"))
+        assert len(report.copies) == N and not any(c.ok for c in report.copies)
+        assert all("worker process" in c.error and "BrokenProcessPool" in c.error for c in report.copies), report.copies[0].error
+        assert report.bytes == 0 and {c.key for c in report.copies} == {t.key for t in _plan(tmp_path, "be-dead").copies}
+        runner._work = runners.LocalRunner(None, 0)._work  # the real chunk function again
+        retried = runner(_plan(tmp_path, "be-dead"))  # what balance does with failed clones: again
+        assert all(c.ok for c in retried.copies), [c.error for c in retried.copies if not c.ok]
+    finally:
+        runner.close()
+
+
+def test_a_small_plan_stays_in_this_process(tmp_path):
+    runner = runners.local_runner(processes=2)
+    report = runner(_plan(tmp_path, "be-small"))  # 12 tasks < PROCESS_MIN_TASKS: no pool is started
+    assert runner._pool is None and runner.stats["chunks"] == 0 and all(c.ok for c in report.copies)
+
+
+@pytest.mark.parametrize("kwargs, words", [({"threads": 0}, "threads must be at least 1, got 0"),
+                                           ({"processes": -1}, "processes must be 0")])
+def test_bad_arguments_are_refused_in_one_line(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        runners.local_runner(**kwargs)
