@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import clones
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.buckets import lacking_rows, lacking_with_sources, load_buckets, mark_redundant
+from airflow_colocate.catalog.buckets import (files_of, lacking_rows, lacking_with_sources, load_buckets,
+                                              mark_redundant)
 from airflow_colocate.catalog.jobs import job_view
 from airflow_colocate.catalog.rows import (active_job, bucket_maps, group_view, groups_of_tables, map_of,
                                            verified_backends)
@@ -182,18 +183,21 @@ class BalanceJobs:
             # where a bucket has no usable source: the backends (down) that still hold it verified
             held_on = verified_backends(s, {(r.partition_id, r.version, r.bucket_seq) for r, known in lacking
                                             if alive(r.backend_id) and not known})
+            # per table and backend once, not per need: ORM attribute reads cost more than the loop
+            tinfo = {tid: (bk.labels[tid], db_names.get(t.db_id, "default"), t.name) for tid, t in bk.tables.items()}
+            roots = {b.id: b.root_uri for b in backends.values()}
             for r, known in lacking:
-                t, label, seq, be = bk.tables[r.table_id], bk.labels[r.table_id], r.bucket_seq, r.backend_id
-                b = backends.get(be)
+                seq, be = r.bucket_seq, r.backend_id
+                label, db_name, table_name = tinfo[r.table_id]
                 if not alive(be):
+                    b = backends.get(be)
                     blocked.append(Blocked(label, r.partition, seq, be, f"target backend {b.name if b else be} is not alive",
                                            target_down=True))
                     continue
                 if r.state == "deleting":
                     blocked.append(Blocked(label, r.partition, seq, be, "an old replica there is being deleted"))
                     continue
-                verified = [x for x in known if x.state == "verified"]
-                good = [x for x in verified if x.backend_id != be and alive(x.backend_id)]
+                good = [x for x in known if x.state == "verified" and x.backend_id != be and alive(x.backend_id)]
                 if not good:
                     # Last resort: a bad replica on an alive backend (the target's own last). Its bytes
                     # may well be right (a bad mark can mean only a stray file beside them): the
@@ -212,13 +216,11 @@ class BalanceJobs:
                     src, row = moved_from.get((seq, be)), current[seq] if seq < len(current) else []
                     good.sort(key=lambda x: (x.backend_id != src, x.backend_id not in row, x.backend_id))
                 path = r.path if r.state is not None else layout.replica_dir(
-                    b.root_uri, db_names.get(t.db_id, "default"), t.name, t.id, r.partition, r.version, seq)
-                needs.append(CloneNeed(table=label, table_id=t.id, partition_id=r.partition_id, partition=r.partition,
-                                       version=r.version, bucket_seq=seq, backend_id=be, path=path,
-                                       checksum=good[0].checksum, rows=good[0].rows, bytes=good[0].bytes,
-                                       sources=tuple((x.backend_id, x.path) for x in good),
-                                       repair="bad" if r.state == "bad" else "missing",
-                                       files=_files_view(good[0].files), root=b.root_uri))
+                    roots[be], db_name, table_name, r.table_id, r.partition, r.version, seq)
+                first = good[0]
+                needs.append(CloneNeed(label, r.table_id, r.partition_id, r.partition, r.version, seq, be, path,
+                                       first.checksum, first.rows, first.bytes, tuple((x.backend_id, x.path) for x in good),
+                                       "bad" if r.state == "bad" else "missing", _files_view(files_of(first)), roots[be]))
             return needs, blocked
 
         return self.db.tx(run)

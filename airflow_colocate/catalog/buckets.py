@@ -4,12 +4,13 @@ loading a replica row per partition."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import and_, exists, func, or_, select, update
+from sqlalchemy import Text, and_, exists, func, or_, select, type_coerce, update
 from sqlalchemy.orm import Session, aliased
 
 from airflow_colocate.catalog import models as m
@@ -70,7 +71,14 @@ class Source(NamedTuple):
     checksum: str
     rows: int
     bytes: int
-    files: list | None
+    files: list | str | None  # as stored: JSON text on SQLite, decoded by whoever uses it (files_of)
+
+
+def files_of(source: Source) -> list | None:
+    """A source's ``[[name, size], ...]``: decoded here, for the one source a clone copies from,
+    instead of for every source row of a repair's thousands."""
+    files = source.files
+    return json.loads(files) if isinstance(files, str) else files
 
 
 def load_buckets(s: Session, g: m.ColocateGroup) -> Buckets:
@@ -151,12 +159,13 @@ def lacking_with_sources(s: Session, cells: Sequence[tuple[int, int, int, int]],
     if not cells:
         return []
     S = aliased(m.Replica, name="src")
-    q, c, order = _lacking(cells, S.id, S.backend_id, S.state, S.path, S.checksum, S.rows, S.bytes, S.files)
+    q, c, order = _lacking(cells, S.id, S.backend_id, S.state, S.path, S.checksum, S.rows, S.bytes,
+                           type_coerce(S.files, Text()))  # not decoded per row: files_of
     P = m.Partition
     q = q.outerjoin(S, and_(S.partition_id == P.id, S.version == P.visible_version, S.bucket_seq == c.c.seq,
                             S.state.in_(("verified", "bad")), S.backend_id.in_(sorted(alive)))).order_by(*order, S.id)
     out: list[tuple[Lacking, list[Source]]] = []
-    for row in fetch(s, q):
+    for row in fetch(s, q).fetchall():
         t, pid, value, version, seq, be, state, path = row[:8]
         if not out or (out[-1][0].partition_id, out[-1][0].bucket_seq, out[-1][0].backend_id) != (pid, seq, be):
             out.append((Lacking(t, pid, value, version, seq, be, state, path), []))

@@ -15,6 +15,7 @@ its largest verified replica) and the difference is added. ``summary.drift`` sta
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import itemgetter
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
@@ -63,17 +64,25 @@ def load(s: Session, results: list) -> tuple[dict[Key, dict], dict[tuple[int, in
 def contribution(rows: dict[Key, dict], parts: dict[int, tuple[int, int]]) -> tuple[dict, dict]:
     """What ``rows`` (every replica of some whole buckets) add to ``bucket_replicas`` and
     ``bucket_sizes``: :func:`summary.measure` computed in memory."""
-    counts: dict = defaultdict(lambda: [0, 0, 0])
+    counts: dict = {}
     biggest: dict = {}
-    for (pid, version, seq, be), r in rows.items():
-        _, visible = parts.get(pid, (None, None))
-        if version != visible or r["state"] not in ("verified", "bad"):
+    for (pid, version, seq, be), r in rows.items():  # a repair's batch: thousands of rows, twice
+        state = r["state"]
+        if state != "verified" and state != "bad":
             continue
-        c = counts[(r["table_id"], seq, be)]
-        if r["state"] == "verified":
+        part = parts.get(pid)
+        if part is None or version != part[1]:
+            continue
+        t = r["table_id"]
+        c = counts.get((t, seq, be))
+        if c is None:
+            c = counts[(t, seq, be)] = [0, 0, 0]
+        if state == "verified":
+            size = r["bytes"]
             c[0] += 1
-            c[1] += r["bytes"]
-            biggest[(r["table_id"], pid, seq)] = max(biggest.get((r["table_id"], pid, seq), 0), r["bytes"])
+            c[1] += size
+            if biggest.get((t, pid, seq), -1) < size:
+                biggest[(t, pid, seq)] = size
         else:
             c[2] += 1
     sizes: dict = defaultdict(int)
@@ -92,14 +101,14 @@ def add_difference(s: Session, before: tuple[dict, dict], after: tuple[dict, dic
 
 _INSERTED = ("table_id", "partition_id", "version", "bucket_seq", "backend_id", "state", "path", "rows", "bytes",
              "checksum", "created_at", "verified_at", "drop_after", "files")
+_inserted = itemgetter(*_INSERTED)
 
 
 def write(s: Session, inserts: list[dict], updates: list[dict]) -> None:
     """One executemany ``INSERT`` of the new replica rows and one ``UPDATE`` by primary key of the
     changed ones (``updates``: dicts of one shape, with ``id``), as plain tuples
     (:func:`summary.run_many`): no ORM object and no SQLAlchemy parameter dict per row."""
-    summary.run_many(s, "clones.insert", lambda: insert(R.__table__), _INSERTED,
-                     [tuple(r.get(k) for k in _INSERTED) for r in inserts])
+    summary.run_many(s, "clones.insert", lambda: insert(R.__table__), _INSERTED, list(map(_inserted, inserts)))
     if updates:
         names = sorted(k for k in updates[0] if k != "id")
         c = R.__table__.c
