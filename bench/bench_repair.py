@@ -276,7 +276,7 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
 
         prof = cProfile.Profile()
         prof.enable()
-    inner = local_runner(args.threads, args.processes)
+    inner = local_runner(args.threads, args.procs)
     durable.reset(inner)
 
     def cpu_now() -> float:  # this process and the runner's worker processes
@@ -350,8 +350,9 @@ def main() -> None:
     ap.add_argument("--rmtree", action="store_true",
                     help="delete the lost root and the baseline's copy right before the repair (see gone())")
     ap.add_argument("--threads", type=int, default=None, help="local_runner threads (default: the clone job's)")
-    ap.add_argument("--processes", type=int, default=None,
-                    help="local_runner worker processes (default: one per core; 0: the copies on threads in this process)")
+    ap.add_argument("--processes", default=None, metavar="N[,M...]",
+                    help="local_runner worker processes (default: one per core; 0: the copies on threads in this "
+                         "process); a list is cycled through the rounds, to interleave them")
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--dir", help="where the lake goes (default: a temporary folder under /tmp)")
     ap.add_argument("--keep", action="store_true")
@@ -359,6 +360,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1:
         sys.exit(f"--rounds must be at least 1, got {args.rounds}")
+    try:
+        cycle = [None] if args.processes is None else [int(x) for x in args.processes.split(",")]
+    except ValueError:
+        sys.exit(f"--processes takes whole numbers separated by commas (e.g. 0,2), got {args.processes!r}")
 
     if args.dir is not None:
         Path(args.dir).mkdir(parents=True, exist_ok=True)  # a folder named on the command line is made, not refused
@@ -396,10 +401,11 @@ def main() -> None:
         for i in range(args.rounds):
             cp_s, cp_cpu = baseline(lost, base / "trash" / f"cp-baseline-{i}", args.rmtree)
             gone(lost, base / "trash", args.rmtree)  # the disk is gone
+            args.procs = cycle[i % len(cycle)]
             r = repair(url, base, args, durable)
-            r.update(cp=cp_s, cp_cpu=cp_cpu)
+            r.update(cp=cp_s, cp_cpu=cp_cpu, procs=args.procs)
             rounds.append(r)
-            print(f"round {i + 1}: cp -a + sync {cp_s:.2f}s (CPU {cp_cpu:.2f}s); repair {r['seconds']:.2f}s "
+            print(f"round {i + 1}{'' if len(cycle) == 1 else f' (processes {args.procs})'}: cp -a + sync {cp_s:.2f}s (CPU {cp_cpu:.2f}s); repair {r['seconds']:.2f}s "
                   f"(CPU {r['cpu']:.2f}s, copies {r['copies']:.2f}s (CPU {r['copies_cpu']:.2f}s) of which durable {r['durable']:.2f}s in "
                   f"{r['syncs']} calls, catalog {r['catalog']:.2f}s): {r['copied'] / r['seconds'] / (size / cp_s):.2f}x",
                   flush=True)
@@ -456,6 +462,13 @@ def report(rounds: list[dict], files: int, size: int, args) -> None:
           f"{median([x['copies_cpu'] for x in rounds]):.2f}s), of which "
           f"making bytes and names durable {median([x['durable'] for x in rounds]):.2f}s ({r['syncs']} calls); "
           f"catalog by call, round 1 ({r['calls']} transactions): {r['top']}")
+    if len({x["procs"] for x in rounds}) > 1:
+        for procs in dict.fromkeys(x["procs"] for x in rounds):
+            mine = [x for x in rounds if x["procs"] == procs]
+            print(f"processes {procs} ({len(mine)} rounds), median: repair {median([x['seconds'] for x in mine]):.2f}s "
+                  f"(CPU {median([x['cpu'] for x in mine]):.2f}s), copies {median([x['copies'] for x in mine]):.2f}s "
+                  f"(CPU {median([x['copies_cpu'] for x in mine]):.2f}s), against cp -a + sync "
+                  f"{median([x['cp'] for x in mine]):.2f}s: {median([x['copied'] / x['seconds'] / (size / x['cp']) for x in mine]):.2f}x")
     print(f"after it (not counted): dropping the lost replicas' rows and the last checks {r['total'] - r['seconds']:.1f}s")
 
 

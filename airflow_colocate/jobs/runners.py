@@ -74,7 +74,7 @@ class LocalRunner:
         self.processes = min(os.cpu_count() or 1, MAX_PROCESSES) if processes is None else processes
         self._pool = None
         self._work = clone_job.run_chunk  # module-level: what a worker process is sent by reference
-        self.stats = {"cpu": 0.0, "durable": 0.0, "syncs": 0, "chunks": 0}
+        self.stats = {"cpu": 0.0, "durable": 0.0, "syncs": 0, "chunks": 0, "wall": 0.0}
 
     def __call__(self, plan: ClonePlan) -> CloneReport:
         started = time.time()
@@ -117,6 +117,7 @@ class LocalRunner:
                 self.stats["cpu"] += cost["cpu"]
                 self.stats["durable"] += cost["durable"]
                 self.stats["syncs"] += cost["syncs"]
+                self.stats["wall"] += cost["wall"]
             self.stats["chunks"] += 1
             for i, r in zip(chunk, done):
                 results[i] = r

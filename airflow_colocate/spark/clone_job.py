@@ -291,10 +291,11 @@ def run_chunk(items: list[tuple[str, dict]], threads: int) -> tuple[list[tuple[s
     """A clone worker process's side of the local runner (:func:`airflow_colocate.jobs.runners.local_runner`):
     one chunk of a plan as one batch (:func:`run_partition`), and what it cost this process (CPU
     seconds, seconds and calls making bytes and names durable), which the parent cannot see."""
-    cpu, (durable, syncs) = time.process_time(), copy_mod.durable_totals()
+    started, cpu, (durable, syncs) = time.perf_counter(), time.process_time(), copy_mod.durable_totals()
     results = run_partition(items, threads)
     durable_after, syncs_after = copy_mod.durable_totals()
-    return results, {"cpu": time.process_time() - cpu, "durable": durable_after - durable, "syncs": syncs_after - syncs}
+    return results, {"cpu": time.process_time() - cpu, "durable": durable_after - durable, "syncs": syncs_after - syncs,
+                     "wall": time.perf_counter() - started}
 
 
 def failed_result(kind: str, task: dict, error: str) -> dict:
