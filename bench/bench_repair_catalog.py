@@ -16,12 +16,15 @@ Printed per phase (best of the rounds, wall and this thread's CPU: on a shared m
 the fairer judge): probe (the probe's own transactions), check (the stability checks the probe
 triggers), plan (placement snapshot, job create/begin and the other small calls), clone_needs,
 register (``register_clones``, one call per clone batch), switch, finish (drop marks and the
-group's check), and the total.
+group's check), and the total; then the time Python's cyclic garbage collector took inside the
+transactions (a full collection walks every object of the process: 100-200 ms here; the catalog
+pauses the collector while a transaction runs, see ``catalog/session.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import shutil
 import sys
 import tempfile
@@ -52,14 +55,30 @@ class Phases:
         self.cpu: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self.default = "probe"
+        self.gc_ms, self.gc_runs, self._inside, self._gc_start = 0.0, 0, False, 0.0
         self._inner = cat.tx
         cat.tx = self
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict) -> None:
+        if not self._inside:
+            return
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.gc_ms += (time.perf_counter() - self._gc_start) * 1000
+            self.gc_runs += 1
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._gc)
 
     def __call__(self, fn):
         wall, cpu = time.perf_counter(), time.thread_time()
+        self._inside = True
         try:
             return self._inner(fn)
         finally:
+            self._inside = False
             name = getattr(fn, "__qualname__", "?").replace(".<locals>.run", "").replace(".<locals>", "")
             phase = PHASES.get(name, self.default)
             self.wall[phase] += time.perf_counter() - wall
@@ -91,13 +110,16 @@ def one_round(url: str, base: Path) -> tuple[Phases, int]:
 
     def on_step(step, job_id):  # as bench_repair.py: the repair ends when the job has finished
         if step == "finished" and not done:
-            done.update(wall=dict(phases.wall), cpu=dict(phases.cpu), calls=dict(phases.calls))
+            done.update(wall=dict(phases.wall), cpu=dict(phases.cpu), calls=dict(phases.calls),
+                        gc=(phases.gc_runs, phases.gc_ms))
 
     summary = Balancer(cat, instant_runner, BalanceOptions(relocate_delay=timedelta(0), grace=timedelta(0), max_rounds=8),
                        work_dir=base / "runs", echo=lambda line: None, on_step=on_step).run()
     if not cat.health.check_group(bench_catalog.GROUP).stable or not done:
         sys.exit("the group did not become stable")
     phases.wall, phases.cpu, phases.calls = done["wall"], done["cpu"], done["calls"]
+    phases.gc_runs, phases.gc_ms = done["gc"]
+    phases.close()
     cat.dispose()
     (base / "backends" / "be4").mkdir()
     return phases, sum(j.cloned for j in summary["jobs"])
@@ -140,6 +162,8 @@ def main() -> None:
         cpus = sorted(sum(p.cpu.values()) for p, _ in rounds)
         print(f"| total | {sum(rounds[0][0].calls.values())} | {walls[0] * 1000:.0f} (median {walls[len(walls) // 2] * 1000:.0f}) "
               f"| {cpus[0] * 1000:.0f} (median {cpus[len(cpus) // 2] * 1000:.0f}) |")
+        print("cyclic garbage collections inside the transactions, per round: "
+              + ", ".join(f"{p.gc_runs} ({p.gc_ms:.0f} ms)" for p, _ in rounds))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -326,23 +326,26 @@ class Balancer:
                 return out
             switched = False
             blocked = []
+            all_cloned = False  # the last round registered every need, none blocked: switch_map checks the rest
             for _ in range(opts.max_rounds):
-                needs, blocked = self.catalog.balance.clone_needs(job.id)
-                down = [b for b in blocked if b.target_down]
-                if down:
-                    reason = f"target backend of {down[0].table}/{down[0].partition} bucket {down[0].bucket_seq} is not alive"
-                    job = self.catalog.balance.cancel(job.id, f"{reason}: planned again")
-                    out.state, out.step, out.notes = job.state, job.step, [reason]
-                    self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
-                    return out
-                if needs:
-                    added, size = self._clone_round(job, needs)
-                    out.cloned += added
-                    out.bytes += size
-                    self.on_step("cloned", job.id)
-                    continue  # clone again until nothing is missing (failed copies retry)
-                if blocked:
-                    break
+                if not all_cloned:
+                    needs, blocked = self.catalog.balance.clone_needs(job.id)
+                    down = [b for b in blocked if b.target_down]
+                    if down:
+                        reason = f"target backend of {down[0].table}/{down[0].partition} bucket {down[0].bucket_seq} is not alive"
+                        job = self.catalog.balance.cancel(job.id, f"{reason}: planned again")
+                        out.state, out.step, out.notes = job.state, job.step, [reason]
+                        self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
+                        return out
+                    if needs:
+                        added, size = self._clone_round(job, needs)
+                        out.cloned, out.bytes = out.cloned + added, out.bytes + size
+                        self.on_step("cloned", job.id)
+                        all_cloned = added == len(needs) and not blocked
+                        continue  # clone again until nothing is missing (failed copies retry)
+                    if blocked:
+                        break
+                all_cloned = False
                 result = self.catalog.balance.switch_map(job.id)
                 if result.cancelled:
                     out.state, out.notes = "cancelled", [result.reason]
@@ -491,7 +494,6 @@ def summary_json(summary: dict) -> dict:
         "waiting": summary.get("waiting", []),
         "pending": [p.to_dict() for p in summary.get("pending", [])],
     }
-
 
 
 __all__ = ["Balancer", "BalanceOptions", "JobOutcome", "Runner", "clone_plan", "describe_plans", "plan",
