@@ -3,8 +3,12 @@ Spark. The balance loop does not care which one it is given."""
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
+import types
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from airflow_colocate.core.contract import (
     ClonePlan,
@@ -14,6 +18,7 @@ from airflow_colocate.core.contract import (
 )
 
 Runner = Callable[[ClonePlan], CloneReport]
+log = logging.getLogger("airflow_colocate.jobs.runners")
 
 
 def session_runner(spark) -> Runner:
@@ -49,6 +54,20 @@ def _process_context():
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["airflow_colocate.spark.clone_job"])
     return ctx
+
+
+@contextmanager
+def _bare_main():
+    """``__main__`` hidden while worker processes are started: multiprocessing would otherwise
+    run the parent's main script again in the fork server (an Airflow task's, with every import
+    it makes; a script read from stdin, which fails). The workers need only the clone job."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 class LocalRunner:
@@ -93,17 +112,17 @@ class LocalRunner:
         bytes and files) into a few chunks per worker, each one message there and back; results in
         the items' order. A chunk whose worker died comes back as failed results (retried by the
         control plane), and the next plan gets fresh workers."""
-        from concurrent.futures import ProcessPoolExecutor
-
-        pool = self._pool
-        if pool is None:
-            import weakref
-
-            pool = self._pool = ProcessPoolExecutor(self.processes, mp_context=_process_context())
-            weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
         n = min(len(items), self.processes * CHUNKS_PER_PROCESS)
         chunks = [list(range(i, len(items), n)) for i in range(n)]
-        futures = [pool.submit(self._work, [items[i] for i in chunk], self.worker_threads) for chunk in chunks]
+        try:
+            pool = self._started()
+            with _bare_main():  # a submit may start a worker process
+                futures = [pool.submit(self._work, [items[i] for i in chunk], self.worker_threads) for chunk in chunks]
+        except (OSError, RuntimeError) as exc:  # no process can be started here (limits, a sandbox): threads
+            log.warning(f"clone worker processes cannot start ({type(exc).__name__}: {exc}); copying on threads in this process")
+            self.close()
+            self.processes = 0
+            return self._clone_job.run_partition(items, self.threads)
         results: list = [None] * len(items)
         broken = False
         for chunk, future in zip(chunks, futures):
@@ -125,6 +144,17 @@ class LocalRunner:
             self.close()
         return results
 
+    def _started(self):
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = self._pool
+        if pool is None:
+            import weakref
+
+            pool = self._pool = ProcessPoolExecutor(self.processes, mp_context=_process_context())
+            weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+        return pool
+
     def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
@@ -142,8 +172,9 @@ def local_runner(threads: int | None = None, processes: int | None = None) -> Lo
     executors is missing. Importing the clone job does not import pyspark.
 
     A plan of :data:`PROCESS_MIN_TASKS` tasks or more runs in ``processes`` worker processes
-    (default: one per core, at most :data:`MAX_PROCESSES`; 0 or 1: in this process), as a Spark deployment runs it in one Python
-    worker per task slot: the Python and system calls of each clone then run on every core instead
-    of one thread at a time. The workers start with the first such plan and serve the runner's
-    later plans; each chunk is made durable on its own (one ``syncfs`` per file system per chunk)."""
+    (default: one per core, at most :data:`MAX_PROCESSES`; 0 or 1: in this process), as a Spark
+    deployment runs it in one Python worker per task slot: the Python and system calls of each clone
+    then run on every core instead of one thread at a time. The workers start with the first such
+    plan (~0.1 s) and serve the runner's later plans; each chunk is made durable on its own (one
+    ``syncfs`` per file system per chunk). Where no process can be started, the copies run here."""
     return LocalRunner(threads, processes)
