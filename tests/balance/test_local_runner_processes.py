@@ -104,3 +104,31 @@ def test_a_small_plan_stays_in_this_process(tmp_path):
 def test_bad_arguments_are_refused_in_one_line(kwargs, words):
     with pytest.raises(ValueError, match=words):
         runners.local_runner(**kwargs)
+
+
+def test_a_pipelined_partition_keeps_the_crash_rule_clone_by_clone(tmp_path, monkeypatch):
+    """From PIPELINE_MIN tasks, a partition is two batches, the first made durable and published on
+    another thread while the second is staged: each clone's bytes are still durable before its name,
+    and its name before the partition returns."""
+    from airflow_colocate.spark import clone_job
+
+    events: list[tuple[str, object]] = []
+    real_durable, real_publish = copy_mod.make_durable, copy_mod.publish
+    monkeypatch.setattr(copy_mod, "make_durable", lambda uris: (events.append(("durable", set(uris))), real_durable(uris))[1])
+    monkeypatch.setattr(copy_mod, "publish", lambda st: (events.append(("publish", st)), real_publish(st))[1])
+    monkeypatch.setattr(clone_job, "PIPELINE_MIN", 4)
+    items = clone_job.task_items(_plan(tmp_path, "be-pipe", corrupt=3))
+    results = clone_job.run_partition(items, 2)
+    monkeypatch.setattr(clone_job, "PIPELINE_MIN", 10_000)
+    whole = clone_job.run_partition(clone_job.task_items(_plan(tmp_path, "be-whole", corrupt=3)), 2)
+    assert sum(1 for kind, _ in events if kind == "durable") >= 6  # two batches (bytes, names) and the whole one
+    assert [r["key"] for _, r in results] == [t["key"] for _, t in items]
+    strip = [{k: (v.replace("be-pipe", "<dst>") if isinstance(v, str) else v) for k, v in r.items() if k != "seconds"}
+             for _, r in results]
+    assert strip == [{k: (v.replace("be-whole", "<dst>") if isinstance(v, str) else v) for k, v in r.items() if k != "seconds"}
+                     for _, r in whole]
+    for i, (kind, what) in enumerate(events):
+        if kind == "publish" and "be-pipe" in what.dst:
+            assert any(k == "durable" and what.tmp in uris for k, uris in events[:i]), what  # bytes before the name
+            assert any(k == "durable" and fs.parent(what.dst) in uris for k, uris in events[i + 1:]), what  # then the name
+    assert [r["ok"] for _, r in results].count(False) == 1
