@@ -158,28 +158,26 @@ def registration_seconds(spark, work: Path, partitions: int = 30, buckets: int =
     return timed(lambda: register_tables(spark, [table]))
 
 
-def profile(spark, a, run_join_variant, run_scan) -> None:
-    """--jfr: the variants interleaved, one recording per run; each variant's task CPU (median) and
-    its samples' shares per PROFILE category, and that share of its task CPU."""
-    a.jfr.mkdir(parents=True, exist_ok=True)
-    variants = {"columnar off (Spark's merge join)": lambda: run_join_variant(False),
-                "columnar on": lambda: run_join_variant(True), "plain scan": run_scan}
+def profile_runs(spark, variants: dict, rounds: int, out: Path, title: str) -> None:
+    """The ``variants`` (name -> a function running it) interleaved, one flight recording per run into
+    ``out``; prints each variant's task CPU (median of all runs) and its samples' shares per PROFILE
+    category over all but its first run, and that share of its task CPU. bench_seeds' --jfr uses it too."""
+    out.mkdir(parents=True, exist_ok=True)
     for fn in variants.values():  # warm-up: compiled code and the status store, outside the recordings
         task_cpu(spark, fn)
     files: dict[str, list[Path]] = {v: [] for v in variants}
     cpu: dict[str, list[float]] = {v: [] for v in variants}
-    for i in range(a.rounds):
+    for i in range(rounds):
         order = list(variants) if i % 2 == 0 else list(variants)[::-1]
         for v in order:
             rec = jfr_start(spark)
             _, seconds = task_cpu(spark, variants[v])
-            path = a.jfr / f"{re.sub(r'[^a-z]+', '-', v.lower()).strip('-')}-{i}.jfr"
+            path = out / f"{re.sub(r'[^a-z0-9]+', '-', v.lower()).strip('-')}-{i}.jfr"
             jfr_stop(spark, rec, path)
             files[v].append(path)
             cpu[v].append(seconds)
-    print(f"TPC-H sf{a.scale:g} orders JOIN lineitem + aggregation, {a.buckets} buckets, master {a.master}: "
-          f"task threads' CPU samples (JFR, Java + native, every 2 ms), {a.rounds} runs each, interleaved, shares of "
-          f"all but the first; {a.jfr}")
+    print(f"{title}: task threads' CPU samples (JFR, Java + native, every 2 ms), {rounds} runs each, interleaved, "
+          f"shares of all but the first; {out}")
     for v, paths in files.items():
         counts, total = jfr_shares(paths[1:] or paths)  # the first run of each still warms up (2-5x slower)
         median = sorted(cpu[v])[len(cpu[v]) // 2]
@@ -187,6 +185,14 @@ def profile(spark, a, run_join_variant, run_scan) -> None:
                           for name, n in counts.items() if n)
         print(f"{v}: task CPU {median:.2f} s (median; runs {', '.join(f'{t:.2f}' for t in cpu[v])}), "
               f"{total} samples: {parts}")
+
+
+def profile(spark, a, run_join_variant, run_scan) -> None:
+    """--jfr: Spark's merge join, the columnar one and the plain scan, profiled by profile_runs."""
+    variants = {"columnar off (Spark's merge join)": lambda: run_join_variant(False),
+                "columnar on": lambda: run_join_variant(True), "plain scan": run_scan}
+    profile_runs(spark, variants, a.rounds, a.jfr, f"TPC-H sf{a.scale:g} orders JOIN lineitem + aggregation, "
+                 f"{a.buckets} buckets, master {a.master}")
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from bench_join import task_cpu  # noqa: E402
+from bench_join import profile_runs, task_cpu  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.core.contract import Source  # noqa: E402
@@ -133,7 +133,7 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
+def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | None = None) -> dict:
     rows = round(SEED_ROWS / denominator)
     root = DATA / f"v{denominator}_b{buckets}"
     print(f"volume 1/{denominator}: {rows:,} rows a partition x 10 days x 3 tables ({root})", flush=True)
@@ -182,6 +182,19 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int) -> dict:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1" if way != "default" else str(10 << 20))
         got = spark.sql(SQL1.format(**NAMES[way])).collect()[0][0]
         assert got == expected == rows * len(QUERY_DAYS), (way, got, expected)
+    if jfr is not None:  # --jfr: profile SQL1 (Spark's merge join, the columnar one) and the scan, time nothing
+        profile_runs(spark, {"SQL1 columnar off (Spark's merge join)": lambda: colocated(SQL1, timed=False),
+                             "SQL1 columnar on": lambda: colocated(SQL1, timed=False, columnar=True),
+                             "SQL1 plain scan": scan},
+                     rounds, jfr / f"v{denominator}", f"seeds SQL1 at 1/{denominator}, {buckets} buckets")
+        for name, q in (("SQL1 columnar on", SQL1), ("SQL1 plain scan", SCAN)):  # the plans the profile ran
+            spark.conf.set(COLUMNAR_FLAG, "true")
+            df = spark.sql(q.format(**NAMES["colocated"]))
+            df.collect()
+            print(f"{name}, executed plan:\n{df._jdf.queryExecution().executedPlan().toString()}")
+        cat.dispose()
+        shutil.rmtree(work, ignore_errors=True)
+        return {}
     wall = {f"{q}/{w}": [] for q in ("SQL1", "SQL2") for w in WAYS} | {"SQL1/scan": []}
     cpu = {k: [] for k in wall}
     for r in range(rounds):
@@ -270,7 +283,13 @@ def main() -> None:
     ap.add_argument("--cluster", choices=["netns"], help="netns: master + driver and 2 workers in network namespaces "
                     "of their own, over a tc-shaped link (bench/netns_cluster.py; needs root)")
     ap.add_argument("--link", choices=["1gbit", "10gbit"], default="1gbit", help="the --cluster netns link's rate")
+    ap.add_argument("--jfr", type=Path, metavar="DIR",
+                    help="profile instead of timing: a flight recording per run of SQL1 with the columnar operator "
+                         "off and on and of the plain scan (--rounds each, interleaved) into DIR, and the task "
+                         "threads' CPU samples per category (bench_join's profile)")
     a = ap.parse_args()
+    if a.jfr and a.columnar != "off":
+        ap.error("--jfr records the operator off and on itself: leave --columnar out")
     global COLUMNAR
     COLUMNAR = a.columnar
     if COLUMNAR == "both":
@@ -309,7 +328,9 @@ def main() -> None:
     results = {}
     try:
         for v in sorted(volumes, reverse=True):
-            results[v] = run_volume(spark, v, a.rounds, a.buckets)
+            results[v] = run_volume(spark, v, a.rounds, a.buckets, a.jfr)
+            if a.jfr:
+                del results[v]
     finally:
         spark.stop()
         if cluster is not None:

@@ -93,6 +93,15 @@ public final class ColumnarJoinRule extends Rule<SparkPlan> {
                 return replaced;
             }
         }
+        if (node instanceof ProjectExec && ((ProjectExec) node).child() instanceof ColumnarMergeJoinExec
+                && node.references().isEmpty()) {
+            // SELECT count(*) over the join: the projection above keeps none of its columns, so
+            // the join hands on batches of its row count alone (ColumnarToRow reads no value).
+            ColumnarMergeJoinExec join = (ColumnarMergeJoinExec) ((ProjectExec) node).child();
+            if (!join.output().isEmpty()) {
+                return node.withNewChildren(CollectionConverters.asScala(List.<SparkPlan>of(join.counting())).toList());
+            }
+        }
         return node;
     }
 

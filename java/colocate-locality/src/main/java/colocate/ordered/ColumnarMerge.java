@@ -139,6 +139,12 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         private int[] varying = new int[0];
         private int fastKey = -1;
         private boolean fastInt;
+        // the fast key's values of the whole batch as longs (read once per batch, so the run search
+        // and the merge compare array entries, not a vector's virtual getter per row), its position
+        // in the side's keys, and the batches loaded so far (the merge re-checks its fast compare per pair)
+        long[] keyVals = new long[0];
+        int fastPos = -1;
+        int loads;
         ColumnVector[] cols;
         private int[] sel = new int[0];
         private boolean all;   // every row kept (no filter): sel unused
@@ -205,7 +211,7 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                 select(n);
                 p = 0;
                 if (selN > 0) {
-                    describeKeys();
+                    describeKeys(n);
                     return true;
                 }
             }
@@ -263,26 +269,57 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             selN = k;
         }
 
-        private void describeKeys() {
+        private void describeKeys(int n) {
             keyNulls = false;
             int[] vary = new int[side.keys.length];
             int nv = 0;
             for (int o : side.keys) {
                 keyNulls |= cols[o].hasNull();
-                if (!(cols[o] instanceof ConstantColumnVector)) {
+                if (!constant(cols[o])) {
                     vary[nv++] = o;
                 }
             }
+            if (nv > 1 && !keyNulls) {
+                // A scan fills its partition columns (dt) into plain vectors, one value repeated:
+                // a key column that holds one value in this batch varies no more than a constant.
+                int kept = 0;
+                for (int i = 0; i < nv; i++) {
+                    int o = vary[i];
+                    int code = side.codes[o];
+                    boolean integral = code == Vectors.LONG || code == Vectors.DECIMAL_LONG || code == Vectors.INT
+                            || code == Vectors.DECIMAL_INT;
+                    if (!integral || !Vectors.uniform(cols[o], code == Vectors.INT || code == Vectors.DECIMAL_INT, n)) {
+                        vary[kept++] = o;
+                    }
+                }
+                nv = kept;
+            }
             varying = java.util.Arrays.copyOf(vary, nv);
             fastKey = -1;
+            fastPos = -1;
+            loads++;
             if (!keyNulls && nv == 1) {
                 int code = side.codes[vary[0]];
                 if (code == Vectors.LONG || code == Vectors.DECIMAL_LONG || code == Vectors.INT
                         || code == Vectors.DECIMAL_INT) {
                     fastKey = vary[0];
                     fastInt = code == Vectors.INT || code == Vectors.DECIMAL_INT;
+                    for (int k = 0; k < side.keys.length; k++) {
+                        if (side.keys[k] == fastKey) {
+                            fastPos = k;
+                        }
+                    }
+                    if (keyVals.length < n) {
+                        keyVals = new long[Math.max(n, 2 * keyVals.length)];
+                    }
+                    Vectors.longs(cols[fastKey], fastInt, n, keyVals);
                 }
             }
+        }
+
+        /** A column whose value is one for the whole batch: a partition column, or one picked from it. */
+        private boolean constant(ColumnVector v) {
+            return v instanceof ConstantColumnVector || (v instanceof PickedVector && ((PickedVector) v).constant());
         }
 
         /** Compares two rows of the current batch on the keys that vary in it. */
@@ -327,11 +364,10 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             int first = row(s);
             int j = s + 1;
             if (fastKey >= 0) {
-                ColumnVector v = cols[fastKey];
-                long key = fastInt ? v.getInt(first) : v.getLong(first);
+                long[] vals = keyVals;
+                long key = vals[first];
                 while (j < selN) {
-                    int r = row(j);
-                    long x = fastInt ? v.getInt(r) : v.getLong(r);
+                    long x = vals[row(j)];
                     if (x != key) {
                         if (x < key) {
                             disorder(seen + j + 1);
@@ -381,6 +417,23 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                         carry[o], carryN);
             }
             carryN += to - from;
+        }
+
+        /**
+         * {@link #nextRun} when the next run lies wholly inside the current batch (so it loads
+         * nothing and copies nothing), for the fast inner loop; false, changing nothing, otherwise.
+         */
+        boolean nextRunInBatch() {
+            if (advanceLoads()) {
+                return false;
+            }
+            runCols = cols;
+            runRows = all ? null : sel;
+            runFrom = p;
+            runTo = endAt;
+            runNull = false; // only a batch with a fast key steps here: its keys have no null
+            p = endAt;
+            return true;
         }
 
         /** Moves to the next run of equal keys; false at the end of the input. */
@@ -472,6 +525,10 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         private boolean[] rMatched = new boolean[16];
         private final JoinedRow joined = new JoinedRow();
         private ColumnarBatchRow lRow, rRow;
+        // no output column (count(*) above): an output row is a count, no row numbers are kept, and
+        // a batch need not end where an input moves on (it picks nothing from the inputs)
+        private final boolean counting = outTypes.length == 0;
+        private final boolean plainInner = joinType == INNER && condition == null;
 
         Merge(Iterator<ColumnarBatch> l, Iterator<ColumnarBatch> r) {
             lc = new Cursor(l, left, this);
@@ -530,6 +587,12 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             // moves off its batch or carry (advance), or a group's runs are in other vectors than
             // the pending pairs'. So it mostly picks its rows where they are (no copy).
             while (outN + pn < batchRows) {
+                if (kind == NONE && plainInner) {
+                    fastInner();
+                    if (outN + pn >= batchRows) {
+                        break;
+                    }
+                }
                 if (kind == NONE && !startGroup()) {
                     done = true;
                     break;
@@ -538,7 +601,8 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
                     break;
                 }
                 if (emitGroup()) {
-                    if (pn > 0 && ((kind != RIGHT_ONLY && lc.advanceLoads()) || (kind != LEFT_ONLY && rc.advanceLoads()))) {
+                    if (pn > 0 && !counting
+                            && ((kind != RIGHT_ONLY && lc.advanceLoads()) || (kind != LEFT_ONLY && rc.advanceLoads()))) {
                         advance = true;
                         break;
                     }
@@ -566,6 +630,70 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             return batch;
         }
 
+        /**
+         * The inner join without a condition over two batches that compare on their fast keys
+         * (unique ids, SQL1's case): one loop over the two key arrays, stepping whole runs, that
+         * leaves to the general path (startGroup, emitGroup, finishGroup) every group it cannot
+         * finish here: a run in the carry, a next run that reaches a batch's end, a cross product
+         * that does not fit the output batch. It stops between groups, so that path resumes there.
+         */
+        private void fastInner() {
+            while (outN + pn < batchRows && haveL && haveR && lc.runCols == lc.cols && rc.runCols == rc.cols
+                    && fastPair()) {
+                long a = lc.keyVals[lc.runRow(lc.runFrom)], b = rc.keyVals[rc.runRow(rc.runFrom)];
+                if (a < b) {
+                    if (!lc.nextRunInBatch()) {
+                        return;
+                    }
+                } else if (a > b) {
+                    if (!rc.nextRunInBatch()) {
+                        return;
+                    }
+                } else {
+                    int ln = lc.runSize(), rn = rc.runSize();
+                    if ((long) outN + pn + (long) ln * rn > batchRows || lc.advanceLoads() || rc.advanceLoads()
+                            || (pn > 0 && otherVectors())) {
+                        return; // the last: pending rows of a carried run, handed on before these (not copied)
+                    }
+                    if (counting) {
+                        pn += ln * rn;
+                    } else {
+                        for (int i = 0; i < ln; i++) {
+                            addPairs(lc.runRow(lc.runFrom + i), 0, rn);
+                        }
+                    }
+                    lc.nextRunInBatch();
+                    rc.nextRunInBatch();
+                }
+            }
+        }
+
+        private int pairL = -1, pairR = -1;
+        private boolean pairFast;
+
+        /**
+         * Whether the two current batches compare on their fast keys alone: each has one varying
+         * integral key, the same one, and their other keys (constant in each batch: the partition
+         * columns) are equal. Checked once per pair of batches.
+         */
+        private boolean fastPair() {
+            if (lc.loads != pairL || rc.loads != pairR) {
+                pairL = lc.loads;
+                pairR = rc.loads;
+                boolean fast = lc.fastKey >= 0 && rc.fastKey >= 0 && lc.fastPos == rc.fastPos
+                        && lc.fastInt == rc.fastInt;
+                for (int k = 0; fast && k < left.keys.length; k++) {
+                    if (k != lc.fastPos) {
+                        int o = left.keys[k];
+                        fast = Vectors.compare(left.codes[o], left.precisions[o], left.scales[o], lc.cols[o],
+                                lc.row(0), rc.cols[right.keys[k]], rc.row(0)) == 0;
+                    }
+                }
+                pairFast = fast;
+            }
+            return pairFast;
+        }
+
         /** Whether the current group's runs are in other vectors than the pending pairs' rows. */
         private boolean otherVectors() {
             return (pendL != null && haveL && lc.runCols != pendL) || (pendR != null && haveR && rc.runCols != pendR);
@@ -577,7 +705,9 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             }
             if (haveL && haveR) {
                 int li = lc.runRow(lc.runFrom), ri = rc.runRow(rc.runFrom);
-                int c = lc.runNull || rc.runNull ? compareKeys(left, lc.runCols, li, right, rc.runCols, ri)
+                int c = lc.runCols == lc.cols && rc.runCols == rc.cols && fastPair()
+                        ? Long.compare(lc.keyVals[li], rc.keyVals[ri])
+                        : lc.runNull || rc.runNull ? compareKeys(left, lc.runCols, li, right, rc.runCols, ri)
                         : compareValues(left, lc.runCols, li, right, rc.runCols, ri);
                 kind = c < 0 ? LEFT_ONLY : c > 0 ? RIGHT_ONLY : lc.runNull ? BOTH_NULL : MATCH;
             } else {
@@ -701,6 +831,10 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
             if (m <= 0) {
                 return;
             }
+            if (counting) {
+                pn += m;
+                return;
+            }
             if ((pendL != null && pendL != lc.runCols) || (pendR != null && pendR != rc.runCols)) {
                 flush();
             }
@@ -794,6 +928,10 @@ final class ColumnarMerge extends AbstractFunction2<Iterator<ColumnarBatch>, Ite
         }
 
         private void add(int l, int r) {
+            if (counting) {
+                pn++;
+                return;
+            }
             if ((l >= 0 && pendL != null && pendL != lc.runCols) || (r >= 0 && pendR != null && pendR != rc.runCols)) {
                 flush(); // rows of other vectors in one batch (a both-null group of an outer join): copied
             }

@@ -13,6 +13,7 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
 import org.apache.spark.sql.catalyst.plans.JoinType;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import scala.Option;
@@ -119,6 +120,18 @@ public final class ColumnarMergeJoinExec extends SparkPlan {
                 partitioning, ordering, leftTable, rightTable, newChildren.apply(0), newChildren.apply(1));
     }
 
+    /**
+     * This join with no output column, for a parent that reads none (count(*) over it): its
+     * batches carry the row count only, so the merge records no row numbers and ColumnarToRow
+     * reads no value. Its rows have no columns, so it promises no partitioning or order of them.
+     */
+    ColumnarMergeJoinExec counting() {
+        return new ColumnarMergeJoinExec(leftKeys, rightKeys, joinType, condition, leftFilter, rightFilter,
+                CollectionConverters.asScala(new ArrayList<Attribute>()).toList(),
+                new UnknownPartitioning(partitioning.numPartitions()),
+                CollectionConverters.asScala(new ArrayList<SortOrder>()).toList(), leftTable, rightTable, left, right);
+    }
+
     @Override
     public String nodeName() {
         return NODE_NAME;
@@ -143,7 +156,8 @@ public final class ColumnarMergeJoinExec extends SparkPlan {
         return NODE_NAME + " " + seq(leftKeys) + ", " + seq(rightKeys) + ", " + joinType + ", "
                 + (condition.isDefined() ? condition.get().toString() : "None")
                 + ", column batches" + orderedRead(leftTable, leftKeys) + orderedRead(rightTable, rightKeys)
-                + (leftFilter.isDefined() || rightFilter.isDefined() ? ", filters: bucket guard and pushed conditions" : "");
+                + (leftFilter.isDefined() || rightFilter.isDefined() ? ", filters: bucket guard and pushed conditions" : "")
+                + (output.isEmpty() ? ", no output column (rows counted)" : "");
     }
 
     @Override

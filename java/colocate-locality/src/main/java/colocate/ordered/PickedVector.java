@@ -1,5 +1,6 @@
 package colocate.ordered;
 
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.vectorized.ColumnVector;
@@ -41,6 +42,26 @@ final class PickedVector extends ColumnVector {
         this.nulls = -1;
         this.lastRow = -1;
         this.lastString = null;
+    }
+
+    /** Whether every picked row holds one value: all picked from a constant (partition) column. */
+    boolean constant() {
+        return !minus && src instanceof ConstantColumnVector;
+    }
+
+    /** The picked rows' values of an integral column as longs into {@code out} (no row is -1: a key's). */
+    void longsInto(boolean ints, int count, long[] out) {
+        ColumnVector v = src;
+        int[] r = rows;
+        if (ints) {
+            for (int i = 0; i < count; i++) {
+                out[i] = v.getInt(r[i]);
+            }
+        } else {
+            for (int i = 0; i < count; i++) {
+                out[i] = v.getLong(r[i]);
+            }
+        }
     }
 
     @Override

@@ -72,6 +72,44 @@ final class Vectors {
     }
 
     /**
+     * Rows {@code 0..count)} of a non-null integral key column as longs into {@code out}: one loop
+     * per batch, so the merge then compares array entries rather than calling the vector per row.
+     */
+    static void longs(ColumnVector v, boolean ints, int count, long[] out) {
+        if (v instanceof PickedVector) {
+            ((PickedVector) v).longsInto(ints, count, out);
+        } else if (ints) {
+            for (int i = 0; i < count; i++) {
+                out[i] = v.getInt(i);
+            }
+        } else {
+            for (int i = 0; i < count; i++) {
+                out[i] = v.getLong(i);
+            }
+        }
+    }
+
+    /** Whether rows {@code 0..count)} of a non-null integral column all hold the value of row 0. */
+    static boolean uniform(ColumnVector v, boolean ints, int count) {
+        if (ints) {
+            int first = v.getInt(0);
+            for (int i = 1; i < count; i++) {
+                if (v.getInt(i) != first) {
+                    return false;
+                }
+            }
+        } else {
+            long first = v.getLong(0);
+            for (int i = 1; i < count; i++) {
+                if (v.getLong(i) != first) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    /**
      * Copies {@code src}'s rows {@code rows[from..to)} (a negative row: null) to {@code dst}
      * from row {@code at}; {@code src} null means every row is null (the missing side of an
      * outer join's row).
