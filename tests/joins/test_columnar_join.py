@@ -59,6 +59,23 @@ def test_with_a_join_condition_and_pushed_filters(columnar, lake):
         assert NODE in physical, physical
 
 
+@pytest.mark.parametrize("batch_rows", ["3", "4096"])
+def test_count_over_the_join_reads_no_column(columnar, lake, batch_rows):
+    """SELECT count(*) over the join (SQL1's shape): the join under the empty projection hands on
+    batches of a row count only. Every join kind and a three-way join count what Spark counts, with
+    the output cut into 3-row batches (a run's pairs split across them) or not."""
+    cat, _ = lake
+    on = "x.dt = y.dt AND x.k = y.k"
+    sqls = [f"SELECT count(*) FROM {{a}} x {KINDS[kind]} {{b}} y ON {on}" for kind in COLUMNAR_KINDS]
+    sqls.append(f"SELECT count(*) FROM {{a}} x JOIN {{b}} y ON {on} JOIN {{a}} z ON x.dt = z.dt AND x.k = z.k")
+    with scoped(columnar, {"spark.colocate.join.columnar.batchRows": batch_rows}):
+        for sql in sqls:
+            _, rows, physical = run(columnar, cat, sql.format(a="oa", b="ob"), hash_budget=0)
+            expected = reference(columnar, sql.format(a="ref_oa", b="ref_ob"))
+            assert rows == expected and expected[0][0] > 0, sql
+            assert "no output column (rows counted)" in physical and "SortMergeJoin" not in physical, physical
+
+
 def test_other_join_types_and_false_keep_spark_join_and_the_default_is_columnar(spark, lake):
     cat, _ = lake
     with scoped(spark, {FLAG: "true"}):
