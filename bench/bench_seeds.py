@@ -216,6 +216,12 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
         print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in wall.items()), flush=True)
     cat.dispose()
     shutil.rmtree(work, ignore_errors=True)
+    for k in [f"SQL1/{w}" for w in ("columnar", "colocated", "scan") if f"SQL1/{w}" in wall]:
+        # every round, and the median of the warm ones (the first of each variant still compiles: 2-5x slower)
+        print(f"{k} rounds: wall {', '.join(f'{t:.2f}' for t in wall[k])} s, task CPU "
+              f"{', '.join(f'{t:.2f}' for t in cpu[k])} s; median of all {median(wall[k]):.2f} s "
+              f"({median(cpu[k]):.2f} s), "
+              f"of rounds 2-{rounds} {median(wall[k][1:]):.2f} s ({median(cpu[k][1:]):.2f} s)")
     res = {"rows": rows, "wall": {k: median(v) for k, v in wall.items()}, "cpu": {k: median(v) for k, v in cpu.items()},
            "explain": {q: last.get(sql, {}).get("explain", "") for q, sql in (("SQL1", SQL1), ("SQL2", SQL2))},
            "phases": {k: median(v) for k, v in phases.items()},
