@@ -1,8 +1,9 @@
 """How long a lost disk takes to repair at volume, against copying the same bytes with ``cp -a``.
 
     .venv/bin/python bench/bench_repair.py [--tables 5 --days 32 --buckets 32 | --scale PCT] [--rounds N]
-                                           [--dir DIR] [--threads 4]
-                                           [--profile FILE]  (cProfile of the repair; --threads 1 to see the copies)
+                                           [--dir DIR] [--threads N] [--processes N[,M]]
+                                           [--profile FILE]  (cProfile of the repair; --processes 0 --threads 1
+                                                              to see the copies, which otherwise run in workers)
 
 Builds one group of ``tables`` x ``days`` daily partitions x ``buckets`` buckets x 2 replicas on 4
 backends (5 x 32 x 32 x 2 = 10,240 replicas): the catalog rows in bulk (bench/bench_catalog.py's
@@ -12,10 +13,10 @@ and about one bucket in 97 large (4-16 MiB), each replica's bytes written once p
 1. the baseline: ``cp -a`` of the backend that will be lost (its whole root, the same files and
    bytes the repair copies back) to a folder on the same disk, then ``sync``;
 2. that backend's root is gone (moved aside; ``--rmtree``: deleted); timed from here: the probe (jobs/health.py: the identity
-   marker is gone, the backend is down), the balance run (jobs/balance.py with the in-process
-   runner ``jobs/runners.py: local_runner``, the clone job's own task function on threads: what
-   ``colocate balance --runner local`` and a control plane without Spark run; the Spark clone job
-   runs the same function on executors) until the group is stable again (``Health.check_group``).
+   marker is gone, the backend is down), the balance run (jobs/balance.py with the local runner
+   ``jobs/runners.py: local_runner``, the clone job's own task function in one worker process per
+   core (``--processes 0``: on threads in this process): what ``colocate balance --runner local``
+   and a control plane without Spark run; the Spark clone job runs the same function on executors) until the group is stable again (``Health.check_group``).
 3. with ``--rounds N``, the repair is undone (the backends' trees from a hard-linked snapshot, the
    catalog from a copy) and both run again, interleaved: the baseline swings far more
    than the repair on a shared disk, so best and median of each are printed.
@@ -456,7 +457,7 @@ def report(rounds: list[dict], files: int, size: int, args) -> None:
     cp_cpu, rep_cpu = median([x["cp_cpu"] for x in rounds]), median([x["cpu"] for x in rounds])
     cp_ns, rep_ns = cp_cpu / size * 1e9, rep_cpu / copied * 1e9
     print(f"CPU (user + system, median; the fair judge on a shared machine): cp -a + sync {cp_cpu:.2f}s = "
-          f"{cp_ns:.1f} ns/byte; the repair (this process) {rep_cpu:.2f}s = {rep_ns:.1f} ns/byte: {cp_ns / rep_ns:.2f}x "
+          f"{cp_ns:.1f} ns/byte; the repair (this process and its clone workers, their start not counted) {rep_cpu:.2f}s = {rep_ns:.1f} ns/byte: {cp_ns / rep_ns:.2f}x "
           f"cp's bytes per CPU second (sync's write-back runs in kernel threads on both sides and is not counted)")
     print(f"inside the repair (median): copies (clone tasks) {median([x['copies'] for x in rounds]):.2f}s (CPU "
           f"{median([x['copies_cpu'] for x in rounds]):.2f}s), of which "
