@@ -316,7 +316,7 @@ def run_partition(items, threads: int):
 
 def run_chunk(items: list[tuple[str, dict]], threads: int) -> tuple[list[tuple[str, dict]], dict]:
     """A clone worker process's side of the local runner (:func:`airflow_colocate.jobs.runners.local_runner`):
-    one chunk of a plan as one batch (:func:`run_partition`), and what it cost this process (CPU
+    one chunk of a plan (:func:`run_partition`), and what it cost this process (CPU
     seconds, seconds and calls making bytes and names durable), which the parent cannot see."""
     started, cpu, (durable, syncs) = time.perf_counter(), time.process_time(), copy_mod.durable_totals()
     results = run_partition(items, threads)
