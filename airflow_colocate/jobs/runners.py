@@ -118,7 +118,7 @@ class LocalRunner:
             pool = self._started()
             with _bare_main():  # a submit may start a worker process
                 futures = [pool.submit(self._work, [items[i] for i in chunk], self.worker_threads) for chunk in chunks]
-        except (OSError, RuntimeError) as exc:  # no process can be started here (limits, a sandbox): threads
+        except Exception as exc:  # no process can start here (limits, a sandbox, a daemonic Celery worker): threads
             log.warning(f"clone worker processes cannot start ({type(exc).__name__}: {exc}); copying on threads in this process")
             self.close()
             self.processes = 0

@@ -132,3 +132,16 @@ def test_a_pipelined_partition_keeps_the_crash_rule_clone_by_clone(tmp_path, mon
             assert any(k == "durable" and what.tmp in uris for k, uris in events[:i]), what  # bytes before the name
             assert any(k == "durable" and fs.parent(what.dst) in uris for k, uris in events[i + 1:]), what  # then the name
     assert [r["ok"] for _, r in results].count(False) == 1
+
+
+def test_where_no_process_can_start_the_copies_run_here(tmp_path, few_tasks_suffice, monkeypatch, caplog):
+    """E.g. inside a daemonic Celery worker (multiprocessing refuses children there)."""
+
+    def refuse():
+        raise AssertionError("daemonic processes are not allowed to have children")
+
+    monkeypatch.setattr(runners, "_process_context", refuse)
+    runner = runners.local_runner(processes=2)
+    report = runner(_plan(tmp_path, "be-here"))
+    assert all(c.ok for c in report.copies) and runner.processes == 0 and runner._pool is None
+    assert "cannot start" in caplog.text and "daemonic" in caplog.text
