@@ -135,10 +135,10 @@ class TxTimer:
         self._inner = cat.tx
         cat.tx = self
 
-    def __call__(self, fn):
+    def __call__(self, fn, **kw):
         started = time.perf_counter()
         try:
-            return self._inner(fn)
+            return self._inner(fn, **kw)
         finally:
             took = time.perf_counter() - started
             self.seconds += took

@@ -72,11 +72,11 @@ class Phases:
     def close(self) -> None:
         gc.callbacks.remove(self._gc)
 
-    def __call__(self, fn):
+    def __call__(self, fn, **kw):
         wall, cpu = time.perf_counter(), time.thread_time()
         self._inside = True
         try:
-            return self._inner(fn)
+            return self._inner(fn, **kw)
         finally:
             self._inside = False
             name = getattr(fn, "__qualname__", "?").replace(".<locals>.run", "").replace(".<locals>", "")

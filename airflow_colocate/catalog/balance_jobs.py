@@ -223,7 +223,7 @@ class BalanceJobs:
                                        "bad" if r.state == "bad" else "missing", _files_view(files_of(first)), roots[be]))
             return needs, blocked
 
-        return self.db.tx(run)
+        return self.db.tx(run, bulk=True)  # a repair's size: collector paused
 
     def register_clones(self, job_id: int, results: Iterable) -> tuple[int, list[str]]:
         """Record the replicas a clone job verified (``CloneResult``s with ``ok``) as ``verified``,
@@ -306,7 +306,7 @@ class BalanceJobs:
                         failed=len(failed), bad_sources=bad, stale=len(stale))
             return added, stale
 
-        return self.db.tx(run)
+        return self.db.tx(run, bulk=True)  # a repair's size: collector paused
 
     def move_progress(self, job_id: int) -> list[tuple[int, int]]:
         """Per planned move: (bytes already verified on its destination, bytes of the bucket)."""
@@ -393,7 +393,7 @@ class BalanceJobs:
             health = record_check(self.db, s, g, reasons, count, reused)
             return FinishResult(done=True, health=health, dropping=dropping)
 
-        return self.db.tx(run)
+        return self.db.tx(run, bulk=True)  # a repair's size: collector paused
 
     def take_droppable(self) -> list[DropItem]:
         """Replicas whose grace period is over become ``deleting`` and are returned for their files

@@ -9,6 +9,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from typing import TypeVar
 
@@ -38,19 +39,22 @@ FLAGS = ("disable_colocate_balance", "disable_colocate_relocate", "disable_coloc
 _RETRIES = 30
 
 _gc_lock = threading.Lock()
-_gc_holders = 0  # transactions running with the cyclic collector paused by us
+_gc_holders = 0  # bulk transactions running with the cyclic collector paused by us
 _gc_paused = False  # whether we paused it (never re-enable a collector someone else disabled)
 
 
-def _pause_gc() -> None:
-    """Pause Python's cyclic garbage collector while a transaction runs.
+@contextmanager
+def _gc_paused_for_bulk():
+    """Pause Python's cyclic garbage collector while a bulk transaction runs (``tx(..., bulk=True)``).
 
-    A repair's transactions make tens of thousands of short-lived rows, tuples and dicts. They hold
+    A repair's registration makes tens of thousands of short-lived rows, tuples and dicts. They hold
     no reference cycles (reference counting frees them), but every 700 allocations the collector
     runs anyway, and now and then a full collection walks every object of the process (Airflow's
     and Spark's modules: ~250,000): 100-200 ms each, measured inside the repair's catalog time
     (bench/bench_repair_catalog.py prints it). Paused, the allocations of a transaction count as
-    one collection's worth; cyclic garbage it leaves is collected by the next collection after it."""
+    one collection's worth; cyclic garbage it leaves is collected by the next collection after it.
+    Only the repair's few bulk transactions ask for it (a web server's or triggerer's ordinary
+    transactions overlap on threads and would keep the collector off for long stretches)."""
     global _gc_holders, _gc_paused
     with _gc_lock:
         if _gc_holders == 0:
@@ -58,15 +62,27 @@ def _pause_gc() -> None:
             if _gc_paused:
                 gc.disable()
         _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_paused:
+                _gc_paused = False
+                gc.enable()
 
 
-def _resume_gc() -> None:
-    global _gc_holders, _gc_paused
-    with _gc_lock:
-        _gc_holders -= 1
-        if _gc_holders == 0 and _gc_paused:
-            _gc_paused = False
-            gc.enable()
+def _gc_after_fork() -> None:
+    """A child forked while another thread held a bulk transaction inherits the pause and, maybe, the
+    lock held: it starts afresh, with the collector on if we were the ones who paused it."""
+    global _gc_lock, _gc_holders, _gc_paused
+    _gc_lock = threading.Lock()
+    if _gc_holders and _gc_paused:
+        gc.enable()
+    _gc_holders, _gc_paused = 0, False
+
+
+os.register_at_fork(after_in_child=_gc_after_fork)
 
 
 def _retryable(exc: DBAPIError) -> bool:
@@ -112,18 +128,17 @@ class CatalogSession:
                 f"{current or 'none'}, the code needs {head_revision()}: run 'colocate init' first"
             )
 
-    def tx(self, fn: Callable[[Session], T]) -> T:
+    def tx(self, fn: Callable[[Session], T], *, bulk: bool = False) -> T:
+        """Run ``fn`` in one transaction, retried on serialization failures and deadlocks.
+        ``bulk``: a repair's registration-sized transaction, run with the cyclic collector paused."""
         delay = 0.01
         for attempt in range(_RETRIES):
-            _pause_gc()
             try:
-                with self._sessions.begin() as session:
+                with _gc_paused_for_bulk() if bulk else nullcontext(), self._sessions.begin() as session:
                     return fn(session)
             except (OperationalError, IntegrityError, DBAPIError) as exc:
                 if attempt == _RETRIES - 1 or not _retryable(exc):
                     raise
-            finally:
-                _resume_gc()
             time.sleep(delay * (1 + random.random()))  # outside the pause: another thread may need a collection
             delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
