@@ -96,7 +96,8 @@ def _run_local(catalog, options) -> dict:
     from airflow_colocate.jobs.balance import Balancer, summary_json
     from airflow_colocate.jobs.runners import local_runner
 
-    return summary_json(Balancer(catalog, local_runner(), options, echo=output.progress()).run())
+    with local_runner() as runner:  # its worker processes stop with the run
+        return summary_json(Balancer(catalog, runner, options, echo=output.progress()).run())
 
 
 @click.group("jobs", cls=Group, help="Write, balance and gc jobs: list, cancel.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -56,25 +57,70 @@ def _process_context():
     return ctx
 
 
+_MAIN_LOCK = threading.Lock()
+
+
 @contextmanager
 def _bare_main():
     """``__main__`` hidden while worker processes are started: multiprocessing would otherwise
     run the parent's main script again in the fork server (an Airflow task's, with every import
-    it makes; a script read from stdin, which fails). The workers need only the clone job."""
-    main = sys.modules.get("__main__")
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        if main is not None:
-            sys.modules["__main__"] = main
+    it makes; a script read from stdin, which fails). The workers need only the clone job. Under a
+    lock, and put back only if it is still ours: two runners starting at once must not leave the
+    placeholder in place."""
+    with _MAIN_LOCK:
+        main = sys.modules.get("__main__")
+        bare = sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if main is not None and sys.modules.get("__main__") is bare:
+                sys.modules["__main__"] = main
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker process's initializer: exit when the process that started the pool is gone.
+
+    An Airflow task ends with ``os._exit``, and a killed one runs no atexit hook, so the pool is
+    never shut down; its workers (children of the fork server, not of the task) would wait on their
+    queues for ever, and the fork server with them. A daemon thread waits on the parent's pidfd
+    (Linux), else checks every second that it is still there."""
+    import os
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(parent)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
+            import select
+
+            select.select([fd], [], [])
+        else:
+            while True:
+                try:
+                    os.kill(parent, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+                time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="colocate-clone-parent-watch", daemon=True).start()
 
 
 class LocalRunner:
     """:func:`local_runner`'s runner: a callable plan -> report, which also keeps what its worker
     processes spent (``stats``: CPU seconds, seconds and calls making copies durable), since this
-    process's clock does not see them. ``close()`` stops the worker processes (also done when the
-    runner is garbage collected, and at exit)."""
+    process's clock does not see them. ``close()`` (or leaving ``with local_runner() as runner:``)
+    stops the worker processes; so do garbage collection and a normal exit, and the workers exit by
+    themselves when this process is gone (:func:`_exit_with_parent`)."""
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def __init__(self, threads: int | None, processes: int | None) -> None:
         import os
@@ -149,9 +195,11 @@ class LocalRunner:
 
         pool = self._pool
         if pool is None:
+            import os
             import weakref
 
-            pool = self._pool = ProcessPoolExecutor(self.processes, mp_context=_process_context())
+            pool = self._pool = ProcessPoolExecutor(self.processes, mp_context=_process_context(),
+                                                    initializer=_exit_with_parent, initargs=(os.getpid(),))
             weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
         return pool
 

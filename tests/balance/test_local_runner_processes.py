@@ -145,3 +145,37 @@ def test_where_no_process_can_start_the_copies_run_here(tmp_path, few_tasks_suff
     report = runner(_plan(tmp_path, "be-here"))
     assert all(c.ok for c in report.copies) and runner.processes == 0 and runner._pool is None
     assert "cannot start" in caplog.text and "daemonic" in caplog.text
+
+
+def test_workers_exit_when_the_process_that_started_them_ends_without_cleanup(tmp_path):
+    """An Airflow task ends with ``os._exit`` (no atexit, no close): its clone workers must not stay
+    behind, waiting on their queues for ever, one fork server and a worker per core per task run."""
+    import subprocess
+    import sys
+    import time
+
+    script = ("import os\nfrom airflow_colocate.jobs.runners import local_runner\n"
+              "r = local_runner(processes=2)\npool = r._started()\n"
+              "pids = {pool.submit(os.getpid).result() for _ in range(8)}\n"
+              "print(' '.join(map(str, pids)), flush=True)\nos._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    pids = [int(p) for p in out.stdout.split()]
+    assert pids, out.stderr
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)], f"clone workers {pids} outlived their parent"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+def test_leaving_the_with_block_stops_the_workers():
+    with runners.local_runner(processes=2) as r:
+        pid = r._started().submit(os.getpid).result()
+    assert r._pool is None and not _alive(pid)
