@@ -197,7 +197,7 @@ def _dirs(clones: list[_Staged]) -> list[str]:
     return list(out)
 
 
-def finish_clones(staged: list[_Staged]) -> list[dict]:
+def finish_clones(staged: list[_Staged], watch: dict[int, int] | None = None) -> list[dict]:
     """Make a batch of staged clones durable, publish them, and make the renames durable.
 
     The crash rule a batch keeps (the same as one ``fsync`` per file, paid once per batch): the
@@ -206,18 +206,20 @@ def finish_clones(staged: list[_Staged]) -> list[dict]:
     says ``ok``, which is the only thing the control plane registers. A crash anywhere before the
     report leaves nothing registered: staged files in a tmp area (gc sweeps them), or files in a
     replica directory no catalog row names as verified, which the next clone of it overwrites
-    (removing whatever else it holds). A committed replica is never written to."""
+    (removing whatever else it holds). A committed replica is never written to. ``watch``: the
+    descriptors the batch opened before its first write (:func:`storage.copy.watch_durability`), so
+    no write-back error of its pages goes unreported."""
     if not staged:
         return []
     try:
-        copy_mod.make_durable([st.tmp for c in staged for st in c.files])
+        copy_mod.make_durable([st.tmp for c in staged for st in c.files], watch)
     except OSError as exc:
         for c in staged:
             _drop_staged(c.files)
         return [_failed(dict(c.out, bytes=0), c.started, exc) for c in staged]
     results = [publish_clone(c) for c in staged]
     try:
-        copy_mod.make_durable(_dirs([c for c, r in zip(staged, results) if r["ok"]]))
+        copy_mod.make_durable(_dirs([c for c, r in zip(staged, results) if r["ok"]]), watch)
     except OSError as exc:
         return [_unpublish(r, exc) if r["ok"] else r for r in results]
     return results
@@ -283,9 +285,16 @@ def _stage_all(items, threads: int, areas: dict) -> list:
         return list(pool.map(lambda i: _run(i, areas), items))
 
 
-def _finish_all(done: list) -> list:
-    """``done`` with each staged clone replaced by its result (:func:`finish_clones`)."""
-    finished = iter(finish_clones([r for r in done if isinstance(r, _Staged)]))
+def _watched(items) -> dict[int, int]:
+    return copy_mod.watch_durability(t.get("root") for kind, t in items if kind == "copy")
+
+
+def _finish_all(done: list, watch: dict[int, int]) -> list:
+    """``done`` with each staged clone replaced by its result (:func:`finish_clones`); closes ``watch``."""
+    try:
+        finished = iter(finish_clones([r for r in done if isinstance(r, _Staged)], watch))
+    finally:
+        copy_mod.close_watch(watch)
     return [next(finished) if isinstance(r, _Staged) else r for r in done]
 
 
@@ -299,15 +308,32 @@ def run_partition(items, threads: int):
     items = list(items)
     areas: dict = {}
     if len(items) < PIPELINE_MIN:
-        done = _finish_all(_stage_all(items, threads, areas))
+        watch = _watched(items)  # before the first write
+        try:
+            staged = _stage_all(items, threads, areas)
+        except BaseException:
+            copy_mod.close_watch(watch)
+            raise
+        done = _finish_all(staged, watch)
         return [(kind, r) for (kind, _), r in zip(items, done)]
     from concurrent.futures import ThreadPoolExecutor
 
     halves = [items[0::2], items[1::2]]
-    first = _stage_all(halves[0], threads, areas)
+    watches = [_watched(halves[0]), _watched(halves[1])]  # each half's own, before any write
+    try:
+        first = _stage_all(halves[0], threads, areas)
+    except BaseException:
+        for w in watches:
+            copy_mod.close_watch(w)
+        raise
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="colocate-clone-finish") as finisher:
-        finishing = finisher.submit(_finish_all, first)
-        second = _finish_all(_stage_all(halves[1], threads, areas))
+        finishing = finisher.submit(_finish_all, first, watches[0])
+        try:
+            staged = _stage_all(halves[1], threads, areas)
+        except BaseException:
+            copy_mod.close_watch(watches[1])
+            raise
+        second = _finish_all(staged, watches[1])
         first = finishing.result()
     out: list = [None] * len(items)
     out[0::2], out[1::2] = first, second

@@ -278,7 +278,38 @@ def durable_totals() -> tuple[float, int]:
         return _DURABLE[0], _DURABLE[1]
 
 
-def make_durable(uris: Iterable[str]) -> None:
+def watch_durability(roots: Iterable[str | None]) -> dict[int, int]:
+    """File descriptors on the file systems a batch is about to write, opened before its first write
+    (device -> fd), for :func:`make_durable` to ``syncfs`` through.
+
+    ``syncfs`` reports a write-back error only if it happened after the descriptor it is given was
+    opened (Linux 5.8+, errseq), and reports it once per descriptor. A descriptor opened only at the
+    end would miss an error that hit this batch's pages before that: one the other half of the
+    partition's ``syncfs``, another worker, or the kernel's own write-back saw first. Then bytes
+    that never reached the disk would be published and registered. With the descriptor opened
+    first, the worst case is a batch failed for another batch's error, which is safe (retried)."""
+    fds: dict[int, int] = {}
+    for root in dict.fromkeys(r for r in roots if r):
+        if _SYNCFS is None or not fs.is_local(root):
+            continue
+        try:
+            fd = os.open(fs.local_path(root), os.O_RDONLY)
+        except OSError:  # not there (yet): make_durable opens one at the end, as before
+            continue
+        dev = os.fstat(fd).st_dev
+        if dev in fds:
+            os.close(fd)
+        else:
+            fds[dev] = fd
+    return fds
+
+
+def close_watch(fds: dict[int, int]) -> None:
+    for fd in fds.values():
+        os.close(fd)
+
+
+def make_durable(uris: Iterable[str], watch: dict[int, int] | None = None) -> None:
     """Make the bytes of these files, and these directories' entries, durable, in one pass.
 
     Local paths: one ``syncfs(2)`` per file system they are on (Linux; it writes back every dirty
@@ -288,14 +319,14 @@ def make_durable(uris: Iterable[str]) -> None:
     could not write: the caller must then not publish or register anything it staged."""
     started = time.perf_counter()
     try:
-        _make_durable(uris)
+        _make_durable(uris, watch or {})
     finally:
         with _DURABLE_LOCK:
             _DURABLE[0] += time.perf_counter() - started
             _DURABLE[1] += 1
 
 
-def _make_durable(uris: Iterable[str]) -> None:
+def _make_durable(uris: Iterable[str], watch: dict[int, int]) -> None:
     local = [fs.local_path(u) for u in uris if fs.is_local(u)]
     if not local:
         return
@@ -306,14 +337,16 @@ def _make_durable(uris: Iterable[str]) -> None:
     devices: dict[int, str] = {}
     for path in local:
         devices.setdefault(os.stat(path).st_dev, path)
-    for path in devices.values():
-        fd = os.open(path, os.O_RDONLY)
+    for dev, path in devices.items():
+        watched = watch.get(dev)
+        fd = os.open(path, os.O_RDONLY) if watched is None else watched
         try:
             if _SYNCFS(fd) != 0:
                 err = ctypes.get_errno()
                 raise OSError(err, f"syncfs of the file system of {path} failed: {os.strerror(err)}")
         finally:
-            os.close(fd)
+            if watched is None:
+                os.close(fd)
 
 
 def link_or_copy(src_uri: str, dst_uri: str, *, root: str | None = None) -> tuple[int, str]:

@@ -50,7 +50,7 @@ def test_bytes_are_durable_before_their_name_and_names_before_the_result(lake, m
     _lost_disk(lake)
     events: list[tuple[str, object]] = []
     real_durable, real_publish = copy_mod.make_durable, copy_mod.publish
-    monkeypatch.setattr(copy_mod, "make_durable", lambda uris: (events.append(("durable", set(uris))), real_durable(uris))[1])
+    monkeypatch.setattr(copy_mod, "make_durable", lambda uris, watch=None: (events.append(("durable", set(uris))), real_durable(uris, watch))[1])
     monkeypatch.setattr(copy_mod, "publish", lambda st: (events.append(("publish", st)), real_publish(st))[1])
     inner = lake.runner
 
@@ -82,12 +82,12 @@ def test_a_crash_between_the_copies_and_the_registration_registers_nothing_and_a
     calls = []
     real = copy_mod.make_durable
 
-    def crash(uris):
+    def crash(uris, watch=None):
         uris = list(uris)
         calls.append(uris)
         if where == "before the rename" or len(calls) == 2:  # the 1st call is the bytes, the 2nd the names
             raise Crash(f"killed {where}")
-        real(uris)
+        real(uris, watch)
 
     monkeypatch.setattr(copy_mod, "make_durable", crash)
     with pytest.raises(Crash):
@@ -118,12 +118,12 @@ def test_a_batch_whose_bytes_cannot_be_made_durable_publishes_nothing_and_is_ret
     failures = []
     real = copy_mod.make_durable
 
-    def once(uris):
+    def once(uris, watch=None):
         uris = list(uris)
         if not failures:
             failures.append(uris)
             raise OSError(5, "Input/output error")
-        real(uris)
+        real(uris, watch)
 
     monkeypatch.setattr(copy_mod, "make_durable", once)
     _balance(lake)  # the failed batch's clones come back not ok; the next round clones them again

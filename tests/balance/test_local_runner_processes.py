@@ -114,7 +114,7 @@ def test_a_pipelined_partition_keeps_the_crash_rule_clone_by_clone(tmp_path, mon
 
     events: list[tuple[str, object]] = []
     real_durable, real_publish = copy_mod.make_durable, copy_mod.publish
-    monkeypatch.setattr(copy_mod, "make_durable", lambda uris: (events.append(("durable", set(uris))), real_durable(uris))[1])
+    monkeypatch.setattr(copy_mod, "make_durable", lambda uris, watch=None: (events.append(("durable", set(uris))), real_durable(uris, watch))[1])
     monkeypatch.setattr(copy_mod, "publish", lambda st: (events.append(("publish", st)), real_publish(st))[1])
     monkeypatch.setattr(clone_job, "PIPELINE_MIN", 4)
     items = clone_job.task_items(_plan(tmp_path, "be-pipe", corrupt=3))
@@ -179,3 +179,29 @@ def test_leaving_the_with_block_stops_the_workers():
     with runners.local_runner(processes=2) as r:
         pid = r._started().submit(os.getpid).result()
     assert r._pool is None and not _alive(pid)
+
+
+@pytest.mark.parametrize("pipeline_min", [4, 10_000], ids=["two batches", "one batch"])
+def test_each_batch_syncs_through_a_descriptor_it_opened_before_its_first_write(tmp_path, monkeypatch, pipeline_min):
+    """syncfs reports a write-back error only to a descriptor opened before the error: a batch that
+    opened its own at the end could miss an error another batch's syncfs already saw, and publish
+    bytes that never reached the disk. So every batch's syncs go through descriptors it opened
+    before it staged anything, and none of them is left open."""
+    from airflow_colocate.spark import clone_job
+
+    events: list[tuple[str, object]] = []
+    real_watch, real_stage, real_durable = copy_mod.watch_durability, copy_mod.stage_file, copy_mod.make_durable
+    monkeypatch.setattr(copy_mod, "watch_durability", lambda roots: (w := real_watch(roots), events.append(("watch", w)))[0])
+    monkeypatch.setattr(copy_mod, "stage_file", lambda *a, **k: (events.append(("stage", None)), real_stage(*a, **k))[1])
+    monkeypatch.setattr(copy_mod, "make_durable", lambda uris, watch=None: (events.append(("durable", watch)), real_durable(uris, watch))[1])
+    monkeypatch.setattr(clone_job, "PIPELINE_MIN", pipeline_min)
+    open_before = len(os.listdir("/proc/self/fd"))
+    results = clone_job.run_partition(clone_job.task_items(_plan(tmp_path, "be-watch")), 2)
+    assert all(r["ok"] for _, r in results)
+    watches = [w for kind, w in events if kind == "watch"]
+    assert len(watches) == (2 if pipeline_min == 4 else 1) and all(watches)  # one descriptor per batch and file system
+    first_stage = next(i for i, (kind, _) in enumerate(events) if kind == "stage")
+    assert all(i < first_stage for i, (kind, _) in enumerate(events) if kind == "watch")
+    synced = [w for kind, w in events if kind == "durable"]
+    assert len(synced) == 2 * len(watches) and all(any(w is x for x in watches) for w in synced)
+    assert len(os.listdir("/proc/self/fd")) == open_before
