@@ -161,9 +161,7 @@ class LocalRunner:
         n = min(len(items), self.processes * CHUNKS_PER_PROCESS)
         chunks = [list(range(i, len(items), n)) for i in range(n)]
         try:
-            pool = self._started()
-            with _bare_main():  # a submit may start a worker process
-                futures = [pool.submit(self._work, [items[i] for i in chunk], self.worker_threads) for chunk in chunks]
+            futures = self._submit(items, chunks)
         except Exception as exc:  # no process can start here (limits, a sandbox, a daemonic Celery worker): threads
             log.warning(f"clone worker processes cannot start ({type(exc).__name__}: {exc}); copying on threads in this process")
             self.close()
@@ -189,6 +187,20 @@ class LocalRunner:
         if broken:
             self.close()
         return results
+
+    def _submit(self, items, chunks) -> list:
+        from concurrent.futures.process import BrokenProcessPool
+
+        for attempt in (1, 2):
+            pool = self._started()
+            try:
+                with _bare_main():  # a submit may start a worker process
+                    return [pool.submit(self._work, [items[i] for i in chunk], self.worker_threads) for chunk in chunks]
+            except BrokenProcessPool:  # a worker died while the pool was idle (the OOM killer): new workers, once
+                self.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def _started(self):
         from concurrent.futures import ProcessPoolExecutor

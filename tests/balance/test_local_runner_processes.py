@@ -205,3 +205,21 @@ def test_each_batch_syncs_through_a_descriptor_it_opened_before_its_first_write(
     synced = [w for kind, w in events if kind == "durable"]
     assert len(synced) == 2 * len(watches) and all(any(w is x for x in watches) for w in synced)
     assert len(os.listdir("/proc/self/fd")) == open_before
+
+
+def test_a_pool_broken_while_idle_gets_new_workers_not_threads(tmp_path, few_tasks_suffice):
+    import signal
+    import time
+
+    r = runners.local_runner(processes=2)
+    try:
+        pool = r._started()
+        pid = pool.submit(os.getpid).result()
+        os.kill(pid, signal.SIGKILL)  # killed between two plans
+        deadline = time.monotonic() + 10
+        while not pool._broken and time.monotonic() < deadline:
+            time.sleep(0.05)
+        report = r(_plan(tmp_path, "be-idle"))
+        assert all(c.ok for c in report.copies) and r.processes == 2 and r.stats["chunks"] == 2
+    finally:
+        r.close()
