@@ -308,7 +308,8 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
                              calls=timer.calls)
 
     summary = Balancer(cat, runner,
-                       BalanceOptions(relocate_delay=timedelta(0), grace=timedelta(0), max_rounds=8),
+                       BalanceOptions(relocate_delay=timedelta(0), grace=timedelta(0), max_rounds=8,
+                                      **({"clone_batch_replicas": args.batch_replicas} if args.batch_replicas else {})),
                        work_dir=base / "runs", echo=lambda line: None, on_step=on_step).run()
     total_s = time.perf_counter() - t0  # with the drop of the lost backend's replica rows
     if prof is not None:
@@ -354,6 +355,8 @@ def main() -> None:
     ap.add_argument("--processes", default=None, metavar="N[,M...]",
                     help="local_runner worker processes (default: one per core; 0: the copies on threads in this "
                          "process); a list is cycled through the rounds, to interleave them")
+    ap.add_argument("--batch-replicas", type=int, default=None, metavar="N",
+                    help="BalanceOptions.clone_batch_replicas (default: the balance's own)")
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--dir", help="where the lake goes (default: a temporary folder under /tmp)")
     ap.add_argument("--keep", action="store_true")
