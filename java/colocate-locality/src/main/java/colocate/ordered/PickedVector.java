@@ -51,6 +51,9 @@ final class PickedVector extends ColumnVector {
 
     /** The picked rows' values of an integral column as longs into {@code out} (no row is -1: a key's). */
     void longsInto(boolean ints, int count, long[] out) {
+        if (minus) {  // a -1 row (an outer join's null side) has no value: the merge must take its general path
+            throw new IllegalStateException("longsInto on a picked vector with null-side rows");
+        }
         ColumnVector v = src;
         int[] r = rows;
         if (ints) {
