@@ -177,10 +177,8 @@ class LocalRunner:
                 error = f"the clone worker process failed: {type(exc).__name__}: {exc}"[:2000]
                 done = [(items[i][0], self._clone_job.failed_result(items[i][0], items[i][1], error)) for i in chunk]
             else:
-                self.stats["cpu"] += cost["cpu"]
-                self.stats["durable"] += cost["durable"]
-                self.stats["syncs"] += cost["syncs"]
-                self.stats["wall"] += cost["wall"]
+                for k in ("cpu", "durable", "syncs", "wall"):
+                    self.stats[k] += cost[k]
             self.stats["chunks"] += 1
             for i, r in zip(chunk, done):
                 results[i] = r

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from airflow_colocate.core.contract import (
@@ -285,16 +286,20 @@ def _stage_all(items, threads: int, areas: dict) -> list:
         return list(pool.map(lambda i: _run(i, areas), items))
 
 
-def _watched(items) -> dict[int, int]:
-    return copy_mod.watch_durability(t.get("root") for kind, t in items if kind == "copy")
+@contextmanager
+def _watching(items):
+    """The descriptors a batch syncs through (:func:`storage.copy.watch_durability`), opened before
+    its first write and closed when the batch is finished or failed."""
+    watch = copy_mod.watch_durability(t.get("root") for kind, t in items if kind == "copy")
+    try:
+        yield watch
+    finally:
+        copy_mod.close_watch(watch)
 
 
 def _finish_all(done: list, watch: dict[int, int]) -> list:
-    """``done`` with each staged clone replaced by its result (:func:`finish_clones`); closes ``watch``."""
-    try:
-        finished = iter(finish_clones([r for r in done if isinstance(r, _Staged)], watch))
-    finally:
-        copy_mod.close_watch(watch)
+    """``done`` with each staged clone replaced by its result (:func:`finish_clones`)."""
+    finished = iter(finish_clones([r for r in done if isinstance(r, _Staged)], watch))
     return [next(finished) if isinstance(r, _Staged) else r for r in done]
 
 
@@ -308,32 +313,18 @@ def run_partition(items, threads: int):
     items = list(items)
     areas: dict = {}
     if len(items) < PIPELINE_MIN:
-        watch = _watched(items)  # before the first write
-        try:
-            staged = _stage_all(items, threads, areas)
-        except BaseException:
-            copy_mod.close_watch(watch)
-            raise
-        done = _finish_all(staged, watch)
+        with _watching(items) as watch:
+            done = _finish_all(_stage_all(items, threads, areas), watch)
         return [(kind, r) for (kind, _), r in zip(items, done)]
     from concurrent.futures import ThreadPoolExecutor
 
     halves = [items[0::2], items[1::2]]
-    watches = [_watched(halves[0]), _watched(halves[1])]  # each half's own, before any write
-    try:
-        first = _stage_all(halves[0], threads, areas)
-    except BaseException:
-        for w in watches:
-            copy_mod.close_watch(w)
-        raise
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="colocate-clone-finish") as finisher:
-        finishing = finisher.submit(_finish_all, first, watches[0])
-        try:
-            staged = _stage_all(halves[1], threads, areas)
-        except BaseException:
-            copy_mod.close_watch(watches[1])
-            raise
-        second = _finish_all(staged, watches[1])
+    # each half's own descriptors, both opened before any write; the finisher is left (and waited
+    # for) before they are closed
+    with (_watching(halves[0]) as first_watch, _watching(halves[1]) as second_watch,
+          ThreadPoolExecutor(max_workers=1, thread_name_prefix="colocate-clone-finish") as finisher):
+        finishing = finisher.submit(_finish_all, _stage_all(halves[0], threads, areas), first_watch)
+        second = _finish_all(_stage_all(halves[1], threads, areas), second_watch)
         first = finishing.result()
     out: list = [None] * len(items)
     out[0::2], out[1::2] = first, second
