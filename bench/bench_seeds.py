@@ -79,7 +79,7 @@ NAMES = {"colocated": dict(A="A", B="B", C="C"), "shuffle": dict(A="pA", B="pB",
 
 
 COLUMNAR_FLAG = "spark.colocate.join.columnar"
-COLUMNAR = "off"  # --columnar: on, off, or both (a 'columnar' way next to 'colocated')
+COLUMNAR = "on"  # --columnar (default on, the product's default): on, off, or both (a 'columnar' way next to 'colocated')
 
 
 def w_colocated(way: str) -> bool:
@@ -285,9 +285,9 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--master", default="local[2]", help="a Spark master, or 'cluster': a master + 2 workers on loopback")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (repeat)")
-    ap.add_argument("--columnar", choices=["on", "off", "both"], default="off",
-                    help="the colocated join with the jar's columnar merge join (spark.colocate.join.columnar) on, "
-                         "off, or both as two ways side by side ('columnar' next to 'colocated')")
+    ap.add_argument("--columnar", choices=["on", "off", "both"], default="on",
+                    help="the colocated join with the jar's columnar merge join (spark.colocate.join.columnar) on "
+                         "(the default, as the product runs it), off (Spark's merge join), or both as two ways side by side ('columnar' next to 'colocated')")
     ap.add_argument("--cluster", choices=["netns"], help="netns: master + driver and 2 workers in network namespaces "
                     "of their own, over a tc-shaped link (bench/netns_cluster.py; needs root)")
     ap.add_argument("--link", choices=["1gbit", "10gbit"], default="1gbit", help="the --cluster netns link's rate")
