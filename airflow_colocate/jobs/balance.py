@@ -27,6 +27,7 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -118,9 +119,7 @@ def _noop(step: str, job_id: int | None) -> None:
 
 
 def group_ids(catalog, refs: Sequence[str] | None) -> set[int] | None:
-    if not refs:
-        return None
-    return {catalog.groups.get(ref).grp_id for ref in refs}
+    return {catalog.groups.get(ref).grp_id for ref in refs} if refs else None
 
 
 def plan(catalog, options: BalanceOptions | None = None) -> list[GroupPlan]:
@@ -139,8 +138,7 @@ def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None =
         head = (f"group {p.full_name} ({p.group_id}): {p.kind}, {len(p.moves)} moves, {p.bytes} bytes, "
                 f"{p.repairs} in-place repairs, {p.redundant} redundant replicas")
         lines.append(head if p.needs_job else f"group {p.full_name} ({p.group_id}): nothing to do")
-        for note in p.notes:
-            lines.append(f"  note: {note}")
+        lines += [f"  note: {note}" for note in p.notes]
         for mv in p.moves:
             lines.append(f"  bucket {mv.bucket_seq:>4} [{mv.index}]: {name(mv.src)} -> {name(mv.dst)}  "
                          f"{mv.bytes} bytes  ({mv.why})")
@@ -239,19 +237,23 @@ class Balancer:
 
     def _clone_round(self, job: JobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:
         """Clone ``needs`` in batches (:func:`clone_batches`), registering each batch's clones as
-        it ends: the job's progress (bytes copied of planned, so percent and time left) moves while
-        a lost disk is repaired, and a killed run keeps every finished batch."""
+        it ends: progress (bytes copied of planned: percent, time left) moves while a lost disk is
+        repaired, and a killed run keeps every finished batch. Batch k+1 copies on one runner thread
+        while batch k is registered, which takes the catalog off the repair's critical path; a batch
+        is registered only after its report, in order, and one that fails ends the round there."""
         added = copied = 0
-        for batch in clone_batches(needs, self.options.clone_batch_bytes, self.options.clone_batch_replicas):
-            report = self._run_plan(f"balance-{job.id}", batch)
-            n, stale = self.catalog.balance.register_clones(job.id, report.copies)
-            for path in stale:
-                fs.delete_tree(path)
-            for c in report.copies:
-                if not c.ok:
+        batches = clone_batches(needs, self.options.clone_batch_bytes, self.options.clone_batch_replicas)
+        with ThreadPoolExecutor(1, thread_name_prefix="colocate-clone") as copier:
+            runs = [copier.submit(self._run_plan, f"balance-{job.id}", batches[0])] if batches else []
+            for k in range(len(batches)):
+                report = runs[k].result()  # raises the batch's failure: the ones before it are registered
+                runs += [copier.submit(self._run_plan, f"balance-{job.id}", batches[k + 1])] if k + 1 < len(batches) else []
+                n, stale = self.catalog.balance.register_clones(job.id, report.copies)
+                for path in stale:
+                    fs.delete_tree(path)
+                for c in (c for c in report.copies if not c.ok):
                     self.echo(f"job {job.id}: clone to {c.path} failed: {c.error}")
-            added += n
-            copied += sum(c.bytes for c in report.copies if c.ok)
+                added, copied = added + n, copied + sum(c.bytes for c in report.copies if c.ok)
         return added, copied
 
     # -- steps ------------------------------------------------------------------------------
@@ -375,8 +377,7 @@ class Balancer:
                     out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq}: {b.why}" for b in blocked[:5]]
                     break
                 added, size = self._clone_round(job, needs)
-                out.cloned += added
-                out.bytes += size
+                out.cloned, out.bytes = out.cloned + added, out.bytes + size
                 self.on_step("cloned", job.id)
             job = self.catalog.jobs.get(job.id)
         out.state, out.step = job.state, job.step
@@ -384,8 +385,7 @@ class Balancer:
 
     def drop_expired(self) -> int:
         """Delete the files of replicas whose grace period is over, then their rows."""
-        items = self.catalog.balance.take_droppable()
-        if not items:
+        if not (items := self.catalog.balance.take_droppable()):
             return 0
         self.on_step("dropping", None)
         gone = []

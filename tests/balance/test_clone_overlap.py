@@ -1,0 +1,112 @@
+"""A repair's clone batches overlap their registration (issue 29): batch k+1 copies while batch k is
+registered, so the catalog's time is off the repair's critical path. Kept from the batches run one
+after the other: a batch is registered only after its report, the registrations in batch order,
+and a batch that fails ends the round with every batch before it registered (a re-run completes)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from datetime import timedelta
+
+import pytest
+from balance_lake import assert_whole
+
+from airflow_colocate.catalog import summary
+from airflow_colocate.jobs import balance
+from airflow_colocate.jobs.balance import BalanceOptions, Balancer
+from airflow_colocate.jobs.health import probe_backends
+
+
+def _lost_disk(lake):
+    lake.create("a", buckets=4, replicas=2)
+    for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
+        lake.write("a", day, range(300))
+    shutil.rmtree(lake.root / "backends" / "be2")
+    probe_backends(lake.catalog, timeout=10, sample=0)
+    lake.clock.advance(minutes=31)  # past the relocate delay
+
+
+def _balancer(lake, runner):
+    return Balancer(lake.catalog, runner, BalanceOptions(grace=timedelta(0), clone_batch_replicas=2), work_dir=lake.work)
+
+
+def test_the_next_batch_copies_while_the_last_one_is_registered(lake, monkeypatch):
+    _lost_disk(lake)
+    inner, cat = lake.runner, lake.catalog
+    events: list[tuple[str, int]] = []
+    planned: list[list] = []  # every batch of every clone round, as clone_batches cut them
+    started = [threading.Event() for _ in range(64)]
+    lock = threading.Lock()
+    real_batches = balance.clone_batches
+
+    def clone_batches(*args):
+        out = real_batches(*args)
+        planned.extend(out)
+        return out
+
+    def batch_of(paths: set[str]) -> int:
+        (k,) = [i for i, b in enumerate(planned) if {n.path for n in b} == paths]
+        return k
+
+    def runner(plan):
+        k = batch_of({t.dst for t in plan.copies})
+        with lock:
+            events.append(("copy", k))
+        started[k].set()
+        report = inner(plan)
+        with lock:
+            events.append(("report", k))
+        return report
+
+    real_register = cat.balance.register_clones
+
+    def register(job_id, results):
+        results = list(results)
+        k = batch_of({r.path for r in results})
+        with lock:
+            events.append(("register", k))
+        last_of_round = k + 1 == len(planned)  # a later round's batches are not cut yet
+        if not last_of_round:  # the next batch is under way before this one's registration ends
+            assert started[k + 1].wait(10), f"batch {k + 1} did not start while batch {k} was registered"
+        return real_register(job_id, results)
+
+    monkeypatch.setattr(balance, "clone_batches", clone_batches)
+    monkeypatch.setattr(cat.balance, "register_clones", register)
+    _balancer(lake, runner).run()
+    assert len(planned) >= 4, planned  # several batches: 2 replicas each
+    registered = [k for what, k in events if what == "register"]
+    assert registered == list(range(len(planned)))  # in batch order, each once
+    for k in registered:  # only after its own report
+        assert events.index(("report", k)) < events.index(("register", k))
+    copies = [k for what, k in events if what == "copy"]
+    assert copies == registered  # every batch copied once, in order
+    assert_whole(cat)
+    assert cat.tx(summary.drift) == []
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_a_batch_that_fails_keeps_the_batches_before_it_and_a_rerun_completes(lake):
+    _lost_disk(lake)
+    inner, cat = lake.runner, lake.catalog
+    ran: list[int] = []
+
+    def runner(plan):
+        ran.append(len(plan.copies))
+        if len(ran) == 2:
+            raise Boom("the clone job of batch 2 failed")
+        return inner(plan)
+
+    with pytest.raises(Boom):
+        _balancer(lake, runner).run()
+    assert len(ran) == 2  # batch 3 never started
+    (job,) = [j for j in cat.jobs.list() if j.kind != "write"]
+    assert job.state == "running" and job.progress["cloned"] == ran[0]  # batch 1 registered, batch 2 not
+    assert cat.tx(summary.drift) == []
+    _balancer(lake, inner).run()
+    assert_whole(cat)
+    (job,) = [j for j in cat.jobs.list() if j.kind != "write"]
+    assert job.state == "done"
