@@ -18,6 +18,7 @@ from airflow_colocate.catalog.rows import (active_job, bucket_maps, group_view, 
                                            verified_backends)
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.stability import find_problems, mark_bad, record_check
+from airflow_colocate.catalog.summary import add as summary_add
 from airflow_colocate.catalog.summary import chunks, fetch, touch_tables, tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
@@ -242,20 +243,23 @@ class BalanceJobs:
             # Every replica of the results' buckets as plain rows, the changes decided in memory and
             # written in bulk, the summaries updated from the difference (catalog/clones.py): a
             # relocation after a lost disk registers thousands of clones per call.
-            rows, versions, parts = clones.load(s, results)
-            before = clones.contribution(rows, parts)
-            inserts: dict[tuple, dict] = {}
+            rows, by_bucket, versions, parts = clones.load(s, results)
+            was: dict[tuple, tuple | None] = {}  # (state, bytes) of each changed row before; None: inserted
+            inserts: dict[tuple, tuple] = {}
             updates: dict[int, dict] = {}
+            ID, STATE, PATH, BYTES = clones.ID, clones.STATE, clones.PATH, clones.BYTES
             for res in results:
                 if not res.ok:
                     failed.append(f"{res.path}: {res.error}")
                     if res.source_bad:
-                        src = rows.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
-                        if src is not None and src["state"] == "verified":
-                            src["state"] = "bad"
-                            updates.setdefault(src["id"], {"id": src["id"]})["state"] = "bad"
-                            bad.append(src["path"])
-                            self.db.event(s, "replica.bad", src["path"], replica_id=src["id"], backend_id=src["backend_id"],
+                        key = (res.partition_id, res.version, res.bucket_seq, res.src_backend_id)
+                        src = rows.get(key)
+                        if src is not None and src[STATE] == "verified" and src[ID] is not None:
+                            was.setdefault(key, (src[STATE], src[BYTES]))
+                            src[STATE] = "bad"
+                            updates.setdefault(src[ID], {"id": src[ID]})["state"] = "bad"
+                            bad.append(src[PATH])
+                            self.db.event(s, "replica.bad", src[PATH], replica_id=src[ID], backend_id=res.src_backend_id,
                                           reason=(res.error or "checksum mismatch while cloning")[:2000])
                     continue
                 if versions.get((res.partition_id, res.version)) not in ("committed", "superseded"):
@@ -263,25 +267,29 @@ class BalanceJobs:
                     continue
                 key = (res.partition_id, res.version, res.bucket_seq, res.backend_id)
                 row = rows.get(key)
-                if row is not None and row["state"] == "deleting":
+                if row is not None and row[STATE] == "deleting":
                     continue  # its files are being removed; the next round clones again
-                values = {"state": "verified", "path": res.path, "rows": res.rows, "bytes": res.bytes,
-                          "checksum": res.checksum, "verified_at": now, "drop_after": None, "files": _files_of(res)}
-                if row is None:
-                    row = rows[key] = {"id": None, "table_id": parts[res.partition_id][0], "partition_id": res.partition_id,
-                                       "version": res.version, "bucket_seq": res.bucket_seq, "backend_id": res.backend_id}
-                    inserts[key] = row
-                row.update(values)
-                if row["id"] is None:
-                    row["created_at"] = now
+                files = _files_of(res)
+                if row is None or row[ID] is None:  # a new row (registered twice in one call: the last wins)
+                    table = parts[res.partition_id][0]
+                    if row is None:
+                        rows[key] = row = [None, table, None, None, 0]
+                        by_bucket.setdefault(key[:3], []).append(key)
+                        was[key] = None
+                    inserts[key] = (table, res.partition_id, res.version, res.bucket_seq, res.backend_id, "verified",
+                                    res.path, res.rows, res.bytes, res.checksum, now, now, None, files)
                 else:
-                    updates.setdefault(row["id"], {"id": row["id"]}).update(values)
+                    was.setdefault(key, (row[STATE], row[BYTES]))
+                    updates.setdefault(row[ID], {"id": row[ID]}).update(
+                        state="verified", path=res.path, rows=res.rows, bytes=res.bytes, checksum=res.checksum,
+                        verified_at=now, drop_after=None, files=files)
+                row[STATE], row[PATH], row[BYTES] = "verified", res.path, res.bytes
                 added += 1
                 if getattr(res, "source_problem", None):
                     src = rows.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
-                    if src is not None and src["id"] is not None:
-                        unclean.append((src["id"], res.source_problem,
-                                        f"replica {src['path']} holds files the catalog does not list: {res.source_problem}"))
+                    if src is not None and src[ID] is not None:
+                        unclean.append((src[ID], res.source_problem,
+                                        f"replica {src[PATH]} holds files the catalog does not list: {res.source_problem}"))
             # one shape per UPDATE statement: rows that only turn bad apart from re-registered ones
             by_shape: dict[tuple, list[dict]] = {}
             for u in updates.values():
@@ -289,9 +297,9 @@ class BalanceJobs:
             clones.write(s, list(inserts.values()), [])
             for same in by_shape.values():
                 clones.write(s, [], same)
-            clones.add_difference(s, before, clones.contribution(rows, parts))
+            summary_add(s, *clones.difference(rows, by_bucket, parts, was))
             if inserts or updates:
-                touch_tables(s, {parts[pid][0] for pid, _, _, _ in rows if pid in parts})
+                touch_tables(s, {parts[pid][0] for pid, _, _ in by_bucket if pid in parts})
             if unclean:
                 bad += mark_bad(self.db, s, [(r, why, gwhy) for i, why, gwhy in unclean
                                              if (r := s.get(m.Replica, i)) is not None])

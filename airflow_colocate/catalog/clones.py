@@ -6,16 +6,15 @@ loads every replica of the buckets the results name as plain rows (:func:`load`)
 what each result changes, and writes the new rows with one multi-row ``INSERT``, the changed ones
 with one ``UPDATE`` by primary key (:func:`write`). The per-bucket summaries
 (:mod:`airflow_colocate.catalog.summary`) are kept exact without re-measuring the buckets in SQL
-before and after: the loaded rows are every replica of those buckets, so what they contribute
-before and after the change is computed from them (:func:`contribution`, the same rule as
+before and after: the loaded rows are every replica of those buckets, so what the changed rows and
+buckets contribute before and after is computed from them (:func:`difference`, the same rule as
 ``summary.measure``: verified and bad replicas of the visible version count, and a bucket's size is
-its largest verified replica) and the difference is added. ``summary.drift`` stays empty (tests).
+its largest verified replica) and added. ``summary.drift`` stays empty (tests).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from operator import itemgetter
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
@@ -25,18 +24,21 @@ from airflow_colocate.catalog import summary
 
 R = m.Replica
 Key = tuple[int, int, int, int]  # (partition, version, bucket seq, backend)
+Bucket = tuple[int, int, int]  # (partition, version, bucket seq)
 _COLUMNS = (R.id, R.table_id, R.partition_id, R.version, R.bucket_seq, R.backend_id, R.state, R.path, R.bytes)
 _NAMES = tuple(c.key for c in _COLUMNS)
+# a loaded row: a list [id, table, state, path, bytes], changed in place (id None: inserted by this call)
+ID, TABLE, STATE, PATH, BYTES = range(5)
 
 
-def load(s: Session, results: list) -> tuple[dict[Key, dict], dict[tuple[int, int], str], dict[int, tuple[int, int]]]:
-    """(every replica of the results' buckets as a dict by key, each (partition, version)'s state,
-    each partition's (table, visible version)): the few columns a registration reads, in chunked
-    ``IN`` queries."""
+def load(s: Session, results: list) -> tuple[dict[Key, list], dict[Bucket, list[Key]], dict[tuple[int, int], str],
+                                             dict[int, tuple[int, int]]]:
+    """(every replica of the results' buckets as a row list by key, the keys of each bucket, each
+    (partition, version)'s state, each partition's (table, visible version)): the few columns a
+    registration reads, in chunked ``IN`` queries."""
     buckets = sorted({(r.partition_id, r.version, r.bucket_seq) for r in results})
     versions = {(r.partition_id, r.version) for r in results}
     pids = sorted({r.partition_id for r in results})
-    rows: dict[Key, dict] = {}
     if buckets and s.get_bind().dialect.name == "sqlite":
         # the keys as a VALUES table joined through uq_replica, as plain driver SQL: one statement,
         # nothing compiled per call (summary.replica_keys explains why not a row-value IN on SQLite)
@@ -47,8 +49,16 @@ def load(s: Session, results: list) -> tuple[dict[Key, dict], dict[tuple[int, in
     else:
         found = [r for chunk in summary.chunks(buckets) for r in summary.fetch(
             s, select(*_COLUMNS).where(summary.replica_keys(s, ("partition_id", "version", "bucket_seq"), chunk)))]
-    for r in found:
-        rows[(r[2], r[3], r[4], r[5])] = dict(zip(_NAMES, r))
+    rows: dict[Key, list] = {}
+    by_bucket: dict[Bucket, list[Key]] = {}
+    for rid, t, pid, version, seq, be, state, path, size in found:
+        key = (pid, version, seq, be)
+        rows[key] = [rid, t, state, path, size]
+        keys = by_bucket.get(key[:3])
+        if keys is None:
+            by_bucket[key[:3]] = [key]
+        else:
+            keys.append(key)
     states: dict[tuple[int, int], str] = {}
     parts: dict[int, tuple[int, int]] = {}
     V, P = m.PartitionVersion, m.Partition
@@ -58,57 +68,58 @@ def load(s: Session, results: list) -> tuple[dict[Key, dict], dict[tuple[int, in
                       if (p, v) in versions)
         parts.update((p, (t, vis)) for p, t, vis in summary.fetch(s, select(P.id, P.table_id, P.visible_version)
                                                                .where(P.id.in_(chunk))))
-    return rows, states, parts
+    return rows, by_bucket, states, parts
 
 
-def contribution(rows: dict[Key, dict], parts: dict[int, tuple[int, int]]) -> tuple[dict, dict]:
-    """What ``rows`` (every replica of some whole buckets) add to ``bucket_replicas`` and
-    ``bucket_sizes``: :func:`summary.measure` computed in memory."""
+def difference(rows: dict[Key, list], by_bucket: dict[Bucket, list[Key]], parts: dict[int, tuple[int, int]],
+               was: dict[Key, tuple[str, int] | None]) -> tuple[dict, dict]:
+    """What the change of the rows ``was`` names ((state, bytes) before it, None for a row this call
+    inserts) adds to ``bucket_replicas`` and ``bucket_sizes``, by :func:`summary.measure`'s rule:
+    verified and bad replicas of the visible version count, a bucket's size is its largest verified
+    replica. A row's count follows from the row alone; a bucket's size from every row of the bucket
+    (``by_bucket``: all of them were loaded), before and after, for the changed buckets only."""
     counts: dict = {}
-    biggest: dict = {}
-    for (pid, version, seq, be), r in rows.items():  # a repair's batch: thousands of rows, twice
-        state = r["state"]
-        if state != "verified" and state != "bad":
-            continue
+    touched: set[Bucket] = set()
+    for key, old in was.items():
+        pid, version, seq, be = key
         part = parts.get(pid)
         if part is None or version != part[1]:
             continue
-        t = r["table_id"]
-        c = counts.get((t, seq, be))
-        if c is None:
-            c = counts[(t, seq, be)] = [0, 0, 0]
-        if state == "verified":
-            size = r["bytes"]
-            c[0] += 1
-            c[1] += size
-            if biggest.get((t, pid, seq), -1) < size:
-                biggest[(t, pid, seq)] = size
-        else:
-            c[2] += 1
+        row = rows[key]
+        v = b = bad = 0
+        for state, size, sign in ((old[0], old[1], -1) if old is not None else (None, 0, 0), (row[STATE], row[BYTES], 1)):
+            if state == "verified":
+                v, b = v + sign, b + sign * size
+            elif state == "bad":
+                bad += sign
+        if v or b or bad:
+            c = counts.setdefault((part[0], seq, be), [0, 0, 0])
+            c[0], c[1], c[2] = c[0] + v, c[1] + b, c[2] + bad
+        touched.add(key[:3])
     sizes: dict = defaultdict(int)
-    for (t, _, seq), b in biggest.items():
-        sizes[(t, seq)] += b
-    return {k: tuple(v) for k, v in counts.items()}, dict(sizes)
-
-
-def add_difference(s: Session, before: tuple[dict, dict], after: tuple[dict, dict]) -> None:
-    """Add ``after - before`` to the summaries (what :func:`summary.tracking` does after its block)."""
-    (c0, z0), (c1, z1) = before, after
-    counts = {k: tuple(a - b for a, b in zip(c1.get(k, (0, 0, 0)), c0.get(k, (0, 0, 0)))) for k in c0.keys() | c1.keys()}
-    sizes = {k: z1.get(k, 0) - z0.get(k, 0) for k in z0.keys() | z1.keys()}
-    summary.add(s, {k: v for k, v in counts.items() if any(v)}, {k: v for k, v in sizes.items() if v})
+    for bucket in touched:
+        before = after = 0
+        for key in by_bucket[bucket]:
+            row = rows[key]
+            if row[STATE] == "verified" and row[BYTES] > after:
+                after = row[BYTES]
+            old = was[key] if key in was else (row[STATE], row[BYTES])
+            if old is not None and old[0] == "verified" and old[1] > before:
+                before = old[1]
+        if after != before:
+            sizes[(parts[bucket[0]][0], bucket[2])] += after - before
+    return {k: tuple(v) for k, v in counts.items() if any(v)}, {k: v for k, v in sizes.items() if v}
 
 
 _INSERTED = ("table_id", "partition_id", "version", "bucket_seq", "backend_id", "state", "path", "rows", "bytes",
              "checksum", "created_at", "verified_at", "drop_after", "files")
-_inserted = itemgetter(*_INSERTED)
 
 
-def write(s: Session, inserts: list[dict], updates: list[dict]) -> None:
-    """One executemany ``INSERT`` of the new replica rows and one ``UPDATE`` by primary key of the
-    changed ones (``updates``: dicts of one shape, with ``id``), as plain tuples
-    (:func:`summary.run_many`): no ORM object and no SQLAlchemy parameter dict per row."""
-    summary.run_many(s, "clones.insert", lambda: insert(R.__table__), _INSERTED, list(map(_inserted, inserts)))
+def write(s: Session, inserts: list[tuple], updates: list[dict]) -> None:
+    """One executemany ``INSERT`` of the new replica rows (tuples in :data:`_INSERTED` order) and one
+    ``UPDATE`` by primary key of the changed ones (``updates``: dicts of one shape, with ``id``), as
+    plain tuples (:func:`summary.run_many`): no ORM object and no SQLAlchemy parameter dict per row."""
+    summary.run_many(s, "clones.insert", lambda: insert(R.__table__), _INSERTED, inserts)
     if updates:
         names = sorted(k for k in updates[0] if k != "id")
         c = R.__table__.c
