@@ -14,7 +14,7 @@ from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.buckets import (files_of, lacking_rows, lacking_with_sources, load_buckets,
                                               mark_redundant)
 from airflow_colocate.catalog.jobs import job_view
-from airflow_colocate.catalog.rows import (active_job, bucket_maps, group_view, groups_of_tables, map_of,
+from airflow_colocate.catalog.rows import (active_job, bucket_maps, full_name, groups_of_tables, map_of,
                                            verified_backends)
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.stability import find_problems, mark_bad, record_check
@@ -42,10 +42,12 @@ from airflow_colocate.storage import layout
 
 
 def _balance_job(s: Session, job_id: int) -> tuple[m.Job, m.ColocateGroup]:
-    job = s.get(m.Job, job_id)
+    # one statement for both rows: every step of a balance job starts here
+    found = s.execute(select(m.Job, m.ColocateGroup).outerjoin(m.ColocateGroup, m.ColocateGroup.id == m.Job.group_id)
+                      .where(m.Job.id == job_id)).first()
+    job, g = found if found is not None else (None, None)
     if job is None or job.kind not in BALANCE_KINDS:
         raise NotFound(f"unknown balance job {job_id}: 'colocate jobs list' shows the jobs")
-    g = s.get(m.ColocateGroup, job.group_id) if job.group_id is not None else None
     if g is None:
         raise Conflict(f"balance job {job_id}: its group was removed while it ran")
     return job, g
@@ -80,7 +82,7 @@ class BalanceJobs:
             g = s.get(m.ColocateGroup, grp_id)
             if g is None:
                 raise NotFound(f"unknown colocation group id {grp_id}")
-            name = group_view(s, g).full_name
+            name = full_name(g)
             other = active_job(s, g.id)
             if other is not None:
                 raise Conflict(f"group {name} already has balance job {other.id} running: it is resumed, not planned again")
@@ -113,7 +115,7 @@ class BalanceJobs:
             g.unstable_detail = [asdict(Reason(why))]
             job.progress = dict(job.progress, step="unstable", started_at=self.db.now().isoformat())
             job.updated_at = self.db.now()
-            self.db.event(s, "balance.start", group_view(s, g).full_name, job_id=job.id, reason=why)
+            self.db.event(s, "balance.start", full_name(g), job_id=job.id, reason=why)
             return job_view(s, job)
 
         return self.db.tx(run)
@@ -128,7 +130,7 @@ class BalanceJobs:
             notes = list(job.progress.get("notes", [])) + [note]
             job.progress = dict(job.progress, notes=notes[-20:])
             job.updated_at = self.db.now()
-            self.db.event(s, "balance.revise", group_view(s, g).full_name, job_id=job.id, note=note,
+            self.db.event(s, "balance.revise", full_name(g), job_id=job.id, note=note,
                         moves=len(moves))
             return job_view(s, job)
 
@@ -146,7 +148,7 @@ class BalanceJobs:
                                f"(run 'colocate balance' again)")
             job.state, job.updated_at = "cancelled", self.db.now()
             job.progress = dict(job.progress, cancelled=reason[:2000])
-            self.db.event(s, "balance.cancel", group_view(s, g).full_name, job_id=job.id, reason=reason[:2000])
+            self.db.event(s, "balance.cancel", full_name(g), job_id=job.id, reason=reason[:2000])
             s.flush()
             reasons, count, reused = find_problems(self.db, s, g)
             record_check(self.db, s, g, reasons, count, reused)
@@ -310,7 +312,7 @@ class BalanceJobs:
             if failed:
                 progress["errors"] = (list(progress.get("errors", [])) + failed)[-20:]
             job.progress, job.updated_at = progress, now
-            self.db.event(s, "balance.clone", group_view(s, g).full_name, job_id=job.id, registered=added,
+            self.db.event(s, "balance.clone", full_name(g), job_id=job.id, registered=added,
                         failed=len(failed), bad_sources=bad, stale=len(stale))
             return added, stale
 
@@ -342,7 +344,7 @@ class BalanceJobs:
             current = map_of(s, g.id)
             old = [list(r) for r in job.plan["old_map"]]
             new = [list(r) for r in job.plan["new_map"]]
-            name = group_view(s, g).full_name
+            name = full_name(g)
             if current != old and current != new:
                 job.state, job.updated_at = "cancelled", self.db.now()
                 job.progress = dict(job.progress, cancelled="the bucket map changed under the job")
@@ -395,7 +397,7 @@ class BalanceJobs:
             dropping = mark_redundant(s, bk, bucket_map, now + grace)
             job.state, job.updated_at = "done", now
             job.progress = dict(job.progress, step="finished", finished_at=now.isoformat(), dropping=dropping)
-            self.db.event(s, "balance.finish", group_view(s, g).full_name, job_id=job.id, dropping=dropping)
+            self.db.event(s, "balance.finish", full_name(g), job_id=job.id, dropping=dropping)
             s.flush()
             reasons, count, reused = find_problems(self.db, s, g)
             health = record_check(self.db, s, g, reasons, count, reused)

@@ -54,6 +54,11 @@ def backend_row(s: Session, ref: int | str) -> m.Backend:
     return row
 
 
+def full_name(g: m.ColocateGroup) -> str:
+    """``GroupView.full_name`` from the row alone: an event's subject, without the view's query."""
+    return g.name if not g.db_id else f"{g.db_id}_{g.name}"
+
+
 def group_view(s: Session, g: m.ColocateGroup, *, with_map: bool = False) -> GroupView:
     table_ids = tuple(s.scalars(select(m.Table.id).where(m.Table.group_id == g.id, m.Table.state == "normal").order_by(m.Table.id)))
     bucket_map: tuple[tuple[int, ...], ...] = ()

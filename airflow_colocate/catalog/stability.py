@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, object_session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.buckets import lacking_rows, load_buckets
-from airflow_colocate.catalog.rows import active_job, group_view, map_of
+from airflow_colocate.catalog.rows import active_job, full_name, map_of
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import tracking
 from airflow_colocate.catalog.views import MAX_REASONS, GroupHealth, Reason, summary
@@ -139,15 +139,14 @@ def record_check(db: CatalogSession, s: Session, g: m.ColocateGroup, reasons: li
     text = summary(reasons, count)
     changed = bool(g.stable) != stable or (g.unstable_reason or None) != text
     if changed:
-        db.event(s, "group.check", group_view(s, g).full_name, stable=stable, reason=text,
+        db.event(s, "group.check", full_name(g), stable=stable, reason=text,
                     previous_stable=bool(g.stable), previous_reason=g.unstable_reason)
         if bool(g.stable) != stable:
             g.version += 1
     g.stable, g.unstable_reason = stable, text
     g.unstable_detail = [asdict(r) for r in reasons] or None
     g.checked_at = now
-    view = group_view(s, g)
-    return GroupHealth(group_id=view.group_id, full_name=view.full_name, stable=stable, reasons=tuple(reasons),
+    return GroupHealth(group_id=f"{g.db_id or 0}.{g.id}", full_name=full_name(g), stable=stable, reasons=tuple(reasons),
                        problems=count, checked_at=now, changed=changed, reused=reused)
 
 
