@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from datetime import timedelta
@@ -11,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import clones
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.buckets import (files_of, lacking_rows, lacking_with_sources, load_buckets,
+from airflow_colocate.catalog.buckets import (lacking_rows, lacking_with_sources, load_buckets,
                                               mark_redundant)
 from airflow_colocate.catalog.jobs import job_view
 from airflow_colocate.catalog.rows import (active_job, bucket_maps, full_name, groups_of_tables, map_of,
@@ -179,7 +180,7 @@ class BalanceJobs:
                 return alive(be) or (not switched and be not in old[seq])
 
             bk = load_buckets(s, g)
-            needs: list[CloneNeed] = []
+            needs: list[tuple] = []  # CloneNeed's fields, made once the file lists are decoded
             blocked: list[Blocked] = []
             # one statement: every lacking replica with its bucket's sources (10,000s in a repair)
             lacking = lacking_with_sources(s, bk.cells(target, wanted), alive_ids)
@@ -189,6 +190,7 @@ class BalanceJobs:
             # per table and backend once, not per need: ORM attribute reads cost more than the loop
             tinfo = {tid: (bk.labels[tid], db_names.get(t.db_id, "default"), t.name) for tid, t in bk.tables.items()}
             roots = {b.id: b.root_uri for b in backends.values()}
+            tops: dict[tuple[int, int], str] = {}
             for r, known in lacking:
                 seq, be = r.bucket_seq, r.backend_id
                 label, db_name, table_name = tinfo[r.table_id]
@@ -218,13 +220,22 @@ class BalanceJobs:
                 if len(good) > 1 and good[0].state == "verified":
                     src, row = moved_from.get((seq, be)), current[seq] if seq < len(current) else []
                     good.sort(key=lambda x: (x.backend_id != src, x.backend_id not in row, x.backend_id))
-                path = r.path if r.state is not None else layout.replica_dir(
-                    roots[be], db_name, table_name, r.table_id, r.partition, r.version, seq)
+                if r.state is not None:
+                    path = r.path
+                else:  # layout.replica_dir, its table folder made once per table and backend
+                    top = tops.get((r.table_id, be))
+                    if top is None:
+                        top = tops[(r.table_id, be)] = layout.table_dir(roots[be], db_name, table_name, r.table_id)
+                    path = f"{top}/{r.partition}/v{r.version:06d}/b{seq:05d}"
                 first = good[0]
-                needs.append(CloneNeed(label, r.table_id, r.partition_id, r.partition, r.version, seq, be, path,
-                                       first.checksum, first.rows, first.bytes, tuple((x.backend_id, x.path) for x in good),
-                                       "bad" if r.state == "bad" else "missing", _files_view(files_of(first)), roots[be]))
-            return needs, blocked
+                needs.append((label, r.table_id, r.partition_id, r.partition, r.version, seq, be, path,
+                              first.checksum, first.rows, first.bytes, tuple((x.backend_id, x.path) for x in good),
+                              "bad" if r.state == "bad" else "missing", first.files, roots[be]))
+            # every copied source's file list decoded in one call (JSON text on SQLite), not one per need
+            texts = [n[13] for n in needs if isinstance(n[13], str)]
+            decoded = iter(json.loads(f"[{','.join(texts)}]") if texts else ())
+            return [CloneNeed(*n[:13], _files_view(next(decoded) if isinstance(n[13], str) else n[13]), n[14])
+                    for n in needs], blocked
 
         return self.db.tx(run, bulk=True)  # a repair's size: collector paused
 

@@ -85,7 +85,16 @@ class Health:
         until ``mark-up``; decommissioning backends keep their state. Whatever the state, the
         probe's own finding is kept apart (``last_probe_at/ok/detail``), so "down (admin), but
         reachable" can be told from "down, unreachable"."""
-        def run(s: Session) -> BackendHealth:
+        return self.record_probes([(ref, ok, error)], relocate_delay=relocate_delay)[0]
+
+    def record_probes(self, outcomes: Sequence[tuple[int | str, bool, str | None]], *,
+                      relocate_delay: timedelta = DEFAULT_RELOCATE_DELAY) -> list[BackendHealth]:
+        """:meth:`record_probe` for each (backend, ok, error) of one probe pass, in one transaction
+        (one commit, not one per backend)."""
+        def run(s: Session) -> list[BackendHealth]:
+            return [one(s, ref, ok, error) for ref, ok, error in outcomes]
+
+        def one(s: Session, ref: int | str, ok: bool, error: str | None) -> BackendHealth:
             row = backend_row(s, ref)
             now = self.db.now()
             row.last_probe_at, row.last_probe_ok = now, bool(ok)

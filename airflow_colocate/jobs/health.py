@@ -4,7 +4,7 @@ The probe first requires the backend's identity marker (a lost, empty or swapped
 that reason, and is never recreated), then writes a small heartbeat object under
 ``{root}/_colocate/heartbeat/``, reads it back, compares and deletes it: a backend that cannot do
 all of it (within a timeout) is down. The
-catalog records alive / down-since (:meth:`Catalog.record_probe`); a backend down longer than the
+catalog records alive / down-since (:meth:`Health.record_probes`); a backend down longer than the
 relocate delay, or decommissioning, is *unavailable* and the balancer replaces it.
 """
 
@@ -100,7 +100,8 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
     markers = {b.id: ({"backend_id": b.id, "catalog_id": uid, "token": tokens[b.id]} if tokens.get(b.id) else None)
                for b in targets}
     futures = {b.id: pool.submit(probe_root, b.root_uri, marker=markers[b.id]) for b in targets}
-    results = []
+    errors: dict[int, str | None] = {}
+    seconds: dict[int, float] = {}
     try:
         for b in targets:
             error = None
@@ -110,12 +111,15 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
                 error = f"no answer within {timeout:g}s"
             except Exception as exc:  # any I/O failure means the backend is not usable
                 error = f"{type(exc).__name__}: {one_line_reason(exc, 480)}"
-            recorded = catalog.health.record_probe(b.id, error is None, error, relocate_delay=delay)
-            bad = sample_files(catalog, b.id, sample) if error is None and sample else []
-            results.append(ProbeResult(recorded, error is None, error, round(time.monotonic() - started[b.id], 3),
-                                       bad_replicas=bad))
+            errors[b.id], seconds[b.id] = error, round(time.monotonic() - started[b.id], 3)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a hung probe must not hang the caller
+    # every outcome in one transaction (the probes ran in parallel, each within the timeout)
+    recorded = catalog.health.record_probes([(b.id, errors[b.id] is None, errors[b.id]) for b in targets],
+                                            relocate_delay=delay)
+    results = [ProbeResult(r, errors[b.id] is None, errors[b.id], seconds[b.id],
+                           bad_replicas=sample_files(catalog, b.id, sample) if errors[b.id] is None and sample else [])
+               for r, b in zip(recorded, targets)]
     if any(r.backend.state != b.state for r, b in zip(results, targets)):
         catalog.health.check_groups()  # a backend went down or came back: groups say so at once
     return results
