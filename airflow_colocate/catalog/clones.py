@@ -81,19 +81,21 @@ def difference(rows: dict[Key, list], by_bucket: dict[Bucket, list[Key]], parts:
     counts: dict = {}
     touched: set[Bucket] = set()
     for key, old in was.items():
-        pid, version, seq, be = key
-        part = parts.get(pid)
-        if part is None or version != part[1]:
+        part = parts.get(key[0])
+        if part is None or key[1] != part[1]:
             continue
         row = rows[key]
-        v = b = bad = 0
-        for state, size, sign in ((old[0], old[1], -1) if old is not None else (None, 0, 0), (row[STATE], row[BYTES], 1)):
-            if state == "verified":
-                v, b = v + sign, b + sign * size
-            elif state == "bad":
-                bad += sign
+        state = row[STATE]
+        v, b, bad = (1, row[BYTES], 0) if state == "verified" else (0, 0, 1 if state == "bad" else 0)
+        if old is not None:
+            if old[0] == "verified":
+                v, b = v - 1, b - old[1]
+            elif old[0] == "bad":
+                bad -= 1
         if v or b or bad:
-            c = counts.setdefault((part[0], seq, be), [0, 0, 0])
+            c = counts.get((part[0], key[2], key[3]))
+            if c is None:
+                c = counts[(part[0], key[2], key[3])] = [0, 0, 0]
             c[0], c[1], c[2] = c[0] + v, c[1] + b, c[2] + bad
         touched.add(key[:3])
     sizes: dict = defaultdict(int)
@@ -103,9 +105,12 @@ def difference(rows: dict[Key, list], by_bucket: dict[Bucket, list[Key]], parts:
             row = rows[key]
             if row[STATE] == "verified" and row[BYTES] > after:
                 after = row[BYTES]
-            old = was[key] if key in was else (row[STATE], row[BYTES])
-            if old is not None and old[0] == "verified" and old[1] > before:
-                before = old[1]
+            if key in was:
+                old = was[key]
+                if old is not None and old[0] == "verified" and old[1] > before:
+                    before = old[1]
+            elif row[STATE] == "verified" and row[BYTES] > before:
+                before = row[BYTES]
         if after != before:
             sizes[(parts[bucket[0]][0], bucket[2])] += after - before
     return {k: tuple(v) for k, v in counts.items() if any(v)}, {k: v for k, v in sizes.items() if v}

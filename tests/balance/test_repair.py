@@ -11,6 +11,7 @@ import pytest
 from balance_lake import assert_whole, fingerprint, replica_dirs, rows
 from colocate_testing import spark_bucket
 
+from airflow_colocate.catalog.summary import drift
 from airflow_colocate.core.contract import Source
 from airflow_colocate.jobs.balance import BalanceOptions, describe_plans, plan
 from airflow_colocate.jobs.write import prepare_write
@@ -208,6 +209,7 @@ def test_corrupted_replica_is_found_by_verify_and_repaired(lake):
     assert_whole(cat)
     assert fingerprint(cat) == sums and {t: rows(cat, t) for t in before} == before
     assert "replica.bad" in [e.kind for e in cat.events(limit=100)]
+    assert cat.tx(drift) == []  # the bad row re-registered: summaries equal a recount
 
 
 def test_corrupt_source_found_while_cloning_is_marked_bad_and_another_source_used(lake):
@@ -224,11 +226,13 @@ def test_corrupt_source_found_while_cloning_is_marked_bad_and_another_source_use
                 f.write_bytes(f.read_bytes()[:-20] + b"x" * 20)
     summary = lake.run()
     assert any(j.state == "done" for j in summary["jobs"])
+    assert cat.tx(drift) == []  # the sources a clone found corrupt were marked bad by the registration
     summary = lake.run()  # be1's bad replicas are repaired in place
     bad = [e for e in cat.events(limit=300) if e.kind == "replica.bad"]
     assert bad and all("/be1/" in e.subject for e in bad)
     assert_whole(cat)
     assert fingerprint(cat) == sums
+    assert cat.tx(drift) == []  # sources turned bad while cloning, then repaired in place
 
 
 def test_write_during_a_balance_ends_up_fully_replicated(lake):
