@@ -18,9 +18,9 @@ triggers), plan (placement snapshot, job create/begin and the other small calls)
 register (``register_clones``, one call per clone batch), switch, finish (drop marks and the
 group's check), and the total; the part on the repair's critical path (a batch is registered
 while the next one copies, so of the registrations only the last one counts); then the time
-Python's cyclic garbage collector took inside the
-transactions (a full collection walks every object of the process: 100-200 ms here; the catalog
-pauses the collector while a transaction runs, see ``catalog/session.py``).
+Python's cyclic garbage collector took inside the transactions (a full collection walks every
+object of the process: 100-200 ms here; the catalog pauses the collector while a transaction
+runs, see ``catalog/session.py``).
 """
 
 from __future__ import annotations
