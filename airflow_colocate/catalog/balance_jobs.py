@@ -220,13 +220,9 @@ class BalanceJobs:
                 if len(good) > 1 and good[0].state == "verified":
                     src, row = moved_from.get((seq, be)), current[seq] if seq < len(current) else []
                     good.sort(key=lambda x: (x.backend_id != src, x.backend_id not in row, x.backend_id))
-                if r.state is not None:
-                    path = r.path
-                else:  # layout.replica_dir, its table folder made once per table and backend
-                    top = tops.get((r.table_id, be))
-                    if top is None:
-                        top = tops[(r.table_id, be)] = layout.table_dir(roots[be], db_name, table_name, r.table_id)
-                    path = f"{top}/{r.partition}/v{r.version:06d}/b{seq:05d}"
+                if (top := tops.get((r.table_id, be))) is None:  # layout.replica_dir's table folder, made once
+                    top = tops[(r.table_id, be)] = layout.table_dir(roots[be], db_name, table_name, r.table_id)
+                path = r.path if r.state is not None else f"{top}/{r.partition}/v{r.version:06d}/b{seq:05d}"
                 first = good[0]
                 needs.append((label, r.table_id, r.partition_id, r.partition, r.version, seq, be, path,
                               first.checksum, first.rows, first.bytes, tuple((x.backend_id, x.path) for x in good),
