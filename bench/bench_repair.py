@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/bench_repair.py [--tables 5 --days 32 --buckets 32 | --scale PCT] [--rounds N]
                                            [--dir DIR] [--threads N] [--processes N[,M]]
-                                           [--profile FILE]  (cProfile of the repair; --processes 0 --threads 1
-                                                              to see the copies, which otherwise run in workers)
+                                           [--profile FILE]  (cProfile of the repair into FILE, and of the thread
+                                                              that runs the clone plans into FILE.copies;
+                                                              --processes 0 --threads 1 to see the copies, which
+                                                              otherwise run in workers)
 
 Builds one group of ``tables`` x ``days`` daily partitions x ``buckets`` buckets x 2 replicas on 4
 backends (5 x 32 x 32 x 2 = 10,240 replicas): the catalog rows in bulk (bench/bench_catalog.py's
@@ -291,11 +293,21 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
     down = [r.backend.name for r in results if not r.ok]
     copy_s = [0.0, 0.0]  # wall, CPU (this process's: clone threads, progress watcher; and the worker processes')
 
+    copy_prof = None
+    if args.profile:  # the balance runs its plans on a thread of its own, which the profile above does not see
+        import cProfile
+
+        copy_prof = cProfile.Profile()
+
     def runner(plan):
         started, cpu = time.perf_counter(), cpu_now()
+        if copy_prof is not None:
+            copy_prof.enable()
         try:
             return inner(plan)
         finally:
+            if copy_prof is not None:
+                copy_prof.disable()
             copy_s[0] += time.perf_counter() - started
             copy_s[1] += cpu_now() - cpu
 
@@ -315,6 +327,7 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
     if prof is not None:
         prof.disable()
         prof.dump_stats(args.profile)
+        copy_prof.dump_stats(f"{args.profile}.copies")
     health = cat.health.check_group(bench_catalog.GROUP)
     stop.set()
     watcher.join()
@@ -360,7 +373,8 @@ def main() -> None:
     ap.add_argument("--poll", type=float, default=1.0)
     ap.add_argument("--dir", help="where the lake goes (default: a temporary folder under /tmp)")
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--profile", metavar="FILE", help="cProfile the repair (probe -> stable) into FILE (pstats)")
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the repair (probe -> stable) into FILE and the thread running the clone plans "
+                         "into FILE.copies (pstats)")
     args = ap.parse_args()
     if args.rounds < 1:
         sys.exit(f"--rounds must be at least 1, got {args.rounds}")
