@@ -28,6 +28,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -68,6 +69,8 @@ class BalanceOptions:
         operator who knows the disk is gone and will not wait for it to come back (recorded as a
         ``balance.relocate_now`` event with the actor). The planner sees a delay of zero; nothing
         else changes, so placement stays a pure function of the snapshot.
+    :param overlap_batches: copy clone batch k+1 on one runner thread while batch k is registered (env
+        ``COLOCATE_OVERLAP_CLONE_BATCHES=1``); off: it slowed the repair on a 2-core host (docs/benchmarks.md).
     """
 
     strategy: str = "count"
@@ -86,6 +89,7 @@ class BalanceOptions:
     # where relocate_delay came from, for the line that says why a repair waits
     relocate_delay_source: str = "COLOCATE_RELOCATE_DELAY_MINUTES"
     relocate_now: bool = False
+    overlap_batches: bool = field(default_factory=lambda: os.environ.get("COLOCATE_OVERLAP_CLONE_BATCHES") == "1")
 
     @property
     def delay(self) -> timedelta:
@@ -139,9 +143,8 @@ def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None =
                 f"{p.repairs} in-place repairs, {p.redundant} redundant replicas")
         lines.append(head if p.needs_job else f"group {p.full_name} ({p.group_id}): nothing to do")
         lines += [f"  note: {note}" for note in p.notes]
-        for mv in p.moves:
-            lines.append(f"  bucket {mv.bucket_seq:>4} [{mv.index}]: {name(mv.src)} -> {name(mv.dst)}  "
-                         f"{mv.bytes} bytes  ({mv.why})")
+        lines += [f"  bucket {mv.bucket_seq:>4} [{mv.index}]: {name(mv.src)} -> {name(mv.dst)}  {mv.bytes} bytes  ({mv.why})"
+                  for mv in p.moves]
     return lines
 
 
@@ -238,16 +241,18 @@ class Balancer:
     def _clone_round(self, job: JobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:
         """Clone ``needs`` in batches (:func:`clone_batches`), registering each batch's clones as
         it ends: progress (bytes copied of planned: percent, time left) moves while a lost disk is
-        repaired, and a killed run keeps every finished batch. Batch k+1 copies on one runner thread
-        while batch k is registered, which takes the catalog off the repair's critical path; a batch
-        is registered only after its report, in order, and one that fails ends the round there."""
+        repaired, and a killed run keeps every finished batch. With ``overlap_batches`` batch k+1
+        copies on one runner thread while batch k is registered; either way a batch is registered
+        only after its report, in order, and one that fails ends the round there."""
         added = copied = 0
         batches = clone_batches(needs, self.options.clone_batch_bytes, self.options.clone_batch_replicas)
-        with ThreadPoolExecutor(1, thread_name_prefix="colocate-clone") as copier:
-            runs = [copier.submit(self._run_plan, f"balance-{job.id}", batches[0])] if batches else []
-            for k in range(len(batches)):
-                report = runs[k].result()  # raises the batch's failure: the ones before it are registered
-                runs += [copier.submit(self._run_plan, f"balance-{job.id}", batches[k + 1])] if k + 1 < len(batches) else []
+        overlap, label = self.options.overlap_batches and len(batches) > 1, f"balance-{job.id}"
+        with ThreadPoolExecutor(1, thread_name_prefix="colocate-clone") if overlap else nullcontext() as copier:
+            running = copier.submit(self._run_plan, label, batches[0]) if overlap else None
+            for k, batch in enumerate(batches):
+                report = running.result() if overlap else self._run_plan(label, batch)  # a failure ends the round here
+                if overlap and k + 1 < len(batches):
+                    running = copier.submit(self._run_plan, label, batches[k + 1])
                 n, stale = self.catalog.balance.register_clones(job.id, report.copies)
                 for path in stale:
                     fs.delete_tree(path)
@@ -299,6 +304,12 @@ class Balancer:
             job = self.catalog.balance.revise(job.id, new_map, [moves[i] for i in keep], "; ".join(notes))
         return job, notes
 
+    def _cancelled(self, job: JobView, out: JobOutcome, reason: str) -> JobOutcome:
+        job = self.catalog.balance.cancel(job.id, f"{reason}: planned again")
+        out.state, out.step, out.notes = job.state, job.step, [reason]
+        self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
+        return out
+
     def run_job(self, job: JobView) -> JobOutcome:
         """Take one job from wherever it stopped to the end (or as far as it can go now)."""
         opts = self.options
@@ -322,10 +333,7 @@ class Balancer:
             if gone:
                 names = ", ".join(health[be].name if be in health else str(be) for be in gone)
                 reason = f"backend(s) {names} of its target map became unavailable"
-                job = self.catalog.balance.cancel(job.id, f"{reason}: planned again")
-                out.state, out.step, out.notes = job.state, job.step, [reason]
-                self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
-                return out
+                return self._cancelled(job, out, reason)
             switched = False
             blocked = []
             all_cloned = False  # the last round registered every need, none blocked: switch_map checks the rest
@@ -335,10 +343,7 @@ class Balancer:
                     down = [b for b in blocked if b.target_down]
                     if down:
                         reason = f"target backend of {down[0].table}/{down[0].partition} bucket {down[0].bucket_seq} is not alive"
-                        job = self.catalog.balance.cancel(job.id, f"{reason}: planned again")
-                        out.state, out.step, out.notes = job.state, job.step, [reason]
-                        self.echo(f"job {job.id} ({job.group}) cancelled: {reason}")
-                        return out
+                        return self._cancelled(job, out, reason)
                     if needs:
                         added, size = self._clone_round(job, needs)
                         out.cloned, out.bytes = out.cloned + added, out.bytes + size
@@ -392,10 +397,9 @@ class Balancer:
         for item in items:
             try:
                 fs.delete_tree(item.path)
+                gone.append(item.replica_id)
             except Exception as exc:  # stays 'deleting': the next run tries again
                 self.echo(f"cannot delete {item.path}: {type(exc).__name__}: {exc}")
-                continue
-            gone.append(item.replica_id)
         n = self.catalog.balance.forget_replicas(gone)
         self.on_step("dropped", None)
         self.echo(f"dropped {n} redundant replicas")
@@ -403,11 +407,9 @@ class Balancer:
 
     def verify(self) -> list[str]:
         """Re-hash replicas; mark the ones whose bytes changed ``bad`` (repaired by this run)."""
-        needs = self.catalog.health.replicas_to_verify(groups=self.options.groups, limit=self.options.verify_limit)
-        if not needs:
+        if not (needs := self.catalog.health.replicas_to_verify(groups=self.options.groups, limit=self.options.verify_limit)):
             return []
-        tasks = [VerifyTask(n.replica_id, n.backend_id, n.path, n.checksum, n.bytes) for n in needs]
-        report = self._run_plan("verify", [], tasks)
+        report = self._run_plan("verify", [], [VerifyTask(n.replica_id, n.backend_id, n.path, n.checksum, n.bytes) for n in needs])
         bad = self.catalog.health.record_verify(report.verifies)
         for path in bad:
             self.echo(f"replica {path} failed its checksum: marked bad, it is repaired from a good copy")
@@ -429,11 +431,10 @@ class Balancer:
                 self.echo(f"resuming balance job {job.id} ({job.group}) at step {job.step}")
                 summary["jobs"].append(self.run_job(job))
         for p in plan(self.catalog, opts):
+            if p.needs_job or p.notes:
+                summary["plans"].append(p)
             if not p.needs_job:
-                if p.notes:
-                    summary["plans"].append(p)
                 continue
-            summary["plans"].append(p)
             try:
                 job = self.catalog.balance.create(p.grp_id, p.kind, p.to_plan())
             except Conflict as exc:  # another run got there first, or the map moved: next run
@@ -455,9 +456,8 @@ class Balancer:
     def pending(self, *, ignore_relocate_now: bool = False) -> list[PendingRelocation]:
         """The relocations of the groups in scope that wait for their delay (none with
         ``relocate_now``, unless ``ignore_relocate_now``: what it starts early)."""
-        if self.options.relocate_now and not ignore_relocate_now:
-            return []
-        return pending_relocations(self.catalog, self.options.relocate_delay, group_ids(self.catalog, self.options.groups))
+        return [] if self.options.relocate_now and not ignore_relocate_now else pending_relocations(
+            self.catalog, self.options.relocate_delay, group_ids(self.catalog, self.options.groups))
 
     def relocate_now(self) -> list[PendingRelocation]:
         """Record, once per backend it concerns, that an operator started a relocation before its

@@ -1,7 +1,8 @@
-"""A repair's clone batches overlap their registration (issue 29): batch k+1 copies while batch k is
-registered, so the catalog's time is off the repair's critical path. Kept from the batches run one
-after the other: a batch is registered only after its report, the registrations in batch order,
-and a batch that fails ends the round with every batch before it registered (a re-run completes)."""
+"""A repair's clone batches can overlap their registration (issue 29, ``overlap_batches``, off by
+default): batch k+1 copies while batch k is registered, so the catalog's time is off the repair's
+critical path. Kept from the batches run one after the other (both ways tested): a batch is
+registered only after its report, the registrations in batch order, and a batch that fails ends
+the round with every batch before it registered (a re-run completes)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ def _lost_disk(lake):
     lake.clock.advance(minutes=31)  # past the relocate delay
 
 
-def _balancer(lake, runner):
-    return Balancer(lake.catalog, runner, BalanceOptions(grace=timedelta(0), clone_batch_replicas=2), work_dir=lake.work)
+def _balancer(lake, runner, overlap=True):
+    return Balancer(lake.catalog, runner, BalanceOptions(grace=timedelta(0), clone_batch_replicas=2, overlap_batches=overlap),
+                    work_dir=lake.work)
 
 
 def test_the_next_batch_copies_while_the_last_one_is_registered(lake, monkeypatch):
@@ -89,7 +91,15 @@ class Boom(RuntimeError):
     pass
 
 
-def test_a_batch_that_fails_keeps_the_batches_before_it_and_a_rerun_completes(lake):
+def test_overlap_is_off_unless_asked(monkeypatch):
+    monkeypatch.delenv("COLOCATE_OVERLAP_CLONE_BATCHES", raising=False)
+    assert BalanceOptions().overlap_batches is False
+    monkeypatch.setenv("COLOCATE_OVERLAP_CLONE_BATCHES", "1")
+    assert BalanceOptions().overlap_batches is True
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_batch_that_fails_keeps_the_batches_before_it_and_a_rerun_completes(lake, overlap):
     _lost_disk(lake)
     inner, cat = lake.runner, lake.catalog
     ran: list[int] = []
@@ -101,12 +111,12 @@ def test_a_batch_that_fails_keeps_the_batches_before_it_and_a_rerun_completes(la
         return inner(plan)
 
     with pytest.raises(Boom):
-        _balancer(lake, runner).run()
+        _balancer(lake, runner, overlap).run()
     assert len(ran) == 2  # batch 3 never started
     (job,) = [j for j in cat.jobs.list() if j.kind != "write"]
     assert job.state == "running" and job.progress["cloned"] == ran[0]  # batch 1 registered, batch 2 not
     assert cat.tx(summary.drift) == []
-    _balancer(lake, inner).run()
+    _balancer(lake, inner, overlap).run()
     assert_whole(cat)
     (job,) = [j for j in cat.jobs.list() if j.kind != "write"]
     assert job.state == "done"
