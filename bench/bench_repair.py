@@ -316,7 +316,7 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
     def on_step(step, job_id):  # "finished": the map is switched and the group marked stable
         if step == "finished" and "t" not in at_stable:
             at_stable.update(t=time.perf_counter(), cpu=cpu_now() - cpu0, catalog=timer.seconds,
-                             copies=copy_s[0], copies_cpu=copy_s[1], durable=durable.seconds, syncs=durable.calls, top=timer.top(8),
+                             copies=copy_s[0], copies_cpu=copy_s[1], workers_cpu=inner.stats["cpu"], durable=durable.seconds, syncs=durable.calls, top=timer.top(8),
                              calls=timer.calls)
 
     summary = Balancer(cat, runner,
@@ -424,7 +424,7 @@ def main() -> None:
             r.update(cp=cp_s, cp_cpu=cp_cpu, procs=args.procs)
             rounds.append(r)
             print(f"round {i + 1}{'' if len(cycle) == 1 else f' (processes {args.procs})'}: cp -a + sync {cp_s:.2f}s (CPU {cp_cpu:.2f}s); repair {r['seconds']:.2f}s "
-                  f"(CPU {r['cpu']:.2f}s, copies {r['copies']:.2f}s (CPU {r['copies_cpu']:.2f}s) of which durable {r['durable']:.2f}s in "
+                  f"(CPU {r['cpu']:.2f}s, copies {r['copies']:.2f}s (CPU {r['copies_cpu']:.2f}s, clone workers' own {r['workers_cpu']:.2f}s) of which durable {r['durable']:.2f}s in "
                   f"{r['syncs']} calls, catalog {r['catalog']:.2f}s): {r['copied'] / r['seconds'] / (size / cp_s):.2f}x",
                   flush=True)
             if not r["stable"]:
@@ -477,7 +477,9 @@ def report(rounds: list[dict], files: int, size: int, args) -> None:
           f"{cp_ns:.1f} ns/byte; the repair (this process and its clone workers, their start not counted) {rep_cpu:.2f}s = {rep_ns:.1f} ns/byte: {cp_ns / rep_ns:.2f}x "
           f"cp's bytes per CPU second (sync's write-back runs in kernel threads on both sides and is not counted)")
     print(f"inside the repair (median): copies (clone tasks) {median([x['copies'] for x in rounds]):.2f}s (CPU "
-          f"{median([x['copies_cpu'] for x in rounds]):.2f}s), of which "
+          f"{median([x['copies_cpu'] for x in rounds]):.2f}s, of which the clone workers' own "
+          f"{median([x['workers_cpu'] for x in rounds]):.2f}s; the rest is this process's threads meanwhile: the registration "
+          f"of the batch before, the progress watcher), of which "
           f"making bytes and names durable {median([x['durable'] for x in rounds]):.2f}s ({r['syncs']} calls); "
           f"catalog by call, round 1 ({r['calls']} transactions): {r['top']}")
     if len({x["procs"] for x in rounds}) > 1:
