@@ -10,6 +10,7 @@ relocate delay, or decommissioning, is *unavailable* and the balancer replaces i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,7 @@ class ProbeResult:
     error: str | None
     seconds: float
     bad_replicas: list[str] = field(default_factory=list)  # paths the file sample found wrong
+    sample_error: str | None = None  # why the file sample could not be taken (the probe itself went on)
 
     @property
     def reachable(self) -> bool:
@@ -65,7 +67,7 @@ class ProbeResult:
         return {"backend": b.name, "state": b.state, "state_reason": b.state_reason, "reason_source": b.reason_source,
                 "state_since": b.state_since.isoformat() if b.state_since else None,
                 "reachable": self.ok, "error": self.error, "seconds": self.seconds,
-                "bad_replicas": len(self.bad_replicas)}
+                "bad_replicas": len(self.bad_replicas), "sample_error": self.sample_error}
 
 
 def sample_files(catalog, backend_id: int, limit: int) -> list[str]:
@@ -117,12 +119,24 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
     # every outcome in one transaction (the probes ran in parallel, each within the timeout)
     recorded = catalog.health.record_probes([(b.id, errors[b.id] is None, errors[b.id]) for b in targets],
                                             relocate_delay=delay)
-    results = [ProbeResult(r, errors[b.id] is None, errors[b.id], seconds[b.id],
-                           bad_replicas=sample_files(catalog, b.id, sample) if errors[b.id] is None and sample else [])
-               for r, b in zip(recorded, targets)]
-    if any(r.backend.state != b.state for r, b in zip(results, targets)):
-        catalog.health.check_groups()  # a backend went down or came back: groups say so at once
+    try:
+        results = [_sampled(catalog, ProbeResult(r, errors[b.id] is None, errors[b.id], seconds[b.id]), sample)
+                   for r, b in zip(recorded, targets)]
+    finally:  # a backend went down or came back: groups say so at once, whatever the samples did
+        if any(r.state != b.state for r, b in zip(recorded, targets)):
+            catalog.health.check_groups()
     return results
+
+
+def _sampled(catalog, result: ProbeResult, sample: int) -> ProbeResult:
+    """``result`` with its backend's file sample, or with the reason the sample could not be taken:
+    one backend's listing failure must not stop the probe of the others (nor their group checks)."""
+    if not (result.ok and sample):
+        return result
+    try:
+        return dataclasses.replace(result, bad_replicas=sample_files(catalog, result.backend.id, sample))
+    except Exception as exc:
+        return dataclasses.replace(result, sample_error=f"{type(exc).__name__}: {one_line_reason(exc, 480)}")
 
 
 

@@ -51,3 +51,44 @@ def test_sampling_finds_a_deleted_and_a_truncated_file_and_balance_repairs_them(
     # a full rotation later nothing is wrong any more
     for _ in range(runs_to_cover + 1):
         assert all(not r.bad_replicas for r in probe_backends(lake.catalog, timeout=10, sample=sample))
+
+
+def test_a_backend_whose_sample_fails_does_not_stop_the_probe_nor_the_group_check(lake, monkeypatch):
+    """One replica directory that cannot be listed (EIO) is reported on its backend's result; the
+    other backends are still probed and sampled, and a backend found down makes its group unstable."""
+    import errno
+    import shutil
+
+    from airflow_colocate.storage import copy as copy_mod
+
+    lake.create("a", buckets=4, replicas=2)
+    lake.write("a", "2026-11-01", range(300))
+    cat = lake.catalog
+    assert cat.health.check_group("g").stable
+    shutil.rmtree(lake.root / "backends" / "be3")  # be3 lost: the probe must record it down
+    real = copy_mod.replica_files
+
+    def failing(path):
+        if "/be1/" in path:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(path)
+
+    monkeypatch.setattr(copy_mod, "replica_files", failing)
+    results = {r.backend.name: r for r in probe_backends(cat, timeout=10, sample=4)}
+    assert results["be3"].backend.state == "down"
+    assert results["be1"].ok and results["be1"].sample_error is None  # a listing error is that replica's problem
+    assert results["be1"].bad_replicas  # ... found and marked bad, as a deleted file would be
+    assert results["be2"].ok and results["be2"].sample_error is None
+    assert not cat.groups.get("g").stable
+
+    def broken(backend_id, limit):  # the catalog read of one backend's sample fails
+        if backend_id == lake.names["be2"]:
+            raise RuntimeError("sample query failed")
+        return real_sample(backend_id, limit)
+
+    real_sample = cat.health.sample_replicas
+    monkeypatch.setattr(cat.health, "sample_replicas", broken)
+    results = {r.backend.name: r for r in probe_backends(cat, timeout=10, sample=4)}
+    assert results["be2"].sample_error == "RuntimeError: sample query failed"
+    assert results["be2"].to_dict()["sample_error"] == "RuntimeError: sample query failed"
+    assert results["be1"].sample_error is None
