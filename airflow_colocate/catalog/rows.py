@@ -18,6 +18,7 @@ from airflow_colocate.catalog.views import (
     GroupView,
     PartitionView,
     TableView,
+    group_full_name,
     split_reason,
 )
 from airflow_colocate.core import naming
@@ -56,7 +57,7 @@ def backend_row(s: Session, ref: int | str) -> m.Backend:
 
 def full_name(g: m.ColocateGroup) -> str:
     """``GroupView.full_name`` from the row alone: an event's subject, without the view's query."""
-    return g.name if not g.db_id else f"{g.db_id}_{g.name}"
+    return group_full_name(g.db_id, g.name)
 
 
 def group_view(s: Session, g: m.ColocateGroup, *, with_map: bool = False) -> GroupView:

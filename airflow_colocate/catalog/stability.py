@@ -18,7 +18,7 @@ from airflow_colocate.catalog.buckets import lacking_rows, load_buckets
 from airflow_colocate.catalog.rows import active_job, full_name, map_of
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import tracking
-from airflow_colocate.catalog.views import MAX_REASONS, GroupHealth, Reason, summary
+from airflow_colocate.catalog.views import MAX_REASONS, GroupHealth, Reason, group_ref, summary
 from airflow_colocate.core.times import utc
 
 
@@ -146,7 +146,7 @@ def record_check(db: CatalogSession, s: Session, g: m.ColocateGroup, reasons: li
     g.stable, g.unstable_reason = stable, text
     g.unstable_detail = [asdict(r) for r in reasons] or None
     g.checked_at = now
-    return GroupHealth(group_id=f"{g.db_id or 0}.{g.id}", full_name=full_name(g), stable=stable, reasons=tuple(reasons),
+    return GroupHealth(group_id=group_ref(g.db_id, g.id), full_name=full_name(g), stable=stable, reasons=tuple(reasons),
                        problems=count, checked_at=now, changed=changed, reused=reused)
 
 

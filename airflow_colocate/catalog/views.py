@@ -76,6 +76,16 @@ class RootChange:
     changed: bool
 
 
+def group_ref(db_id: int | None, grp_id: int) -> str:
+    """``dbId.grpId`` as Doris prints it (0 for a global group's database)."""
+    return f"{db_id or 0}.{grp_id}"
+
+
+def group_full_name(db_id: int | None, name: str) -> str:
+    """``dbId_groupName``; a global group's full name is its name."""
+    return f"{db_id}_{name}" if db_id else name
+
+
 @dataclass(frozen=True)
 class GroupView:
     db_id: int  # 0 for a global group
@@ -92,13 +102,11 @@ class GroupView:
 
     @property
     def group_id(self) -> str:
-        """``dbId.grpId`` as Doris prints it."""
-        return f"{self.db_id}.{self.grp_id}"
+        return group_ref(self.db_id, self.grp_id)
 
     @property
     def full_name(self) -> str:
-        """``dbId_groupName``; a global group's full name is its name."""
-        return self.name if self.db_id == 0 else f"{self.db_id}_{self.name}"
+        return group_full_name(self.db_id, self.name)
 
 
 @dataclass(frozen=True)
