@@ -123,6 +123,17 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def union(spans: list[list[float]]) -> float:
+    """Seconds covered by at least one of ``spans``."""
+    total, end = 0.0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total, end = total + b - a, b
+        elif b > end:
+            total, end = total + b - end, b
+    return total
+
+
 def sync() -> None:
     subprocess.run(["sync"], check=True)
 
@@ -299,8 +310,16 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
 
         copy_prof = cProfile.Profile()
 
+    spans: list[list[float]] = []  # [start, end] of every clone plan: plans overlap when pipelined
+    lock = threading.Lock()
+    flight = {"n": 0, "cpu": 0.0}  # plans in flight, and the CPU clock when the first of them started
+
     def runner(plan):
-        started, cpu = time.perf_counter(), cpu_now()
+        with lock:
+            started = time.perf_counter()
+            if flight["n"] == 0:
+                flight["cpu"] = cpu_now()
+            flight["n"] += 1
         if copy_prof is not None:
             copy_prof.enable()
         try:
@@ -308,8 +327,14 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
         finally:
             if copy_prof is not None:
                 copy_prof.disable()
-            copy_s[0] += time.perf_counter() - started
-            copy_s[1] += cpu_now() - cpu
+            with lock:
+                spans.append([started, time.perf_counter()])
+                copy_s[0] = union(spans)
+                flight["n"] -= 1
+                if flight["n"] == 0:  # the CPU while any plan ran, counted once
+                    copy_s[1] += cpu_now() - flight["cpu"]
+
+    runner.concurrent_plans = inner.concurrent_plans  # as the balance would see the runner itself
 
     at_stable = {}
 

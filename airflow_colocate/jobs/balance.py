@@ -25,16 +25,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, JobView, CloneNeed
-from airflow_colocate.core.contract import ClonePlan, CloneReport, CloneTask, VerifyTask
+from airflow_colocate.core.contract import ClonePlan, CloneReport, VerifyTask
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.core.times import utc
@@ -43,6 +42,7 @@ from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_rel
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
+from airflow_colocate.planner.clones import clone_batches, clone_plan
 from airflow_colocate.storage import fs
 
 StepHook = Callable[[str, int | None], None]
@@ -69,8 +69,10 @@ class BalanceOptions:
         operator who knows the disk is gone and will not wait for it to come back (recorded as a
         ``balance.relocate_now`` event with the actor). The planner sees a delay of zero; nothing
         else changes, so placement stays a pure function of the snapshot.
-    :param overlap_batches: copy clone batch k+1 on one runner thread while batch k is registered (env
-        ``COLOCATE_OVERLAP_CLONE_BATCHES=1``); off: it slowed the repair on a 2-core host (docs/benchmarks.md).
+    :param overlap_batches: whether clone batch k+1 copies while batch k is registered. None (the
+        default): as the runner says (``concurrent_plans``: the local runner's worker processes do,
+        a spark-submit per batch does not); True (env ``COLOCATE_OVERLAP_CLONE_BATCHES=1``): at
+        least two batches at once whatever the runner; False (``=0``): one batch at a time.
     """
 
     strategy: str = "count"
@@ -89,7 +91,8 @@ class BalanceOptions:
     # where relocate_delay came from, for the line that says why a repair waits
     relocate_delay_source: str = "COLOCATE_RELOCATE_DELAY_MINUTES"
     relocate_now: bool = False
-    overlap_batches: bool = field(default_factory=lambda: os.environ.get("COLOCATE_OVERLAP_CLONE_BATCHES") == "1")
+    overlap_batches: bool | None = field(default_factory=lambda: {"1": True, "0": False}.get(
+        os.environ.get("COLOCATE_OVERLAP_CLONE_BATCHES", "")))
 
     @property
     def delay(self) -> timedelta:
@@ -148,47 +151,7 @@ def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None =
     return lines
 
 
-# ---------------------------------------------------------------------- clone plans
-
-
-def clone_plan(job_id: str, needs: Sequence[CloneNeed], report_uri: str,
-               verifies: Sequence[VerifyTask] = ()) -> ClonePlan:
-    """One task per needed replica; each source is the first-ranked healthy replica, spread so that
-    no backend is read more than needed (least-used source among the equally ranked ones)."""
-    used: Counter[int] = Counter()
-    tasks = []
-    for need in needs:
-        best_rank = None
-        choice = None
-        for rank, (be, path) in enumerate(need.sources):
-            key = (rank > 0, used[be])  # the preferred source (the move's own) when it is healthy
-            if choice is None or key < best_rank:
-                best_rank, choice = key, (be, path)
-        used[choice[0]] += 1
-        tasks.append(CloneTask(key=f"{need.partition_id}:{need.version}:{need.bucket_seq}:{need.backend_id}",
-                               table=need.table, partition_id=need.partition_id, partition=need.partition,
-                               version=need.version, bucket_seq=need.bucket_seq, backend_id=need.backend_id,
-                               src_backend_id=choice[0], src=choice[1], dst=need.path, checksum=need.checksum,
-                               bytes=need.bytes, rows=need.rows, sizes=dict(need.files or ()), root=need.root))
-    return ClonePlan(job_id=job_id, copies=tasks, report_uri=report_uri, verifies=list(verifies))
-
-
-def clone_batches(needs: Sequence[CloneNeed], max_bytes: int, max_replicas: int) -> list[list[CloneNeed]]:
-    """``needs`` biggest first, cut into batches of at most ``max_replicas`` replicas and about
-    ``max_bytes`` bytes (a replica bigger than that is a batch of its own). Biggest first, so the
-    long copies start early and the last batch is quick small files."""
-    out: list[list[CloneNeed]] = []
-    batch: list[CloneNeed] = []
-    size = 0
-    for need in sorted(needs, key=lambda n: -n.bytes):
-        if batch and (len(batch) >= max_replicas or size + need.bytes > max_bytes):
-            out.append(batch)
-            batch, size = [], 0
-        batch.append(need)
-        size += need.bytes
-    if batch:
-        out.append(batch)
-    return out
+# ---------------------------------------------------------------------- progress
 
 
 def job_progress(job: JobView, now) -> dict:
@@ -228,38 +191,74 @@ class Balancer:
     # -- spark ------------------------------------------------------------------------------
 
     def _run_plan(self, label: str, needs: Sequence[CloneNeed], verifies: Sequence[VerifyTask] = ()) -> CloneReport:
-        self._plans += 1
+        return self._execute(self._plan_of(label, needs, verifies), label.split("-")[0])
+
+    def _plan_of(self, label: str, needs: Sequence[CloneNeed], verifies: Sequence[VerifyTask] = ()) -> ClonePlan:
+        self._plans += 1  # named in the calling thread: a pipelined round runs the plans on others
         job = f"{label}-{self.catalog.now().strftime('%Y%m%dT%H%M%S')}-{self._plans}-{os.urandom(3).hex()}"
-        report_uri = f"{self.work_dir.rstrip('/')}/{job}/report.json"
-        plan_obj = clone_plan(job, needs, report_uri, verifies)
+        plan_obj = clone_plan(job, needs, f"{self.work_dir.rstrip('/')}/{job}/report.json", verifies)
         self.echo(f"clone job {job}: {len(plan_obj.copies)} copies ({sum(t.bytes for t in plan_obj.copies)} bytes), "
                   f"{len(plan_obj.verifies)} verifies")
+        return plan_obj
+
+    def _execute(self, plan_obj: ClonePlan, kind: str) -> CloneReport:
         report = self.runner(plan_obj)
-        metrics.clone_done(report, kind=label.split("-")[0])
+        metrics.clone_done(report, kind=kind)
         return report
+
+    def _depth(self) -> int:
+        """How many clone batches run at once: what the runner takes (``concurrent_plans``: the
+        local runner's worker processes go from one batch to the next without waiting for the
+        catalog), or two with ``overlap_batches``; one otherwise (a spark-submit per batch)."""
+        if self.options.overlap_batches is False:
+            return 1
+        depth = getattr(self.runner, "concurrent_plans", 1)
+        return max(depth, 2) if self.options.overlap_batches else depth
 
     def _clone_round(self, job: JobView, needs: Sequence[CloneNeed]) -> tuple[int, int]:
         """Clone ``needs`` in batches (:func:`clone_batches`), registering each batch's clones as
         it ends: progress (bytes copied of planned: percent, time left) moves while a lost disk is
-        repaired, and a killed run keeps every finished batch. With ``overlap_batches`` batch k+1
-        copies on one runner thread while batch k is registered; either way a batch is registered
-        only after its report, in order, and one that fails ends the round there."""
+        repaired, and a killed run keeps every finished batch. With a depth of two or more
+        (:meth:`_depth`) the next batches copy while one is registered, so the catalog is off the
+        copies' path; either way a batch is registered only after its report, in order, no batch
+        starts once one has failed, and the failure ends the round with every batch before it
+        registered."""
         added = copied = 0
         batches = clone_batches(needs, self.options.clone_batch_bytes, self.options.clone_batch_replicas)
-        overlap, label = self.options.overlap_batches and len(batches) > 1, f"balance-{job.id}"
-        with ThreadPoolExecutor(1, thread_name_prefix="colocate-clone") if overlap else nullcontext() as copier:
-            running = copier.submit(self._run_plan, label, batches[0]) if overlap else None
-            for k, batch in enumerate(batches):
-                report = running.result() if overlap else self._run_plan(label, batch)  # a failure ends the round here
-                if overlap and k + 1 < len(batches):
-                    running = copier.submit(self._run_plan, label, batches[k + 1])
-                n, stale = self.catalog.balance.register_clones(job.id, report.copies)
-                for path in stale:
-                    fs.delete_tree(path)
-                for c in (c for c in report.copies if not c.ok):
-                    self.echo(f"job {job.id}: clone to {c.path} failed: {c.error}")
-                added, copied = added + n, copied + sum(c.bytes for c in report.copies if c.ok)
+        depth, label = min(len(batches), self._depth()), f"balance-{job.id}"
+        if depth <= 1:
+            for batch in batches:
+                n, size = self._register(job, self._run_plan(label, batch))
+                added, copied = added + n, copied + size
+            return added, copied
+        with ThreadPoolExecutor(depth, thread_name_prefix="colocate-clone") as copier:
+            running: deque = deque()
+
+            def start(k: int) -> None:
+                if k < len(batches) and not any(f.done() and f.exception() is not None for f in running):
+                    plan_obj = self._plan_of(label, batches[k])
+                    running.append(copier.submit(self._execute, plan_obj, "balance"))
+
+            for k in range(depth):
+                start(k)
+            try:
+                for k in range(len(batches)):
+                    report = running.popleft().result()  # a failure ends the round here
+                    start(k + depth)
+                    n, size = self._register(job, report)
+                    added, copied = added + n, copied + size
+            finally:
+                for future in running:
+                    future.cancel()
         return added, copied
+
+    def _register(self, job: JobView, report: CloneReport) -> tuple[int, int]:
+        n, stale = self.catalog.balance.register_clones(job.id, report.copies)
+        for path in stale:
+            fs.delete_tree(path)
+        for c in (c for c in report.copies if not c.ok):
+            self.echo(f"job {job.id}: clone to {c.path} failed: {c.error}")
+        return n, sum(c.bytes for c in report.copies if c.ok)
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -496,5 +495,5 @@ def summary_json(summary: dict) -> dict:
     }
 
 
-__all__ = ["Balancer", "BalanceOptions", "JobOutcome", "Runner", "clone_plan", "describe_plans", "plan",
+__all__ = ["Balancer", "BalanceOptions", "JobOutcome", "Runner", "describe_plans", "plan",
            "run_balance", "session_runner", "summary_json"]

@@ -138,8 +138,16 @@ class LocalRunner:
         self.worker_threads = 1 if threads is None else threads
         self.processes = min(os.cpu_count() or 1, MAX_PROCESSES) if processes is None else processes
         self._pool = None
+        self._lock = threading.Lock()  # plans may run from several threads at once (concurrent_plans)
         self._work = clone_job.run_chunk  # module-level: what a worker process is sent by reference
         self.stats = {"cpu": 0.0, "durable": 0.0, "syncs": 0, "chunks": 0, "wall": 0.0}
+
+    @property
+    def concurrent_plans(self) -> int:
+        """Plans worth running at once (from as many threads): with worker processes, two, so the
+        workers take the next plan's chunks as they finish this one's instead of waiting while the
+        caller registers it; copies on threads here gain nothing from more."""
+        return 2 if self.processes > 1 else 1
 
     def __call__(self, plan: ClonePlan) -> CloneReport:
         started = time.time()
@@ -177,9 +185,11 @@ class LocalRunner:
                 error = f"the clone worker process failed: {type(exc).__name__}: {exc}"[:2000]
                 done = [(items[i][0], self._clone_job.failed_result(items[i][0], items[i][1], error)) for i in chunk]
             else:
-                for k in ("cpu", "durable", "syncs", "wall"):
-                    self.stats[k] += cost[k]
-            self.stats["chunks"] += 1
+                with self._lock:
+                    for k in ("cpu", "durable", "syncs", "wall"):
+                        self.stats[k] += cost[k]
+            with self._lock:
+                self.stats["chunks"] += 1
             for i, r in zip(chunk, done):
                 results[i] = r
         if broken:
@@ -203,18 +213,20 @@ class LocalRunner:
     def _started(self):
         from concurrent.futures import ProcessPoolExecutor
 
-        pool = self._pool
-        if pool is None:
-            import os
-            import weakref
+        with self._lock:
+            pool = self._pool
+            if pool is None:
+                import os
+                import weakref
 
-            pool = self._pool = ProcessPoolExecutor(self.processes, mp_context=_process_context(),
-                                                    initializer=_exit_with_parent, initargs=(os.getpid(),))
-            weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
-        return pool
+                pool = self._pool = ProcessPoolExecutor(self.processes, mp_context=_process_context(),
+                                                        initializer=_exit_with_parent, initargs=(os.getpid(),))
+                weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+            return pool
 
     def close(self) -> None:
-        pool, self._pool = self._pool, None
+        with self._lock:
+            pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 from balance_lake import assert_whole
 
-from airflow_colocate.jobs.balance import BalanceOptions, Balancer, clone_batches, job_progress
+from airflow_colocate.jobs.balance import BalanceOptions, Balancer, job_progress
+from airflow_colocate.planner.clones import clone_batches
 from airflow_colocate.jobs.health import probe_backends
 from airflow_colocate.jobs.runners import local_runner
 
@@ -20,10 +21,16 @@ def _need(n: int, size: int):
     return SimpleNamespace(key=n, bytes=size)  # clone_batches reads the size only
 
 
-def test_batches_biggest_first_within_both_limits():
+def test_batches_share_the_large_and_the_small_within_both_limits():
     needs = [_need(i, s) for i, s in enumerate([5, 100, 1, 40, 60, 2, 3])]
     batches = clone_batches(needs, max_bytes=100, max_replicas=3)
-    assert [[n.bytes for n in b] for b in batches] == [[100], [60, 40], [5, 3, 2], [1]]
+    # as few batches as both limits allow (211 bytes: 3; 7 replicas: 3), dealt biggest first
+    assert [[n.bytes for n in b] for b in batches] == [[100, 5, 1], [60, 3], [40, 2]]
+    many = [_need(i, 1000 if i % 50 == 0 else 10) for i in range(500)]  # 10 large, 490 small
+    batches = clone_batches(many, max_bytes=10**9, max_replicas=100)
+    assert [len(b) for b in batches] == [100] * 5
+    assert [sum(n.bytes == 1000 for n in b) for b in batches] == [2] * 5  # every batch its share of the large
+    assert sorted(n.key for b in batches for n in b) == list(range(500))
     assert clone_batches([], 10, 10) == []
 
 

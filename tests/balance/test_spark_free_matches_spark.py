@@ -14,7 +14,7 @@ import pytest
 from colocate_testing import spark_bucket, spark_hash_long
 
 from airflow_colocate.core.contract import Source, VerifyTask
-from airflow_colocate.jobs.balance import clone_plan
+from airflow_colocate.planner.clones import clone_plan
 from airflow_colocate.jobs.runners import local_runner, session_runner
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.spark.write_job import run_write

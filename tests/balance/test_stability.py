@@ -104,7 +104,7 @@ def test_switch_waits_for_every_added_replica_and_drops_wait_for_the_grace(small
     needs, blocked = cat.balance.clone_needs(job.id)
     assert [(n.bucket_seq, n.backend_id, n.sources[0][0]) for n in needs] == [(0, be4, src)] and not blocked
     from airflow_colocate.core.contract import CloneResult
-    from airflow_colocate.jobs.balance import clone_plan
+    from airflow_colocate.planner.clones import clone_plan
     from airflow_colocate.spark.clone_job import clone_task
     from dataclasses import asdict
 

@@ -1,0 +1,48 @@
+"""Clone plans: which source each needed replica is copied from, and how a round's copies are cut
+into batches. Pure: the balance loop (:mod:`airflow_colocate.jobs.balance`) runs and registers them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from airflow_colocate.catalog.views import CloneNeed
+from airflow_colocate.core.contract import ClonePlan, CloneTask, VerifyTask
+
+
+def clone_plan(job_id: str, needs: Sequence[CloneNeed], report_uri: str,
+               verifies: Sequence[VerifyTask] = ()) -> ClonePlan:
+    """One task per needed replica; each source is the first-ranked healthy replica, spread so that
+    no backend is read more than needed (least-used source among the equally ranked ones)."""
+    used: Counter[int] = Counter()
+    tasks = []
+    for need in needs:
+        best_rank = None
+        choice = None
+        for rank, (be, path) in enumerate(need.sources):
+            key = (rank > 0, used[be])  # the preferred source (the move's own) when it is healthy
+            if choice is None or key < best_rank:
+                best_rank, choice = key, (be, path)
+        used[choice[0]] += 1
+        tasks.append(CloneTask(key=f"{need.partition_id}:{need.version}:{need.bucket_seq}:{need.backend_id}",
+                               table=need.table, partition_id=need.partition_id, partition=need.partition,
+                               version=need.version, bucket_seq=need.bucket_seq, backend_id=need.backend_id,
+                               src_backend_id=choice[0], src=choice[1], dst=need.path, checksum=need.checksum,
+                               bytes=need.bytes, rows=need.rows, sizes=dict(need.files or ()), root=need.root))
+    return ClonePlan(job_id=job_id, copies=tasks, report_uri=report_uri, verifies=list(verifies))
+
+
+def clone_batches(needs: Sequence[CloneNeed], max_bytes: int, max_replicas: int) -> list[list[CloneNeed]]:
+    """``needs`` dealt into as few batches as keep each within ``max_replicas`` replicas and about
+    ``max_bytes`` bytes, biggest first round robin, so every batch holds its share of the large
+    replicas and of the small ones: a batch's few large copies keep the disk writing while its many
+    small ones keep the cores busy (measured: biggest-first batches left the cores idle while the
+    first batch's large files were written back, then the disk idle for the small ones), and each
+    batch moves the progress by the same bytes. A replica larger than ``max_bytes`` still travels
+    with others (it is one copy whatever its batch)."""
+    ordered = sorted(needs, key=lambda n: -n.bytes)
+    if not ordered:
+        return []
+    total = sum(n.bytes for n in ordered)
+    n = max(1, -(-len(ordered) // max(1, max_replicas)), min(len(ordered), -(-total // max(1, max_bytes))))
+    return [ordered[i::n] for i in range(n)]
