@@ -247,6 +247,14 @@ class BalanceJobs:
         def run(s: Session) -> tuple[int, list[str]]:
             job, g = _balance_job(s, job_id)
             now = self.db.now()
+            ok = [r for r in results if r.ok]
+            quick = None if any(r.source_bad for r in results if not r.ok) else clones.register_new(s, ok, now, _files_of)
+            if quick is not None:  # new rows only (a repair's clones): no bucket's rows loaded
+                added, stale, tables = quick
+                failed = [f"{res.path}: {res.error}" for res in results if not res.ok]
+                if added:
+                    touch_tables(s, tables)
+                return self._progress(s, job, g, now, results, added, stale, failed, [])
             added, stale, failed, bad = 0, [], [], []
             unclean: list[tuple[int, str, str]] = []
             # Every replica of the results' buckets as plain rows, the changes decided in memory and
@@ -312,18 +320,23 @@ class BalanceJobs:
             if unclean:
                 bad += mark_bad(self.db, s, [(r, why, gwhy) for i, why, gwhy in unclean
                                              if (r := s.get(m.Replica, i)) is not None])
-            progress = dict(job.progress)
-            progress["rounds"] = progress.get("rounds", 0) + 1
-            progress["cloned"] = progress.get("cloned", 0) + added
-            progress["bytes"] = progress.get("bytes", 0) + sum(r.bytes for r in results if r.ok)
-            if failed:
-                progress["errors"] = (list(progress.get("errors", [])) + failed)[-20:]
-            job.progress, job.updated_at = progress, now
-            self.db.event(s, "balance.clone", full_name(g), job_id=job.id, registered=added,
-                        failed=len(failed), bad_sources=bad, stale=len(stale))
-            return added, stale
+            return self._progress(s, job, g, now, results, added, stale, failed, bad)
 
         return self.db.tx(run, bulk=True)  # a repair's size: collector paused
+
+    def _progress(self, s: Session, job: m.Job, g: m.ColocateGroup, now, results: list, added: int, stale: list[str],
+                  failed: list[str], bad: list[str]) -> tuple[int, list[str]]:
+        """A clone batch's mark on its job (rounds, replicas and bytes cloned, the last errors) and its event."""
+        progress = dict(job.progress)
+        progress["rounds"] = progress.get("rounds", 0) + 1
+        progress["cloned"] = progress.get("cloned", 0) + added
+        progress["bytes"] = progress.get("bytes", 0) + sum(r.bytes for r in results if r.ok)
+        if failed:
+            progress["errors"] = (list(progress.get("errors", [])) + failed)[-20:]
+        job.progress, job.updated_at = progress, now
+        self.db.event(s, "balance.clone", full_name(g), job_id=job.id, registered=added,
+                      failed=len(failed), bad_sources=bad, stale=len(stale))
+        return added, stale
 
     def move_progress(self, job_id: int) -> list[tuple[int, int]]:
         """Per planned move: (bytes already verified on its destination, bytes of the bucket)."""
@@ -382,16 +395,20 @@ class BalanceJobs:
         return self.db.tx(run)
 
     def finish(self, job_id: int, *, grace: timedelta = DEFAULT_GRACE) -> FinishResult:
-        """Steps 5 and 6: once every replica the map names on an alive backend is verified, mark
-        replicas the map no longer names ``dropping`` (deleted after ``grace``), end the job, and
-        record the group's stability. A bucket's old replicas are only marked when all of its
-        mapped replicas are verified, so a bucket never loses its last verified replica."""
+        """Step 5: once every replica the map names on an alive backend is verified, the job's
+        changes are done (step ``finished``) and the group's stability is recorded: stable, if
+        nothing else is wrong, from this commit on (a finished job no longer makes its group
+        unstable: what is left is :meth:`close`, which only marks what the map no longer names).
+        ``grace`` is :meth:`close`'s, for a job already finished (it is closed here)."""
         def run(s: Session) -> FinishResult:
             job, g = _balance_job(s, job_id)
             if job.state != ACTIVE:
                 return FinishResult(done=job.state == "done")
-            if job.progress.get("step") not in ("switched", "finished"):
-                raise Conflict(f"balance job {job_id} has not switched its map yet (step {job.progress.get('step')})")
+            step = job.progress.get("step")
+            if step == "finished":
+                return FinishResult(done=True)
+            if step != "switched":
+                raise Conflict(f"balance job {job_id} has not switched its map yet (step {step})")
             bucket_map = map_of(s, g.id)
             backends = {b.id: b for b in s.scalars(select(m.Backend))}
             bk = load_buckets(s, g)
@@ -401,14 +418,37 @@ class BalanceJobs:
             if missing:
                 return FinishResult(done=False, missing=tuple(missing))
             now = self.db.now()
-            dropping = mark_redundant(s, bk, bucket_map, now + grace)
-            job.state, job.updated_at = "done", now
-            job.progress = dict(job.progress, step="finished", finished_at=now.isoformat(), dropping=dropping)
-            self.db.event(s, "balance.finish", full_name(g), job_id=job.id, dropping=dropping)
+            job.updated_at = now
+            job.progress = dict(job.progress, step="finished", finished_at=now.isoformat())
             s.flush()
             reasons, count, reused = find_problems(self.db, s, g)
             health = record_check(self.db, s, g, reasons, count, reused)
-            return FinishResult(done=True, health=health, dropping=dropping)
+            return FinishResult(done=True, health=health)
+
+        return self.db.tx(run)
+
+    def close(self, job_id: int, *, grace: timedelta = DEFAULT_GRACE) -> int:
+        """Step 6, after :meth:`finish`: mark replicas the map no longer names ``dropping``
+        (deleted after ``grace``) and end the job; returns how many were marked. A bucket's old
+        replicas are only marked when all of its mapped replicas are verified, so a bucket never
+        loses its last verified replica (rechecked here: a replica may have gone bad since). Apart
+        from :meth:`finish` so that the group is stable without waiting for the marks of a lost
+        disk's thousands of replicas; a run killed in between leaves a finished job that the next
+        run closes."""
+        def run(s: Session) -> int:
+            job, g = _balance_job(s, job_id)
+            if job.state != ACTIVE:
+                return int(job.progress.get("dropping") or 0)
+            if job.progress.get("step") != "finished":
+                raise Conflict(f"balance job {job_id} is not finished yet (step {job.progress.get('step')})")
+            now = self.db.now()
+            dropping = mark_redundant(s, load_buckets(s, g), map_of(s, g.id), now + grace)
+            job.state, job.updated_at = "done", now
+            job.progress = dict(job.progress, dropping=dropping)
+            self.db.event(s, "balance.finish", full_name(g), job_id=job.id, dropping=dropping)
+            s.flush()  # the marks moved the generation: the recorded check is brought up to date
+            record_check(self.db, s, g, *find_problems(self.db, s, g))
+            return dropping
 
         return self.db.tx(run, bulk=True)  # a repair's size: collector paused
 

@@ -131,3 +131,72 @@ def write(s: Session, inserts: list[tuple], updates: list[dict]) -> None:
         summary.run_many(s, "clones.update:" + ",".join(names),
                          lambda: update(R.__table__).where(c.id == bindparam("row_id")).values({n: bindparam(n) for n in names}),
                          ("row_id", *names), [(u["id"], *(u[n] for n in names)) for u in updates])
+
+
+def register_new(s: Session, results: list, now, files_of) -> tuple[int, list[str], set[int]] | None:
+    """The clones of a repair or a move, registered without loading their buckets' rows: when no
+    result's replica has a row yet (a new copy on a backend that held none: every clone of a lost
+    disk's repair), each one is a new ``verified`` row, and what it adds to the summaries follows
+    from one query (:func:`_probe`): its version's state, whether that version is visible, and
+    the largest verified replica its bucket already has. Returns (replicas registered, directories
+    of versions no longer there, tables touched), or None when any result needs the general path
+    (a row at its key, a key twice, a source to mark): the caller then runs it.
+
+    Exactly :func:`difference`'s rule: a new verified replica of the visible version counts one
+    replica and its bytes on its backend, and grows its bucket's size only past the largest
+    verified replica the bucket had (none of a bucket's new rows replaces one)."""
+    keys = [(r.partition_id, r.version, r.bucket_seq, r.backend_id) for r in results]
+    if not keys:
+        return 0, [], set()
+    if len(set(keys)) != len(keys) or any(not r.ok or getattr(r, "source_problem", None) for r in results):
+        return None
+    found = _probe(s, keys)
+    if any(row[4] is not None for row in found):  # a row at a clone's key: the general path replaces it
+        return None
+    inserts, stale, tables = [], [], set()
+    counts: dict = {}
+    grown: dict[Bucket, list] = {}  # bucket -> [table, largest verified before, largest after]
+    for res, (state, table, visible, before) in zip(results, (row[:4] for row in found)):
+        if state not in ("committed", "superseded"):
+            stale.append(res.path)
+            continue
+        inserts.append((table, res.partition_id, res.version, res.bucket_seq, res.backend_id, "verified",
+                        res.path, res.rows, res.bytes, res.checksum, now, now, None, files_of(res)))
+        tables.add(table)
+        if res.version != visible:
+            continue
+        c = counts.get((table, res.bucket_seq, res.backend_id))
+        counts[(table, res.bucket_seq, res.backend_id)] = (1, res.bytes, 0) if c is None else (c[0] + 1, c[1] + res.bytes, 0)
+        g = grown.get(bucket := (res.partition_id, res.version, res.bucket_seq))
+        if g is None:
+            grown[bucket] = [table, before or 0, max(before or 0, res.bytes)]
+        elif res.bytes > g[2]:
+            g[2] = res.bytes
+    sizes: dict = defaultdict(int)
+    for (_, _, seq), (table, before, after) in grown.items():
+        if after != before:
+            sizes[(table, seq)] += after - before
+    write(s, inserts, [])
+    summary.add(s, counts, {k: v for k, v in sizes.items() if v})
+    return len(inserts), stale, tables
+
+
+def _probe(s: Session, keys: list[Key]) -> list[tuple]:
+    """Per key (partition, version, bucket seq, backend), in order: (its version's state, the
+    partition's table and visible version, the largest verified replica of its bucket, the id of
+    a row at the key): one statement, the keys as an inline ``VALUES`` table (both dialects name
+    its columns ``column1``...), each looked up through its primary key or ``uq_replica``."""
+    listed = ", ".join(f"({i}, {int(p)}, {int(v)}, {int(seq)}, {int(be)})" for i, (p, v, seq, be) in enumerate(keys))
+    rows = summary.fetch_sql(s, (
+        "SELECT k.column1, pv.state, pt.table_id, pt.visible_version, "
+        "(SELECT max(o.bytes) FROM replicas AS o WHERE o.partition_id = k.column2 AND o.version = k.column3 "
+        "AND o.bucket_seq = k.column4 AND o.state = 'verified'), t.id "
+        f"FROM (VALUES {listed}) AS k "
+        "LEFT JOIN partitions AS pt ON pt.id = k.column2 "
+        "LEFT JOIN partition_versions AS pv ON pv.partition_id = k.column2 AND pv.version = k.column3 "
+        "LEFT JOIN replicas AS t ON t.partition_id = k.column2 AND t.version = k.column3 "
+        "AND t.bucket_seq = k.column4 AND t.backend_id = k.column5"))
+    out: list = [None] * len(keys)
+    for i, state, table, visible, before, row_id in rows:
+        out[i] = (state, table, visible, before, row_id)
+    return out

@@ -88,6 +88,8 @@ def find_problems(db: CatalogSession, s: Session, g: m.ColocateGroup, *,
     """Why the group is not stable: (the first MAX_REASONS reasons, how many problems, whether
     the last computed answer was reused because nothing it reads changed since)."""
     job = active_job(s, g.id, exclude_job)
+    if job is not None and job.progress.get("step") == "finished":
+        job = None  # its changes are done: what is left marks replicas the map no longer names
     bucket_map = map_of(s, g.id)
     backends = {b.id: b for b in s.scalars(select(m.Backend))}
     inputs = _digest(g, bucket_map, backends, job)

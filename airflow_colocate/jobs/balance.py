@@ -9,12 +9,13 @@ The control-plane loop behind ``ColocateBalanceOperator`` and ``colocate balance
 4. **switch** the bucket map (refused until every replica it adds is verified);
 5. clone what landed on the old map meanwhile (writes that ran during the balance), then mark the
    group **stable** once every replica matches;
-6. **drop** replicas the map no longer names after a grace period.
+6. **close** the job: the replicas the map no longer names are marked (the group is already stable)
+   and **dropped** after a grace period.
 
 Every step is one catalog transaction that records the job's ``progress.step``; a run killed at any
 point is picked up by the next run, which redoes only what is not recorded. Nothing is dropped
 before its replacement is verified, and a bucket never loses its last verified replica (see
-:meth:`Catalog.finish_balance_job` and :meth:`Catalog.take_droppable`).
+:meth:`BalanceJobs.close <airflow_colocate.catalog.balance_jobs.BalanceJobs.close>` and :meth:`BalanceJobs.take_droppable <airflow_colocate.catalog.balance_jobs.BalanceJobs.take_droppable>`).
 
 The Spark part is a ``runner``: a function from :class:`~airflow_colocate.core.contract.ClonePlan` to
 :class:`~airflow_colocate.core.contract.CloneReport` (:mod:`airflow_colocate.jobs.runners`): in a
@@ -28,7 +29,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -360,13 +361,14 @@ class Balancer:
                     switched = True
                     self.on_step("switched", job.id)
                     break
-            job = self.catalog.jobs.get(job.id)
             if not switched:
+                job = self.catalog.jobs.get(job.id)
                 out.state, out.step = job.state, job.step
                 out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq} -> backend {b.backend_id}: {b.why}"
                               for b in blocked[:5]]
                 out.notes.append("not switched yet: the next run continues")
                 return out
+            job = replace(job, step="switched")  # as recorded by switch_map, without reading it back
         if job.step == "switched":
             for _ in range(opts.max_rounds):
                 result = self.catalog.balance.finish(job.id, grace=opts.grace)
@@ -383,6 +385,11 @@ class Balancer:
                 added, size = self._clone_round(job, needs)
                 out.cloned, out.bytes = out.cloned + added, out.bytes + size
                 self.on_step("cloned", job.id)
+            job = self.catalog.jobs.get(job.id)
+        if job.step == "finished" and job.state == "running":  # the group is stable: the marks of what it left
+            dropping = self.catalog.balance.close(job.id, grace=opts.grace)
+            self.echo(f"job {job.id} ({job.group}) closed: {dropping} replicas the map no longer names are dropped "
+                      f"after the grace period")
             job = self.catalog.jobs.get(job.id)
         out.state, out.step = job.state, job.step
         return out

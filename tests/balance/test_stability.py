@@ -116,7 +116,8 @@ def test_switch_waits_for_every_added_replica_and_drops_wait_for_the_grace(small
     assert cat.groups.get("g").bucket_map[0][0] == be4
     small.clock.advance(seconds=1)
     done = cat.balance.finish(job.id, grace=timedelta(minutes=10))
-    assert done.done and done.dropping == 1 and done.health.stable
+    assert done.done and done.health.stable
+    assert cat.balance.close(job.id, grace=timedelta(minutes=10)) == 1
     assert cat.balance.take_droppable() == []  # within the grace the old copy stays for running readers
     small.clock.advance(minutes=11)
     # if the new copy went bad meanwhile, the old one is kept instead of dropped

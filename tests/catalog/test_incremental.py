@@ -184,7 +184,8 @@ def test_a_drop_of_replicas_invalidates_its_group_only(two):
                                              n.rows, n.bytes, n.checksum) for i, n in enumerate(needs)])
     assert cat.balance.switch_map(job.id).switched
     done = cat.balance.finish(job.id, grace=timedelta(minutes=10))
-    assert done.done and done.dropping == len(needs) and done.health.stable
+    assert done.done and done.health.stable
+    assert cat.balance.close(job.id, grace=timedelta(minutes=10)) == len(needs)
     assert cat.health.placement_snapshot().groups[0].redundant == 0  # marked: no longer counted as redundant
     assert reused(cat) == {"g1": True, "g2": True}
     assert drift(cat) == []

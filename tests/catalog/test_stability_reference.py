@@ -250,6 +250,7 @@ def test_summary_answers_equal_the_replica_scan(catalog_url, tmp_path, seed):
         elif action == "finish":
             for job in [j for j in jobs if cat.jobs.get(j).state == "running"]:
                 if cat.balance.switch_map(job).switched and cat.balance.finish(job, grace=timedelta(0)).done:
+                    cat.balance.close(job, grace=timedelta(0))
                     clock.t += timedelta(minutes=1)
                     items = cat.balance.take_droppable()
                     cat.balance.forget_replicas([i.replica_id for i in items[: len(items) // 2]])
@@ -268,6 +269,7 @@ def test_summary_answers_equal_the_replica_scan(catalog_url, tmp_path, seed):
             cat.balance.switch_map(job)
         seen = {k: max(v, seen[k]) for k, v in compare(cat, f"seed {seed}: job {job} switched").items()}
         cat.balance.finish(job, grace=timedelta(0))
+        cat.balance.close(job, grace=timedelta(0))
         compare(cat, f"seed {seed}: job {job} finished")
         clock.t += timedelta(minutes=1)
         cat.balance.forget_replicas([i.replica_id for i in cat.balance.take_droppable()])
@@ -331,7 +333,7 @@ def test_old_copies_count_and_drop_only_where_the_bucket_is_whole(catalog_url, t
     compare(cat, "bad copy on a down backend")
     assert cat.health.placement_snapshot().groups[0].redundant == 2  # via the per-partition query
     done = cat.balance.finish(job, grace=timedelta(0))
-    assert done.done and done.dropping == 2
+    assert done.done and cat.balance.close(job, grace=timedelta(0)) == 2
     compare(cat, "finished")
     clock.t += timedelta(minutes=1)
     kept = cat.writes.read_replicas("a", [DAYS[1]])[1][0].buckets[0]
@@ -373,6 +375,6 @@ def test_drop_marks_recount_a_column_whose_size_the_summaries_cannot_tell(catalo
     cat.tx(grow)
     assert cat.tx(summary.drift) == []
     done = cat.balance.finish(job, grace=timedelta(0))
-    assert done.done and done.dropping == 3
+    assert done.done and cat.balance.close(job, grace=timedelta(0)) == 3
     compare(cat, "the dropped copy was its bucket's largest")
     cat.dispose()
