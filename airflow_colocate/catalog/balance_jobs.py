@@ -248,7 +248,7 @@ class BalanceJobs:
             job, g = _balance_job(s, job_id)
             now = self.db.now()
             ok = [r for r in results if r.ok]
-            quick = None if any(r.source_bad for r in results if not r.ok) else clones.register_new(s, ok, now, _files_of)
+            quick = None if any(r.source_bad for r in results if not r.ok) else clones.register_new(s, ok, now)
             if quick is not None:  # new rows only (a repair's clones): no bucket's rows loaded
                 added, stale, tables = quick
                 failed = [f"{res.path}: {res.error}" for res in results if not res.ok]
@@ -461,9 +461,12 @@ class BalanceJobs:
         def run(s: Session) -> list[DropItem]:
             now = self.db.now()
             items: list[DropItem] = []
+            R = m.Replica
+            if s.scalar(select(R.id).where(R.state.in_(("dropping", "deleting"))).limit(1)) is None:
+                return items  # nothing on its way out (ix_replica_leaving): the usual case, one lookup
             reachable = set(s.scalars(select(m.Backend.id).where(m.Backend.state.in_(("alive", "decommissioning")))))
             reachable_alive = set(s.scalars(select(m.Backend.id).where(m.Backend.state == "alive")))
-            R = m.Replica  # columns, not ORM rows: a repair's drop pass takes thousands
+            # columns, not ORM rows: a repair's drop pass takes thousands
             leaving = list(fetch(s, select(R.id, R.table_id, R.partition_id, R.version, R.bucket_seq, R.backend_id,
                                            R.state, R.path, R.drop_after)
                                  .where(R.state.in_(("dropping", "deleting"))).order_by(R.id)))
@@ -536,4 +539,4 @@ def _files_of(res) -> list[list] | None:
 
 
 def _files_view(files: list | None) -> tuple[tuple[str, int], ...] | None:
-    return None if files is None else tuple((str(n), int(size)) for n, size in files)
+    return None if files is None else tuple(map(tuple, files))  # [name, size] pairs as JSON decodes them

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import Text, and_, exists, func, or_, select, type_coerce, update
+from sqlalchemy import and_, exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.summary import add, fetch, int_values, remeasure, replica_keys, touch_tables, tracking
+from airflow_colocate.catalog.summary import (add, fetch, fetch_sql, int_values, remeasure, replica_keys, touch_tables,
+                                              tracking)
 
 
 @dataclass
@@ -154,23 +155,35 @@ def lacking_with_sources(s: Session, cells: Sequence[tuple[int, int, int, int]],
                          alive: set[int]) -> list[tuple[Lacking, list[Source]]]:
     """:func:`lacking_rows` with, for each, the verified and bad replicas of its bucket on the
     ``alive`` backends (the only possible clone sources; by id: the columns a source needs, never
-    ORM objects), in one statement: a lost disk's repair lists thousands of them."""
+    ORM objects), in one statement: a lost disk's repair lists thousands of them. Plain SQL run by
+    the driver (the cells and backends inline integers, as :func:`lacking_rows`'s ``VALUES``
+    table): nothing compiled per call, rows as the driver gives them."""
     cells = list(cells)
     if not cells:
         return []
-    S = aliased(m.Replica, name="src")
-    q, c, order = _lacking(cells, S.id, S.backend_id, S.state, S.path, S.checksum, S.rows, S.bytes,
-                           type_coerce(S.files, Text()))  # not decoded per row: files_of
-    P = m.Partition
-    q = q.outerjoin(S, and_(S.partition_id == P.id, S.version == P.visible_version, S.bucket_seq == c.c.seq,
-                            S.state.in_(("verified", "bad")), S.backend_id.in_(sorted(alive)))).order_by(*order, S.id)
+    listed = ", ".join(f"({int(t)}, {int(seq)}, {int(k)}, {int(be)})" for t, seq, k, be in cells)
+    sources = ", ".join(str(int(be)) for be in sorted(alive)) or "NULL"
+    rows = fetch_sql(s, (
+        "SELECT p.table_id, p.id, p.value, p.visible_version, c.column2, c.column4, r.state, r.path, "
+        "s.id, s.backend_id, s.state, s.path, s.checksum, s.rows, s.bytes, s.files "
+        f"FROM (VALUES {listed}) AS c "
+        "JOIN partitions AS p ON p.table_id = c.column1 AND p.bucket_num > c.column2 "
+        "LEFT OUTER JOIN replicas AS r ON r.partition_id = p.id AND r.version = p.visible_version "
+        "AND r.bucket_seq = c.column2 AND r.backend_id = c.column4 "
+        "LEFT OUTER JOIN replicas AS s ON s.partition_id = p.id AND s.version = p.visible_version "
+        f"AND s.bucket_seq = c.column2 AND s.state IN ('verified', 'bad') AND s.backend_id IN ({sources}) "
+        "WHERE p.visible_version > 0 AND (r.id IS NULL OR r.state <> 'verified') "
+        "ORDER BY p.table_id, p.value, c.column2, c.column3, s.id"))
     out: list[tuple[Lacking, list[Source]]] = []
-    for row in fetch(s, q).fetchall():
-        t, pid, value, version, seq, be, state, path = row[:8]
-        if not out or (out[-1][0].partition_id, out[-1][0].bucket_seq, out[-1][0].backend_id) != (pid, seq, be):
-            out.append((Lacking(t, pid, value, version, seq, be, state, path), []))
+    last = None
+    for row in rows:
+        key = (row[1], row[4], row[5])
+        if key != last:
+            last = key
+            known: list[Source] = []
+            out.append((Lacking._make(row[:8]), known))
         if row[8] is not None:
-            out[-1][1].append(Source(*row[8:]))
+            known.append(Source._make(row[8:]))
     return out
 
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import bindparam, insert, select, update
+import json
+import re
+
+from sqlalchemy import Text, bindparam, insert, literal_column, null, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -133,7 +136,7 @@ def write(s: Session, inserts: list[tuple], updates: list[dict]) -> None:
                          ("row_id", *names), [(u["id"], *(u[n] for n in names)) for u in updates])
 
 
-def register_new(s: Session, results: list, now, files_of) -> tuple[int, list[str], set[int]] | None:
+def register_new(s: Session, results: list, now) -> tuple[int, list[str], set[int]] | None:
     """The clones of a repair or a move, registered without loading their buckets' rows: when no
     result's replica has a row yet (a new copy on a backend that held none: every clone of a lost
     disk's repair), each one is a new ``verified`` row, and what it adds to the summaries follows
@@ -160,8 +163,8 @@ def register_new(s: Session, results: list, now, files_of) -> tuple[int, list[st
         if state not in ("committed", "superseded"):
             stale.append(res.path)
             continue
-        inserts.append((table, res.partition_id, res.version, res.bucket_seq, res.backend_id, "verified",
-                        res.path, res.rows, res.bytes, res.checksum, now, now, None, files_of(res)))
+        inserts.append((table, res.partition_id, res.version, res.bucket_seq, res.backend_id,
+                        res.path, res.rows, res.bytes, res.checksum, now, now, files_json(res)))
         tables.add(table)
         if res.version != visible:
             continue
@@ -176,9 +179,27 @@ def register_new(s: Session, results: list, now, files_of) -> tuple[int, list[st
     for (_, _, seq), (table, before, after) in grown.items():
         if after != before:
             sizes[(table, seq)] += after - before
-    write(s, inserts, [])
+    summary.run_many(s, "clones.insert_new", lambda: insert(R.__table__).values(
+        state=literal_column("'verified'"), drop_after=null(), files=bindparam("files", type_=Text())), _NEW, inserts)
     summary.add(s, counts, {k: v for k, v in sizes.items() if v})
     return len(inserts), stale, tables
+
+
+_NEW = ("table_id", "partition_id", "version", "bucket_seq", "backend_id", "path", "rows", "bytes", "checksum",
+        "created_at", "verified_at", "files")
+_PLAIN = re.compile(r"[A-Za-z0-9._=+-]+\Z")  # a name JSON writes as it is, between quotes
+
+
+def files_json(res) -> str | None:
+    """A clone result's ``[[name, size], ...]`` as the JSON text ``replicas.files`` holds (what
+    ``json.dumps`` writes), or None when it did not report every size (a clone job from before
+    0.2: the replica is then checked by its total size). Written here, not by the column's JSON
+    encoder: a repair registers thousands, and data files' names need no escaping."""
+    sizes = getattr(res, "sizes", None) or {}
+    if any(n not in sizes for n in res.files):
+        return None
+    return "[" + ", ".join(f'["{n}", {int(sizes[n])}]' if _PLAIN.match(n) else json.dumps([n, int(sizes[n])])
+                           for n in sorted(res.files)) + "]"
 
 
 def _probe(s: Session, keys: list[Key]) -> list[tuple]:

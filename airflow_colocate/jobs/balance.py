@@ -272,14 +272,15 @@ class Balancer:
             return "disable_colocate_balance is set"
         return None
 
-    def _comeback(self, job: JobView) -> tuple[JobView, list[str]]:
-        """A relocated backend that is alive again before much of it was copied keeps its buckets."""
+    def _comeback(self, job: JobView) -> tuple[JobView, list[str], dict]:
+        """A relocated backend that is alive again before much of it was copied keeps its buckets.
+        Returns the job (revised or not), what was noted, and the backends' health it read."""
         moves = job.plan.get("moves", [])
         health = {b.id: b for b in self.catalog.health.backends(relocate_delay=self.options.delay)}
         back = {mv["src"] for mv in moves if mv["why"] == "relocate" and health.get(mv["src"]) is not None
                 and health[mv["src"]].alive}
         if not back:
-            return job, []
+            return job, [], health
         progress = self.catalog.balance.move_progress(job.id)
         new_map = [list(r) for r in job.plan["new_map"]]
         keep = list(range(len(moves)))
@@ -302,7 +303,7 @@ class Balancer:
             self.echo(f"job {job.id}: {n}")
         if len(keep) < len(moves):
             job = self.catalog.balance.revise(job.id, new_map, [moves[i] for i in keep], "; ".join(notes))
-        return job, notes
+        return job, notes, health
 
     def _cancelled(self, job: JobView, out: JobOutcome, reason: str) -> JobOutcome:
         job = self.catalog.balance.cancel(job.id, f"{reason}: planned again")
@@ -325,10 +326,9 @@ class Balancer:
             job = self.catalog.balance.begin(job.id)
             self.on_step("unstable", job.id)
         if job.step == "unstable":
-            job, notes = self._comeback(job)
+            job, notes, health = self._comeback(job)
             out.notes += notes
             out.moves = len(job.plan.get("moves", []))
-            health = {b.id: b for b in self.catalog.health.backends(relocate_delay=opts.delay)}
             gone = sorted({be for row in job.plan["new_map"] for be in row if be not in health or health[be].unavailable})
             if gone:
                 names = ", ".join(health[be].name if be in health else str(be) for be in gone)
