@@ -29,6 +29,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -232,19 +233,21 @@ class Balancer:
                 n, size = self._register(job, self._run_plan(label, batch))
                 added, copied = added + n, copied + size
             return added, copied
-        with ThreadPoolExecutor(depth, thread_name_prefix="colocate-clone") as copier:
+        submit = getattr(self.runner, "submit", None)  # the local runner queues plans itself, in order
+        with nullcontext() if submit else ThreadPoolExecutor(depth, thread_name_prefix="colocate-clone") as copier:
             running: deque = deque()
 
             def start(k: int) -> None:
                 if k < len(batches) and not any(f.done() and f.exception() is not None for f in running):
                     plan_obj = self._plan_of(label, batches[k])
-                    running.append(copier.submit(self._execute, plan_obj, "balance"))
+                    running.append(submit(plan_obj) if submit else copier.submit(self.runner, plan_obj))
 
             for k in range(depth):
                 start(k)
             try:
                 for k in range(len(batches)):
                     report = running.popleft().result()  # a failure ends the round here
+                    metrics.clone_done(report, kind="balance")
                     start(k + depth)
                     n, size = self._register(job, report)
                     added, copied = added + n, copied + size

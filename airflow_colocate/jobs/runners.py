@@ -9,6 +9,7 @@ import threading
 import time
 import types
 from collections.abc import Callable
+from concurrent.futures import Future
 from contextlib import contextmanager
 
 from airflow_colocate.core.contract import (
@@ -138,48 +139,82 @@ class LocalRunner:
         self.worker_threads = 1 if threads is None else threads
         self.processes = min(os.cpu_count() or 1, MAX_PROCESSES) if processes is None else processes
         self._pool = None
-        self._lock = threading.Lock()  # plans may run from several threads at once (concurrent_plans)
+        self._lock = threading.Lock()  # plans finish on the pool's thread while the caller submits more
+        self._broken = False
         self._work = clone_job.run_chunk  # module-level: what a worker process is sent by reference
         self.stats = {"cpu": 0.0, "durable": 0.0, "syncs": 0, "chunks": 0, "wall": 0.0}
 
     @property
     def concurrent_plans(self) -> int:
-        """Plans worth running at once (from as many threads): with worker processes, two, so the
-        workers take the next plan's chunks as they finish this one's instead of waiting while the
-        caller registers it; copies on threads here gain nothing from more."""
+        """Plans worth having under way at once (:meth:`submit`): with worker processes, two, so
+        the workers take the next plan's chunks as they finish this one's instead of waiting while
+        the caller registers it; copies on threads here gain nothing from more."""
         return 2 if self.processes > 1 else 1
 
     def __call__(self, plan: ClonePlan) -> CloneReport:
+        return self.submit(plan).result()
+
+    def submit(self, plan: ClonePlan) -> Future:
+        """Start ``plan`` and return the future of its report. In worker processes the plan's
+        chunks are queued at once, in this thread, behind those of the plans submitted before it
+        (so plans finish in the order they were submitted); on threads here (a small plan, or no
+        worker processes) it runs before this returns."""
         started = time.time()
+        if self._broken:  # a worker died under an earlier plan: fresh workers
+            self._broken = False
+            self.close()
         items = self._clone_job.task_items(plan)  # biggest first, as the Spark job deals them
+        future: Future = Future()
+        future.set_running_or_notify_cancel()
         if self.processes > 1 and len(items) >= PROCESS_MIN_TASKS:
-            results = self._in_processes(items)
-        else:
-            results = self._clone_job.run_partition(items, self.threads) if items else []
+            n = min(len(items), self.processes * CHUNKS_PER_PROCESS)
+            chunks = [list(range(i, len(items), n)) for i in range(n)]
+            try:
+                parts = self._submit(items, chunks)
+            except Exception as exc:  # no process can start here (limits, a sandbox, a daemonic Celery worker): threads
+                log.warning(f"clone worker processes cannot start ({type(exc).__name__}: {exc}); "
+                            f"copying on threads in this process")
+                self.close()
+                self.processes = 0
+            else:
+                left = [len(parts)]
+
+                def one_done(_) -> None:
+                    with self._lock:
+                        left[0] -= 1
+                        last = left[0] == 0
+                    if last:
+                        try:
+                            future.set_result(self._report(plan, started, self._gathered(items, chunks, parts)))
+                        except BaseException as exc:  # noqa: BLE001 - the caller's future carries it
+                            future.set_exception(exc)
+
+                for part in parts:
+                    part.add_done_callback(one_done)
+                return future
+        try:
+            future.set_result(self._report(plan, started, self._clone_job.run_partition(items, self.threads) if items else []))
+        except BaseException as exc:  # noqa: BLE001 - the caller's future carries it
+            future.set_exception(exc)
+        return future
+
+    @staticmethod
+    def _report(plan: ClonePlan, started: float, results: list[tuple[str, dict]]) -> CloneReport:
         copies = [CloneResult(**r) for kind, r in results if kind == "copy"]
         verifies = [VerifyResult(**r) for kind, r in results if kind == "verify"]
         return CloneReport(job_id=plan.job_id, copies=copies, verifies=verifies, seconds=round(time.time() - started, 3),
                            bytes=sum(c.bytes for c in copies if c.ok), spark_version="local")
 
-    def _in_processes(self, items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-        """The items dealt round robin (they come biggest first, so every chunk gets a fair share of
-        bytes and files) into a few chunks per worker, each one message there and back; results in
-        the items' order. A chunk whose worker died comes back as failed results (retried by the
-        control plane), and the next plan gets fresh workers."""
-        n = min(len(items), self.processes * CHUNKS_PER_PROCESS)
-        chunks = [list(range(i, len(items), n)) for i in range(n)]
-        try:
-            futures = self._submit(items, chunks)
-        except Exception as exc:  # no process can start here (limits, a sandbox, a daemonic Celery worker): threads
-            log.warning(f"clone worker processes cannot start ({type(exc).__name__}: {exc}); copying on threads in this process")
-            self.close()
-            self.processes = 0
-            return self._clone_job.run_partition(items, self.threads)
+    def _gathered(self, items: list[tuple[str, dict]], chunks: list[list[int]], parts: list) -> list[tuple[str, dict]]:
+        """The finished chunks' results in the items' order. The items were dealt round robin (they
+        come biggest first, so every chunk gets a fair share of bytes and files) into a few chunks
+        per worker, each one message there and back. A chunk whose worker died comes back as failed
+        results (retried by the control plane), and the next plan gets fresh workers."""
         results: list = [None] * len(items)
         broken = False
-        for chunk, future in zip(chunks, futures):
+        for chunk, part in zip(chunks, parts):
             try:
-                done, cost = future.result()
+                done, cost = part.result()
             except Exception as exc:  # the worker died (BrokenProcessPool) or the chunk could not be sent
                 broken = True
                 error = f"the clone worker process failed: {type(exc).__name__}: {exc}"[:2000]
@@ -192,8 +227,8 @@ class LocalRunner:
                 self.stats["chunks"] += 1
             for i, r in zip(chunk, done):
                 results[i] = r
-        if broken:
-            self.close()
+        if broken:  # closed by the next submit: this runs on the pool's own thread, which cannot wait for itself
+            self._broken = True
         return results
 
     def _submit(self, items, chunks) -> list:

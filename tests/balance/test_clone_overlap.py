@@ -135,3 +135,45 @@ def test_a_batch_that_fails_keeps_the_batches_before_it_and_a_rerun_completes(la
     assert_whole(cat)
     (job,) = [j for j in cat.jobs.list() if j.kind != "write"]
     assert job.state == "done"
+
+
+def test_worker_processes_take_the_next_batch_while_one_is_registered(lake, monkeypatch):
+    """The local runner in worker processes queues a plan's chunks behind the plan before it
+    (``LocalRunner.submit``): two batches are under way while one is registered, each batch's
+    report comes back whole, and the registrations go in batch order."""
+    from airflow_colocate.jobs import runners
+
+    monkeypatch.setattr(runners, "PROCESS_MIN_TASKS", 2)
+    _lost_disk(lake)
+    cat = lake.catalog
+    outstanding, most, order, registered = [0], [0], [], []
+    with local_runner(processes=2) as inner:
+        assert inner.concurrent_plans == 2
+
+        class Watched:
+            concurrent_plans = inner.concurrent_plans
+
+            def __call__(self, plan):
+                raise AssertionError("the balance submits plans to a runner that can take them")
+
+            def submit(self, plan):
+                order.append(sorted(t.dst for t in plan.copies))
+                outstanding[0] += 1
+                most[0] = max(most[0], outstanding[0])
+                future = inner.submit(plan)
+                future.add_done_callback(lambda _: outstanding.__setitem__(0, outstanding[0] - 1))
+                return future
+
+        real_register = cat.balance.register_clones
+
+        def register(job_id, results):
+            results = list(results)
+            registered.append(sorted(r.path for r in results))
+            return real_register(job_id, results)
+
+        monkeypatch.setattr(cat.balance, "register_clones", register)
+        Balancer(cat, Watched(), BalanceOptions(grace=timedelta(0), clone_batch_replicas=2), work_dir=lake.work).run()
+    assert len(order) >= 3 and most[0] == 2  # two plans under way at once, never more
+    assert registered == order  # each report whole, registered in the order the plans were submitted
+    assert_whole(cat)
+    assert cat.tx(summary.drift) == []
