@@ -15,10 +15,11 @@ Each round starts from a copy of the catalog taken before the first.
 Printed per phase (best of the rounds, wall and this thread's CPU: on a shared machine the CPU is
 the fairer judge): probe (the probe's own transactions), check (the stability checks the probe
 triggers), plan (placement snapshot, job create/begin and the other small calls), clone_needs,
-register (``register_clones``, one call per clone batch), switch, finish (drop marks and the
-group's check), and the total; the part on the repair's critical path with ``overlap_batches``
-(``COLOCATE_OVERLAP_CLONE_BATCHES=1``: a batch is registered while the next one copies, so of the
-registrations only the last one counts; off by default); then the time
+register (``register_clones``, one call per clone batch), switch, finish (the group's check; the
+marks of what the map no longer names come after it, in ``close``, which is not counted: the group
+is stable by then), and the total; the part on the repair's critical path (the local runner in
+worker processes copies the next batches while one is registered, so of the registrations only
+the last one counts; ``COLOCATE_OVERLAP_CLONE_BATCHES=0`` turns that off); then the time
 Python's cyclic garbage collector took inside the transactions (a full collection walks every
 object of the process: 100-200 ms here; the catalog pauses the collector while a transaction
 runs, see ``catalog/session.py``).
@@ -174,7 +175,7 @@ def main() -> None:
         # the registration before them, as they do with real files)
         walls = sorted(sum(p.wall.values()) - p.wall.get("register", 0) + p.last_register[0] for p, _ in rounds)
         cpus = sorted(sum(p.cpu.values()) - p.cpu.get("register", 0) + p.last_register[1] for p, _ in rounds)
-        print(f"on the repair's critical path with overlap_batches (every phase, of the registrations the last one only): wall "
+        print(f"on the repair's critical path (every phase, of the registrations the last one only): wall "
               f"{walls[0] * 1000:.0f} ms (median {walls[len(walls) // 2] * 1000:.0f}), CPU {cpus[0] * 1000:.0f} ms "
               f"(median {cpus[len(cpus) // 2] * 1000:.0f})")
         print("cyclic garbage collections inside the transactions, per round: "
