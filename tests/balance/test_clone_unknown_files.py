@@ -103,7 +103,7 @@ def test_a_clone_into_a_directory_with_leftovers_removes_them(lake):
 
 
 KILLED_CLONE = """
-import json, sys, time
+import json, os, sys, time
 from airflow_colocate.spark import clone_job
 from airflow_colocate.storage import copy as copy_mod, fs
 copy_mod.CHUNK = 64
@@ -117,6 +117,11 @@ class Slow:
     def __enter__(self): return self
     def __exit__(self, *exc): self.f.close()
 fs.open_write = lambda uri: Slow(real(uri))
+real_pwrite = os.pwrite
+def slow_pwrite(fd, data, offset):  # the same slow disk under a local copy's raw descriptors
+    time.sleep(0.01)
+    return real_pwrite(fd, memoryview(data)[:64], offset)
+os.pwrite = slow_pwrite
 print(clone_job.clone_task(json.loads(sys.argv[1])))
 """
 
