@@ -54,17 +54,22 @@ def _entries(path: str) -> list[str]:
     return [n for n, _ in copy_mod.replica_files(path)] + [d + "/" for d in copy_mod.subdirs(path)]
 
 
-def _source_files(task: dict) -> tuple[list[str], str | None, str | None]:
-    """(names to copy, why the source is corrupt, which unknown files it holds) for one clone.
+def _source_files(task: dict, where: str | None = None) -> tuple[list[str], str | None, str | None]:
+    """(names to copy, why the source is corrupt, which unknown files it holds) for one clone;
+    ``where``: the source's OS path when it is local (its URI otherwise), which is listed.
 
     With the catalog's file list (``sizes``), exactly those files are copied: a missing or short
     one makes the source bad; a file the catalog does not list (a killed copy's leftover) is not
     copied and is reported, so the source is marked bad and repaired. Without it (a replica from
     before 0.2), the source's data files are copied and its temporary or hidden files reported."""
-    listing, subdirs = copy_mod.replica_entries(task["src"])
+    listing, subdirs = copy_mod.replica_entries(task["src"] if where is None else where)
+    sizes = task.get("sizes") or {}
+    if not subdirs and len(listing) == len(sizes) and all(sizes.get(n) == size for n, size in listing):
+        # the usual source: exactly the recorded files at their recorded sizes (what the general
+        # case below finds too: nothing missing, short or unknown), in the listing's name order
+        return [n for n, _ in listing], None, None
     have = dict(listing)
     dirs = [d + "/" for d in subdirs]
-    sizes = task.get("sizes") or {}
     if sizes:
         known = [(n, size) for n, size in listing if n in sizes]
         corrupt = copy_mod.replica_problem(known, files=list(sizes.items()), size=task["bytes"])
@@ -112,14 +117,19 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     :func:`publish_clone` once the batch is durable. Nothing is under a final name yet. ``areas``:
     the tmp areas the batch has checked (:func:`storage.copy.staging_area`)."""
     started = time.monotonic()
-    out = {k: task[k] for k in ("key", "partition_id", "version", "bucket_seq", "backend_id", "src_backend_id")}
-    out.update(path=task["dst"], ok=False, rows=task["rows"])
+    out = {"key": task["key"], "partition_id": task["partition_id"], "version": task["version"],
+           "bucket_seq": task["bucket_seq"], "backend_id": task["backend_id"], "src_backend_id": task["src_backend_id"],
+           "path": task["dst"], "ok": False, "rows": task["rows"]}
     expect = task.get("files") or {}
-    root = task.get("root") or layout.replica_root(task["dst"])
+    src, dst = task["src"], task["dst"]
+    root = task.get("root") or layout.replica_root(dst)
+    # a local clone's directories as OS paths, converted once (listed, made); messages name the URIs
+    src_at = fs.local_path(src) if fs.is_local(src) else src
+    dst_at = fs.local_path(dst) if fs.is_local(dst) else dst
     staged: list = []
     try:
         try:
-            names, corrupt, source_problem = _source_files(task)
+            names, corrupt, source_problem = _source_files(task, src_at)
         except FileNotFoundError:
             return dict(out, source_bad=True, error=f"source replica {task['src']} does not exist")
         if corrupt:
@@ -127,12 +137,13 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
         if expect and sorted(expect) != names:
             return dict(out, source_bad=True, error=f"source {task['src']} holds {names}, expected {sorted(expect)}")
         # checked before the directory is made: a lost root must not come back as an empty folder
-        area = copy_mod.staging_area(root, task["dst"], areas) if root else None
+        area = copy_mod.staging_area(root, dst, areas) if root else None
         # a new directory (the usual clone) has nothing to list
-        before = set() if fs.make_dir(task["dst"]) else set(_entries(task["dst"]))
+        before = set() if fs.make_dir(dst_at) else set(_entries(dst_at))
+        src_base, dst_base = src.rstrip("/"), dst.rstrip("/")  # fs.join's spelling, once per clone
         for name in names:
             try:
-                staged.append(copy_mod.stage_file(fs.join(task["src"], name), fs.join(task["dst"], name),
+                staged.append(copy_mod.stage_file(f"{src_base}/{name}", f"{dst_base}/{name}",
                                                   expect_sha256=expect.get(name), root=root, area=area))
             except copy_mod.StagingError:
                 raise  # the destination (e.g. its root is gone): retried later
@@ -158,17 +169,18 @@ def publish_clone(c: _Staged) -> dict:
     """Phase 2, once the staged files are durable: rename them into the replica directory and
     remove what the directory held that is no part of the clone (files of an older, corrupt
     replica or of a killed copy: a read must find exactly the clone's files)."""
-    dst, copied = c.task["dst"], []
+    dst, names, done = c.task["dst"], c.out["files"], 0  # names: the staged files' own, in their order
     try:
         for st in c.files:
             copy_mod.publish(st)
-            copied.append(fs.basename(st.dst))
-        _remove(dst, sorted(c.before - set(copied)))
+            done += 1
+        if c.before:
+            _remove(dst, sorted(c.before - set(names)))
         return dict(c.out, ok=True, seconds=round(time.monotonic() - c.started, 3))
     except Exception as exc:
-        _drop_staged(c.files[len(copied):])
+        _drop_staged(c.files[done:])
         try:
-            _remove(dst, copied)
+            _remove(dst, names[:done])
         except Exception:
             pass
         return _failed(dict(c.out, bytes=0), c.started, exc)
@@ -191,9 +203,10 @@ def _dirs(clones: list[_Staged]) -> list[str]:
     for c in clones:
         path = c.task["dst"].rstrip("/")
         root = (c.task.get("root") or layout.replica_root(path) or fs.parent(path)).rstrip("/")
-        while path.startswith(root + "/") and path not in out:
+        below = root + "/"
+        while path.startswith(below) and path not in out:
             out[path] = None
-            path = fs.parent(path)
+            path = path.rstrip("/").rsplit("/", 1)[0]  # fs.parent
         out.setdefault(root, None)
     return list(out)
 
