@@ -4,7 +4,6 @@ loading a replica row per partition."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -72,14 +71,7 @@ class Source(NamedTuple):
     checksum: str
     rows: int
     bytes: int
-    files: list | str | None  # as stored: JSON text on SQLite, decoded by whoever uses it (files_of)
-
-
-def files_of(source: Source) -> list | None:
-    """A source's ``[[name, size], ...]``: decoded here, for the one source a clone copies from,
-    instead of for every source row of a repair's thousands."""
-    files = source.files
-    return json.loads(files) if isinstance(files, str) else files
+    files: list | str | None  # as stored: JSON text on SQLite (clone_needs decodes the copied sources' at once)
 
 
 def load_buckets(s: Session, g: m.ColocateGroup) -> Buckets:
@@ -176,14 +168,15 @@ def lacking_with_sources(s: Session, cells: Sequence[tuple[int, int, int, int]],
         "ORDER BY p.table_id, p.value, c.column2, c.column3, s.id"))
     out: list[tuple[Lacking, list[Source]]] = []
     last = None
+    make, source = Lacking._make, Source._make
     for row in rows:
-        key = (row[1], row[4], row[5])
+        key = row[1], row[4], row[5]
         if key != last:
             last = key
             known: list[Source] = []
-            out.append((Lacking._make(row[:8]), known))
+            out.append((make(row[:8]), known))
         if row[8] is not None:
-            known.append(Source._make(row[8:]))
+            known.append(source(row[8:]))
     return out
 
 
