@@ -29,7 +29,7 @@ the catalog's transactions, ``Catalog.tx``, against the whole; and the part of i
 overlapped, which is what the repair waits for: a batch's registration runs while the next batches
 copy), and the progress the CLI's
 ``colocate jobs list`` and the page's job rows show while it runs (percent done, time left: both
-read ``jobs.balance.job_progress``), sampled every ``--poll`` seconds from a second catalog
+read ``jobs.balance_outcome.job_progress``), sampled every ``--poll`` seconds from a second catalog
 handle, as an operator's terminal would.
 """
 
@@ -186,7 +186,7 @@ def poll_progress(url: str, stop: threading.Event, every: float, lines: list[str
     """What an operator sees while the repair runs: the CLI's Percent/EtaSeconds columns and the
     page's job row, from a catalog handle of its own."""
     from airflow_colocate.catalog import Catalog
-    from airflow_colocate.jobs.balance import job_progress
+    from airflow_colocate.jobs.balance_outcome import job_progress
     from airflow_colocate.plugins.presenters import job_model
 
     cat = Catalog(url, actor="watcher")

@@ -18,8 +18,7 @@ from airflow_colocate.catalog.jobs import job_view
 from airflow_colocate.catalog.rows import (active_job, bucket_maps, full_name, groups_of_tables, map_of,
                                            verified_backends)
 from airflow_colocate.catalog.session import CatalogSession
-from airflow_colocate.catalog.stability import find_problems, mark_bad, record_check
-from airflow_colocate.catalog.summary import add as summary_add
+from airflow_colocate.catalog.stability import find_problems, record_check
 from airflow_colocate.catalog.summary import chunks, fetch, touch_tables, tracking
 from airflow_colocate.catalog.views import (
     ACTIVE,
@@ -255,71 +254,7 @@ class BalanceJobs:
                 if added:
                     touch_tables(s, tables)
                 return self._progress(s, job, g, now, results, added, stale, failed, [])
-            added, stale, failed, bad = 0, [], [], []
-            unclean: list[tuple[int, str, str]] = []
-            # Every replica of the results' buckets as plain rows, the changes decided in memory and
-            # written in bulk, the summaries updated from the difference (catalog/clones.py): a
-            # relocation after a lost disk registers thousands of clones per call.
-            rows, by_bucket, versions, parts = clones.load(s, results)
-            was: dict[tuple, tuple | None] = {}  # (state, bytes) of each changed row before; None: inserted
-            inserts: dict[tuple, tuple] = {}
-            updates: dict[int, dict] = {}
-            ID, STATE, PATH, BYTES = clones.ID, clones.STATE, clones.PATH, clones.BYTES
-            for res in results:
-                if not res.ok:
-                    failed.append(f"{res.path}: {res.error}")
-                    if res.source_bad:
-                        key = (res.partition_id, res.version, res.bucket_seq, res.src_backend_id)
-                        src = rows.get(key)
-                        if src is not None and src[STATE] == "verified" and src[ID] is not None:
-                            was.setdefault(key, (src[STATE], src[BYTES]))
-                            src[STATE] = "bad"
-                            updates.setdefault(src[ID], {"id": src[ID]})["state"] = "bad"
-                            bad.append(src[PATH])
-                            self.db.event(s, "replica.bad", src[PATH], replica_id=src[ID], backend_id=res.src_backend_id,
-                                          reason=(res.error or "checksum mismatch while cloning")[:2000])
-                    continue
-                if versions.get((res.partition_id, res.version)) not in ("committed", "superseded"):
-                    stale.append(res.path)
-                    continue
-                key = (res.partition_id, res.version, res.bucket_seq, res.backend_id)
-                row = rows.get(key)
-                if row is not None and row[STATE] == "deleting":
-                    continue  # its files are being removed; the next round clones again
-                files = _files_of(res)
-                if row is None or row[ID] is None:  # a new row (registered twice in one call: the last wins)
-                    table = parts[res.partition_id][0]
-                    if row is None:
-                        rows[key] = row = [None, table, None, None, 0]
-                        by_bucket.setdefault(key[:3], []).append(key)
-                        was[key] = None
-                    inserts[key] = (table, res.partition_id, res.version, res.bucket_seq, res.backend_id, "verified",
-                                    res.path, res.rows, res.bytes, res.checksum, now, now, None, files)
-                else:
-                    was.setdefault(key, (row[STATE], row[BYTES]))
-                    updates.setdefault(row[ID], {"id": row[ID]}).update(
-                        state="verified", path=res.path, rows=res.rows, bytes=res.bytes, checksum=res.checksum,
-                        verified_at=now, drop_after=None, files=files)
-                row[STATE], row[PATH], row[BYTES] = "verified", res.path, res.bytes
-                added += 1
-                if getattr(res, "source_problem", None):
-                    src = rows.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
-                    if src is not None and src[ID] is not None:
-                        unclean.append((src[ID], res.source_problem,
-                                        f"replica {src[PATH]} holds files the catalog does not list: {res.source_problem}"))
-            # one shape per UPDATE statement: rows that only turn bad apart from re-registered ones
-            by_shape: dict[tuple, list[dict]] = {}
-            for u in updates.values():
-                by_shape.setdefault(tuple(sorted(u)), []).append(u)
-            clones.write(s, list(inserts.values()), [])
-            for same in by_shape.values():
-                clones.write(s, [], same)
-            summary_add(s, *clones.difference(rows, by_bucket, parts, was))
-            if inserts or updates:
-                touch_tables(s, {parts[pid][0] for pid, _, _ in by_bucket if pid in parts})
-            if unclean:
-                bad += mark_bad(self.db, s, [(r, why, gwhy) for i, why, gwhy in unclean
-                                             if (r := s.get(m.Replica, i)) is not None])
+            added, stale, failed, bad = clones.register_loaded(self.db, s, results, now)
             return self._progress(s, job, g, now, results, added, stale, failed, bad)
 
         return self.db.tx(run, bulk=True)  # a repair's size: collector paused
@@ -527,15 +462,6 @@ class BalanceJobs:
             return n
 
         return self.db.tx(run)
-
-
-def _files_of(res) -> list[list] | None:
-    """[[name, size], ...] of a clone result, or None when it did not report every size (a clone
-    job from before 0.2): the replica is then checked by its total size."""
-    sizes = getattr(res, "sizes", None) or {}
-    if any(n not in sizes for n in res.files):
-        return None
-    return [[n, int(sizes[n])] for n in sorted(res.files)]
 
 
 def _files_view(files: list | None) -> tuple[tuple[str, int], ...] | None:

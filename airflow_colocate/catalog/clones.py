@@ -2,7 +2,8 @@
 per batch) written with a few statements instead of one ORM object each.
 
 :meth:`BalanceJobs.register_clones <airflow_colocate.catalog.balance_jobs.BalanceJobs.register_clones>`
-loads every replica of the buckets the results name as plain rows (:func:`load`), decides in memory
+registers clones that are all new rows (every clone of a lost disk's repair) without loading their
+buckets (:func:`register_new`). Otherwise (:func:`register_loaded`) it loads every replica of the buckets the results name as plain rows (:func:`load`), decides in memory
 what each result changes, and writes the new rows with one multi-row ``INSERT``, the changed ones
 with one ``UPDATE`` by primary key (:func:`write`). The per-bucket summaries
 (:mod:`airflow_colocate.catalog.summary`) are kept exact without re-measuring the buckets in SQL
@@ -14,16 +15,16 @@ its largest verified replica) and added. ``summary.drift`` stays empty (tests).
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import json
 import re
+from collections import defaultdict
 
 from sqlalchemy import Text, bindparam, insert, literal_column, null, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog import summary
+from airflow_colocate.catalog.stability import mark_bad
 
 R = m.Replica
 Key = tuple[int, int, int, int]  # (partition, version, bucket seq, backend)
@@ -134,6 +135,85 @@ def write(s: Session, inserts: list[tuple], updates: list[dict]) -> None:
         summary.run_many(s, "clones.update:" + ",".join(names),
                          lambda: update(R.__table__).where(c.id == bindparam("row_id")).values({n: bindparam(n) for n in names}),
                          ("row_id", *names), [(u["id"], *(u[n] for n in names)) for u in updates])
+
+
+def register_loaded(db, s: Session, results: list, now) -> tuple[int, list[str], list[str], list[str]]:
+    """The general registration of a clone batch (``BalanceJobs.register_clones``): every replica
+    of the results' buckets loaded as plain rows (:func:`load`), the changes decided in memory and
+    written in bulk, the summaries updated from the difference. A clone that found its source's
+    bytes differ from the catalog, or its directory holding files the catalog does not list, marks
+    that source ``bad``. Returns (replicas registered, directories of versions no longer there,
+    the failures' lines, the paths marked bad)."""
+    added, stale, failed, bad = 0, [], [], []
+    unclean: list[tuple[int, str, str]] = []
+    rows, by_bucket, versions, parts = load(s, results)
+    was: dict[tuple, tuple | None] = {}  # (state, bytes) of each changed row before; None: inserted
+    inserts: dict[tuple, tuple] = {}
+    updates: dict[int, dict] = {}
+    for res in results:
+        if not res.ok:
+            failed.append(f"{res.path}: {res.error}")
+            if res.source_bad:
+                key = (res.partition_id, res.version, res.bucket_seq, res.src_backend_id)
+                src = rows.get(key)
+                if src is not None and src[STATE] == "verified" and src[ID] is not None:
+                    was.setdefault(key, (src[STATE], src[BYTES]))
+                    src[STATE] = "bad"
+                    updates.setdefault(src[ID], {"id": src[ID]})["state"] = "bad"
+                    bad.append(src[PATH])
+                    db.event(s, "replica.bad", src[PATH], replica_id=src[ID], backend_id=res.src_backend_id,
+                             reason=(res.error or "checksum mismatch while cloning")[:2000])
+            continue
+        if versions.get((res.partition_id, res.version)) not in ("committed", "superseded"):
+            stale.append(res.path)
+            continue
+        key = (res.partition_id, res.version, res.bucket_seq, res.backend_id)
+        row = rows.get(key)
+        if row is not None and row[STATE] == "deleting":
+            continue  # its files are being removed; the next round clones again
+        files = _files_of(res)
+        if row is None or row[ID] is None:  # a new row (registered twice in one call: the last wins)
+            table = parts[res.partition_id][0]
+            if row is None:
+                rows[key] = row = [None, table, None, None, 0]
+                by_bucket.setdefault(key[:3], []).append(key)
+                was[key] = None
+            inserts[key] = (table, res.partition_id, res.version, res.bucket_seq, res.backend_id, "verified",
+                            res.path, res.rows, res.bytes, res.checksum, now, now, None, files)
+        else:
+            was.setdefault(key, (row[STATE], row[BYTES]))
+            updates.setdefault(row[ID], {"id": row[ID]}).update(
+                state="verified", path=res.path, rows=res.rows, bytes=res.bytes, checksum=res.checksum,
+                verified_at=now, drop_after=None, files=files)
+        row[STATE], row[PATH], row[BYTES] = "verified", res.path, res.bytes
+        added += 1
+        if getattr(res, "source_problem", None):
+            src = rows.get((res.partition_id, res.version, res.bucket_seq, res.src_backend_id))
+            if src is not None and src[ID] is not None:
+                unclean.append((src[ID], res.source_problem,
+                                f"replica {src[PATH]} holds files the catalog does not list: {res.source_problem}"))
+    # one shape per UPDATE statement: rows that only turn bad apart from re-registered ones
+    by_shape: dict[tuple, list[dict]] = {}
+    for u in updates.values():
+        by_shape.setdefault(tuple(sorted(u)), []).append(u)
+    write(s, list(inserts.values()), [])
+    for same in by_shape.values():
+        write(s, [], same)
+    summary.add(s, *difference(rows, by_bucket, parts, was))
+    if inserts or updates:
+        summary.touch_tables(s, {parts[pid][0] for pid, _, _ in by_bucket if pid in parts})
+    if unclean:
+        bad += mark_bad(db, s, [(r, why, gwhy) for i, why, gwhy in unclean if (r := s.get(m.Replica, i)) is not None])
+    return added, stale, failed, bad
+
+
+def _files_of(res) -> list[list] | None:
+    """[[name, size], ...] of a clone result, or None when it did not report every size (a clone
+    job from before 0.2): the replica is then checked by its total size."""
+    sizes = getattr(res, "sizes", None) or {}
+    if any(n not in sizes for n in res.files):
+        return None
+    return [[n, int(sizes[n])] for n in sorted(res.files)]
 
 
 def register_new(s: Session, results: list, now) -> tuple[int, list[str], set[int]] | None:

@@ -112,7 +112,7 @@ def jobs() -> None:
 @json_option
 @pass_env
 def list_(env: Env, kind: str | None, state: str | None, limit: int) -> Table:
-    from airflow_colocate.jobs.balance import job_progress
+    from airflow_colocate.jobs.balance_outcome import job_progress
 
     catalog = env.catalog()
     now = catalog.now()

@@ -153,27 +153,6 @@ def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None =
     return lines
 
 
-# ---------------------------------------------------------------------- progress
-
-
-def job_progress(job: JobView, now) -> dict:
-    """A balance job's progress as the CLI and the page show it: bytes copied of the bytes its
-    moves plan, the percent, and the time left at the rate so far (elapsed since the job was
-    created); None where it cannot be known (no moves planned, nothing copied yet)."""
-    plan, progress = job.plan or {}, job.progress or {}
-    planned = sum(int(mv.get("bytes") or 0) for mv in plan.get("moves") or [] if isinstance(mv, dict))
-    copied = int(progress.get("bytes") or 0) if isinstance(progress.get("bytes"), (int, float)) else 0
-    finished = progress.get("step") == "finished" or job.state in ("done", "committed")
-    percent = 100.0 if finished else (round(min(100.0, 100.0 * copied / planned), 1) if planned else None)
-    eta = None
-    if not finished and planned and copied and job.created_at is not None:
-        elapsed = (utc(now) - utc(job.created_at)).total_seconds()
-        eta = round(max(0.0, elapsed * (planned - copied) / copied), 1) if elapsed > 0 else None
-    elif finished:
-        eta = 0.0
-    return {"planned_bytes": planned, "copied_bytes": copied, "percent": percent, "eta_seconds": eta}
-
-
 class Balancer:
     """One balance run over the catalog. ``on_step(step, job_id)`` is called after each recorded
     step (``planned``, ``unstable``, ``cloned``, ``switched``, ``finished``, ``dropping``,

@@ -1,4 +1,5 @@
-"""What a balance run did and what it leaves waiting, in one line a person reads.
+"""What a balance run did and what it leaves waiting, in one line a person reads; how far a running
+balance job has come (:func:`job_progress`).
 
 A repair inside the relocate delay moves nothing, on purpose: a backend that is down for less than
 the delay may come back, and relocating it would re-clone everything it holds for a blip. A run
@@ -15,6 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from airflow_colocate.catalog.views import JobView
 from airflow_colocate.core.sizes import human_bytes
 from airflow_colocate.core.times import utc
 from airflow_colocate.jobs.health import _minutes
@@ -114,3 +116,21 @@ def outcome_line(summary: dict, now: datetime, hint: str = DAG_HINT) -> str:
 
 __all__ = ["CLI_HINT", "DAG_HINT", "PendingRelocation", "did_work", "outcome_line", "pending_line",
            "pending_relocations"]
+
+
+def job_progress(job: JobView, now) -> dict:
+    """A balance job's progress as the CLI and the page show it: bytes copied of the bytes its
+    moves plan, the percent, and the time left at the rate so far (elapsed since the job was
+    created); None where it cannot be known (no moves planned, nothing copied yet)."""
+    plan, progress = job.plan or {}, job.progress or {}
+    planned = sum(int(mv.get("bytes") or 0) for mv in plan.get("moves") or [] if isinstance(mv, dict))
+    copied = int(progress.get("bytes") or 0) if isinstance(progress.get("bytes"), (int, float)) else 0
+    finished = progress.get("step") == "finished" or job.state in ("done", "committed")
+    percent = 100.0 if finished else (round(min(100.0, 100.0 * copied / planned), 1) if planned else None)
+    eta = None
+    if not finished and planned and copied and job.created_at is not None:
+        elapsed = (utc(now) - utc(job.created_at)).total_seconds()
+        eta = round(max(0.0, elapsed * (planned - copied) / copied), 1) if elapsed > 0 else None
+    elif finished:
+        eta = 0.0
+    return {"planned_bytes": planned, "copied_bytes": copied, "percent": percent, "eta_seconds": eta}

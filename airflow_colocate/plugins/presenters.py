@@ -75,7 +75,7 @@ def job_model(j: JobView) -> dict:
     if j.kind not in ("write", "gc"):  # a balance job: time left at its copy rate so far (jobs.balance)
         from datetime import datetime, timezone
 
-        from airflow_colocate.jobs.balance import job_progress
+        from airflow_colocate.jobs.balance_outcome import job_progress
 
         eta = job_progress(j, datetime.now(timezone.utc))["eta_seconds"]
     return {"id": j.id, "kind": j.kind, "state": j.state, "group_id": j.group_id, "group": j.group or None,

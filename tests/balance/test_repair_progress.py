@@ -1,6 +1,6 @@
 """A repair shows its progress while it runs (issue 29): the clone round is cut into batches whose
 clones are registered as each ends, so the job's bytes copied, percent and time left move; the
-CLI's ``jobs list`` and the page's job rows read them (jobs.balance.job_progress)."""
+CLI's ``jobs list`` and the page's job rows read them (jobs.balance_outcome.job_progress)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 from balance_lake import assert_whole
 
-from airflow_colocate.jobs.balance import BalanceOptions, Balancer, job_progress
+from airflow_colocate.jobs.balance import BalanceOptions, Balancer
+from airflow_colocate.jobs.balance_outcome import job_progress
 from airflow_colocate.planner.clones import clone_batches
 from airflow_colocate.jobs.health import probe_backends
 from airflow_colocate.jobs.runners import local_runner
