@@ -225,11 +225,11 @@ class BalanceJobs:
                 first = good[0]
                 needs.append((label, r.table_id, r.partition_id, r.partition, r.version, seq, be, path,
                               first.checksum, first.rows, first.bytes, tuple((x.backend_id, x.path) for x in good),
-                              "bad" if r.state == "bad" else "missing", first.files, roots[be]))
+                              "bad" if r.state == "bad" else "missing", first.files, roots[be], r.state is None))
             # every copied source's file list decoded in one call (JSON text on SQLite), not one per need
             texts = [n[13] for n in needs if isinstance(n[13], str)]
             decoded = iter(json.loads(f"[{','.join(texts)}]") if texts else ())
-            return [CloneNeed(*n[:13], _files_view(next(decoded) if isinstance(n[13], str) else n[13]), n[14])
+            return [CloneNeed(*n[:13], _files_view(next(decoded) if isinstance(n[13], str) else n[13]), n[14], n[15])
                     for n in needs], blocked
 
         return self.db.tx(run, bulk=True)  # a repair's size: collector paused

@@ -354,6 +354,7 @@ class CloneNeed:
     # ((name, size), ...) of the replica the clone copies (the catalog's files; None before 0.2)
     files: tuple[tuple[str, int], ...] | None = None
     root: str | None = None  # the target backend's root: the clone stages its copies in its tmp area
+    fresh: bool = False  # no row at the replica's key yet: a new replica (CloneTask.fresh)
 
 
 @dataclass(frozen=True)

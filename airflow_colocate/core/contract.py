@@ -307,6 +307,9 @@ class CloneTask:
     # copied (empty: recorded before 0.2, the source's data files are copied)
     sizes: dict[str, int] = field(default_factory=dict)
     root: str | None = None  # the destination backend's root: copies are staged in its tmp area
+    # no catalog row names ``dst`` (a new replica): if the clone also makes its directory, nobody can
+    # read there until the clone is registered, so its files are written in place (no tmp, no rename)
+    fresh: bool = False
 
 
 @dataclass

@@ -28,7 +28,8 @@ def clone_plan(job_id: str, needs: Sequence[CloneNeed], report_uri: str,
                                table=need.table, partition_id=need.partition_id, partition=need.partition,
                                version=need.version, bucket_seq=need.bucket_seq, backend_id=need.backend_id,
                                src_backend_id=choice[0], src=choice[1], dst=need.path, checksum=need.checksum,
-                               bytes=need.bytes, rows=need.rows, sizes=dict(need.files or ()), root=need.root))
+                               bytes=need.bytes, rows=need.rows, sizes=dict(need.files or ()), root=need.root,
+                               fresh=need.fresh))
     return ClonePlan(job_id=job_id, copies=tasks, report_uri=report_uri, verifies=list(verifies))
 
 

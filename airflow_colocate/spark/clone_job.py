@@ -110,12 +110,20 @@ def _drop_staged(files) -> None:
             pass
 
 
+# A new replica (``CloneTask.fresh``) whose directory the clone makes is written in place; False
+# stages every clone in the tmp area (the tests run both ways).
+IN_PLACE = True
+
+
 def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     """Phase 1 of a clone: every file copied to the destination backend's tmp area, hashed while it
     is copied and checked against the catalog's checksum and size. Returns the result when the
     clone ends here (a corrupt source, a destination that cannot stage), else the staged clone for
-    :func:`publish_clone` once the batch is durable. Nothing is under a final name yet. ``areas``:
-    the tmp areas the batch has checked (:func:`storage.copy.staging_area`)."""
+    :func:`publish_clone` once the batch is durable. Nothing is under a final name yet, except in
+    a new replica's directory that this clone made (``fresh``: no catalog row names it, so no
+    reader can look there before the clone is registered): its files are written in place
+    (:func:`storage.copy.stage_in_place`). ``areas``: the tmp areas the batch has checked
+    (:func:`storage.copy.staging_area`)."""
     started = time.monotonic()
     out = {"key": task["key"], "partition_id": task["partition_id"], "version": task["version"],
            "bucket_seq": task["bucket_seq"], "backend_id": task["backend_id"], "src_backend_id": task["src_backend_id"],
@@ -124,6 +132,7 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     src, dst = task["src"], task["dst"]
     root = task.get("root") or layout.replica_root(dst)
     # a local clone's directories as OS paths, converted once (listed, made); messages name the URIs
+    local = fs.is_local(src) and fs.is_local(dst)
     src_at = fs.local_path(src) if fs.is_local(src) else src
     dst_at = fs.local_path(dst) if fs.is_local(dst) else dst
     staged: list = []
@@ -139,10 +148,17 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
         # checked before the directory is made: a lost root must not come back as an empty folder
         area = copy_mod.staging_area(root, dst, areas) if root else None
         # a new directory (the usual clone) has nothing to list
-        before = set() if fs.make_dir(dst_at) else set(_entries(dst_at))
+        made = fs.make_dir(dst_at)
+        before = set() if made else set(_entries(dst_at))
+        # A new replica (no catalog row names dst) in the directory just made: nobody reads there
+        # until this clone is registered, so each file is written in place, not staged and renamed.
+        in_place = IN_PLACE and made and bool(task.get("fresh")) and local and area is not None and copy_mod.FAST_LOCAL
         src_base, dst_base = src.rstrip("/"), dst.rstrip("/")  # fs.join's spelling, once per clone
         for name in names:
             try:
+                if in_place:
+                    staged.append(copy_mod.stage_in_place(f"{src_base}/{name}", f"{dst_base}/{name}", expect.get(name)))
+                    continue
                 staged.append(copy_mod.stage_file(f"{src_base}/{name}", f"{dst_base}/{name}",
                                                   expect_sha256=expect.get(name), root=root, area=area))
             except copy_mod.StagingError:
@@ -217,23 +233,29 @@ def finish_clones(staged: list[_Staged], watch: dict[int, int] | None = None) ->
     The crash rule a batch keeps (the same as one ``fsync`` per file, paid once per batch): the
     bytes are durable (:func:`storage.copy.make_durable`: one ``syncfs`` per destination file
     system) before any of them gets its final name, and the names are durable before a result
-    says ``ok``, which is the only thing the control plane registers. A crash anywhere before the
-    report leaves nothing registered: staged files in a tmp area (gc sweeps them), or files in a
-    replica directory no catalog row names as verified, which the next clone of it overwrites
-    (removing whatever else it holds). A committed replica is never written to. ``watch``: the
+    says ``ok``, which is the only thing the control plane registers. A clone written in place (a
+    new replica in the directory it made: :func:`stage_clone`) has its final names already; its
+    bytes and names are made durable together, by the second pass, so a batch of only such clones
+    (a lost disk's repair) pays one ``syncfs``. A crash anywhere before the report leaves nothing
+    registered: staged files in a tmp area (gc sweeps them), or files in a replica directory no
+    catalog row names as verified, which the next clone of it overwrites (removing whatever else
+    it holds). A committed replica is never written to. ``watch``: the
     descriptors the batch opened before its first write (:func:`storage.copy.watch_durability`), so
     no write-back error of its pages goes unreported."""
     if not staged:
         return []
-    try:
-        copy_mod.make_durable([st.tmp for c in staged for st in c.files], watch)
-    except OSError as exc:
-        for c in staged:
-            _drop_staged(c.files)
-        return [_failed(dict(c.out, bytes=0), c.started, exc) for c in staged]
+    renamed = [st.tmp for c in staged for st in c.files if not st.in_place]
+    if renamed:  # bytes durable before a rename gives them their final name
+        try:
+            copy_mod.make_durable(renamed, watch)
+        except OSError as exc:
+            for c in staged:
+                _drop_staged(c.files)
+            return [_failed(dict(c.out, bytes=0), c.started, exc) for c in staged]
     results = [publish_clone(c) for c in staged]
-    try:
-        copy_mod.make_durable(_dirs([c for c, r in zip(staged, results) if r["ok"]]), watch)
+    done = [c for c, r in zip(staged, results) if r["ok"]]
+    try:  # names (and the bytes of files written in place) durable before a result says ok
+        copy_mod.make_durable([st.tmp for c in done for st in c.files if st.in_place] + _dirs(done), watch)
     except OSError as exc:
         return [_unpublish(r, exc) if r["ok"] else r for r in results]
     return results

@@ -130,12 +130,15 @@ def sha256_file(uri: str) -> str:
 
 @dataclass(frozen=True)
 class Staged:
-    """A copy written and checked in the destination's tmp area, not yet under its final name."""
+    """A copy written and checked in the destination's tmp area, not yet under its final name; or,
+    ``in_place``, written and checked under its final name in a directory nobody reads yet
+    (:func:`stage_in_place`: ``tmp`` is then that name)."""
 
     tmp: str
     dst: str
     bytes: int
     sha256: str
+    in_place: bool = False
 
 
 def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
@@ -214,6 +217,33 @@ def _stage_local(src_uri: str, dst_uri: str, expect_sha256: str | None, area: st
     return Staged(tmp, dst_uri, written, digest)
 
 
+_CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None) -> Staged:
+    """Copy the local file ``src`` to the new local file ``dst`` itself (hashed, size checked),
+    for a clone into a replica directory it has just made and that no catalog row names: nobody
+    reads there before the clone is registered, so the tmp area and the rename buy nothing, and
+    the batch's bytes and names are made durable in one pass. The file must not exist (``O_EXCL``);
+    a failed copy deletes it. The same copy, checks and messages as :func:`stage_file`."""
+    path = fs.local_path(dst_uri)
+    dfd = os.open(path, _CREATE_NEW, 0o666)
+    try:
+        try:
+            written, digest = _copy_local(fs.local_path(src_uri), dfd, path, writeback=True)
+            on_disk = os.fstat(dfd).st_size
+        finally:
+            os.close(dfd)
+        if expect_sha256 is not None and digest != expect_sha256:
+            _wrong_checksum(src_uri, dst_uri, expect_sha256, digest, True)
+        if on_disk != written:
+            _wrong_size(src_uri, dst_uri, written, on_disk)
+    except BaseException:
+        fs.delete_file(path)
+        raise
+    return Staged(path, dst_uri, written, digest, in_place=True)
+
+
 def _wrong_checksum(src_uri: str, dst_uri: str, expect_sha256: str, digest: str, by_descriptors: bool):
     """Raise for a copy that hashed ``digest`` instead of ``expect_sha256``: the destination's
     fault (:class:`StagingError`, retried) when the kernel copied the bytes and the source still
@@ -269,6 +299,7 @@ def _copy_stream(src_uri: str, tmp: str, dst) -> tuple[int, str]:
 # through pread 0.92 s, every file through copy_file_range 0.91 s.
 SMALL_COPY = 1 << 20
 _FAST_LOCAL = hasattr(os, "pread") and hasattr(os, "preadv") and hasattr(os, "pwrite")
+FAST_LOCAL = _FAST_LOCAL  # raw-descriptor copies work here (the clone job asks before it writes in place)
 # copy_file_range's "not here" answers (another file system, an old kernel, a file system without
 # it): the copy then goes through this process's buffer instead
 _NO_RANGE_COPY = frozenset(getattr(errno, name) for name in ("EXDEV", "ENOSYS", "EINVAL", "EOPNOTSUPP", "ENOTSUP")
@@ -358,7 +389,10 @@ def _copy_loop(sfd: int, dfd: int, writeback: bool) -> tuple[int, str]:
 
 
 def publish(staged: Staged) -> None:
-    """Rename a staged copy to its final name (same file system: checked when it was staged)."""
+    """Rename a staged copy to its final name (same file system: checked when it was staged); one
+    written in place is there already."""
+    if staged.in_place:
+        return
     try:
         if fs.is_local(staged.tmp) and fs.is_local(staged.dst):
             os.replace(fs.local_path(staged.tmp), fs.local_path(staged.dst))

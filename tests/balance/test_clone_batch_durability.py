@@ -6,6 +6,7 @@ nothing registered, no committed replica touched, and a re-run completes the rep
 
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import timedelta
 
@@ -15,6 +16,7 @@ from balance_lake import assert_whole, replica_dirs
 from airflow_colocate.catalog import summary
 from airflow_colocate.jobs.balance import BalanceOptions, Balancer
 from airflow_colocate.jobs.health import probe_backends
+from airflow_colocate.spark import clone_job
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
 
@@ -46,7 +48,15 @@ def _drift(lake) -> list[str]:
     return lake.catalog.tx(summary.drift)
 
 
-def test_bytes_are_durable_before_their_name_and_names_before_the_result(lake, monkeypatch):
+@pytest.fixture(params=["staged", "in place"])
+def way(request, monkeypatch):
+    """Both ways a lost disk's new replicas are written: staged in the tmp area and renamed, or in
+    place in the directories their clones make (the default for a new replica)."""
+    monkeypatch.setattr(clone_job, "IN_PLACE", request.param == "in place")
+    return request.param
+
+
+def test_bytes_are_durable_before_their_name_and_names_before_the_result(lake, monkeypatch, way):
     _lost_disk(lake)
     events: list[tuple[str, object]] = []
     real_durable, real_publish = copy_mod.make_durable, copy_mod.publish
@@ -63,20 +73,27 @@ def test_bytes_are_durable_before_their_name_and_names_before_the_result(lake, m
     assert_whole(lake.catalog)
     published = [e for e in events if e[0] == "publish"]
     assert published and sum(1 for e in events if e[0] == "report") >= 2  # several batches
+    assert {e[1].in_place for e in published} == {way == "in place"}  # a new replica: in place unless told not to
     for i, (kind, what) in enumerate(events):
-        if kind == "publish":  # its bytes were in a make_durable call before the rename
+        if kind == "publish" and not what.in_place:  # its bytes were in a make_durable call before the rename
             assert any(k == "durable" and what.tmp in uris for k, uris in events[:i]), what
         if kind == "report":  # every ok clone's directory was made durable after its files were renamed
             last = max(j for j, e in enumerate(events[:i]) if e[0] == "publish")
-            dirs = set().union(*(u for k, u in events[last:i] if k == "durable"))
+            made = set().union(*(u for k, u in events[last:i] if k == "durable"))
             for c in what.copies:
-                assert not c.ok or c.path in dirs, c.path
+                assert not c.ok or c.path in made, c.path
+                # written in place: its files' bytes in that same pass (names and bytes durable together)
+                assert not c.ok or way == "staged" or {fs.local_path(fs.join(c.path, n)) for n in c.files} <= made
+    if way == "in place":  # one syncfs pass per batch: no bytes-before-rename pass
+        assert all(any(fs.local_path(p) != p or "/_colocate/tmp/" not in p for p in uris)
+                   for k, uris in events if k == "durable")
     assert _drift(lake) == []
 
 
-@pytest.mark.parametrize("where", ["before the rename", "after the rename"])
+@pytest.mark.parametrize("way, where", [("staged", "before the rename"), ("staged", "after the rename"),
+                                        ("in place", "before the one pass")])
 def test_a_crash_between_the_copies_and_the_registration_registers_nothing_and_a_rerun_completes(lake, monkeypatch,
-                                                                                                  where):
+                                                                                                  way, where):
     _lost_disk(lake)
     before = _verified(lake)
     calls = []
@@ -85,23 +102,25 @@ def test_a_crash_between_the_copies_and_the_registration_registers_nothing_and_a
     def crash(uris, watch=None):
         uris = list(uris)
         calls.append(uris)
-        if where == "before the rename" or len(calls) == 2:  # the 1st call is the bytes, the 2nd the names
+        # staged: the 1st call is the bytes, the 2nd the names; in place, the one call is both
+        if where == "before the rename" or len(calls) == 2 or way == "in place":
             raise Crash(f"killed {where}")
         real(uris, watch)
 
+    monkeypatch.setattr(clone_job, "IN_PLACE", way == "in place")
     monkeypatch.setattr(copy_mod, "make_durable", crash)
     with pytest.raises(Crash):
         _balance(lake)
     staged = calls[0]
-    assert staged and all("/_colocate/tmp/" in u for u in staged)
+    assert staged and all(("/_colocate/tmp/" in u) == (way == "staged") for u in staged if "." in fs.basename(u))
     assert _verified(lake) == before  # nothing registered: the readers' view is unchanged
     job = [j for j in lake.catalog.jobs.list() if j.kind != "write"][0]
     assert job.state == "running" and (job.progress or {}).get("cloned", 0) == 0
     on_disk = {fs.local_path(p) for p in before}
-    if where == "before the rename":  # no data file outside the registered replicas: the bytes are in tmp areas
+    if where == "before the rename" and way == "staged":  # no data file outside the registered replicas
         assert all(fs.exists(u) for u in staged)
         assert replica_dirs(lake.root) <= on_disk
-    else:  # renamed into directories that no catalog row names as verified: invisible to readers
+    else:  # in directories that no catalog row names as verified: invisible to readers
         assert replica_dirs(lake.root) - on_disk
     for path, checksum in before.items():  # the committed replicas on the alive backends are untouched
         if fs.exists(path):
@@ -113,7 +132,7 @@ def test_a_crash_between_the_copies_and_the_registration_registers_nothing_and_a
     assert _drift(lake) == []
 
 
-def test_a_batch_whose_bytes_cannot_be_made_durable_publishes_nothing_and_is_retried(lake, monkeypatch):
+def test_a_batch_whose_bytes_cannot_be_made_durable_publishes_nothing_and_is_retried(lake, monkeypatch, way):
     _lost_disk(lake)
     failures = []
     real = copy_mod.make_durable
@@ -125,9 +144,19 @@ def test_a_batch_whose_bytes_cannot_be_made_durable_publishes_nothing_and_is_ret
             raise OSError(5, "Input/output error")
         real(uris, watch)
 
+    real_finish, left = clone_job.finish_clones, []
+
+    def finish(staged, watch=None):
+        results = real_finish(staged, watch)
+        if failures and not left:  # the batch whose pass failed: what it wrote, right after it failed
+            left.append([fs.local_path(st.tmp) for c in staged for st in c.files])
+            left.append([p for p in left[0] if os.path.exists(p)])
+        return results
+
     monkeypatch.setattr(copy_mod, "make_durable", once)
+    monkeypatch.setattr(clone_job, "finish_clones", finish)
     _balance(lake)  # the failed batch's clones come back not ok; the next round clones them again
-    assert failures and not any(fs.exists(u) for u in failures[0])  # its staged files were removed
+    assert failures and left[0] and left[1] == []  # its staged (or in-place) files were removed
     assert_whole(lake.catalog)
     assert _drift(lake) == []
 
