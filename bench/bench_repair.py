@@ -354,6 +354,9 @@ def repair(url: str, base: Path, args, durable: Durable) -> dict:
         def __call__(self, plan):
             return self.submit(plan).result()
 
+        def warm(self):  # the balance starts the clone workers while it plans (timed: inside the repair)
+            inner.warm()
+
         def submit(self, plan):
             started = begun()
             if copy_prof is not None:

@@ -296,6 +296,8 @@ class Balancer:
     def run_job(self, job: JobView) -> JobOutcome:
         """Take one job from wherever it stopped to the end (or as far as it can go now)."""
         opts = self.options
+        if job.step in ("planned", "unstable", "switched") and (warm := getattr(self.runner, "warm", None)):
+            warm()  # the clone workers start while the catalog plans the clones
         out = JobOutcome(job.id, job.group, job.kind, job.state, job.step, len(job.plan.get("moves", [])))
         if job.step in ("planned", "unstable"):
             paused = self._paused_by_flags(job)

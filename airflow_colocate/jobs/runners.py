@@ -154,6 +154,21 @@ class LocalRunner:
     def __call__(self, plan: ClonePlan) -> CloneReport:
         return self.submit(plan).result()
 
+    def warm(self) -> None:
+        """Start the worker processes now, in the background, so that the first large plan finds
+        them ready: a fork server and its workers take ~0.3 s to start here, which the balance
+        otherwise waits for after its catalog work (it calls this when a job is about to clone).
+        Does nothing without worker processes, or when they are running."""
+        if self.processes <= 1 or self._pool is not None:
+            return
+        try:
+            pool = self._started()
+            with _bare_main():  # a submit may start a worker process
+                for _ in range(self.processes):  # one empty chunk each: every worker is started
+                    pool.submit(self._work, [], 1)
+        except Exception as exc:  # noqa: BLE001 - the first plan finds out and says so (threads here)
+            log.debug(f"clone worker processes not started ahead: {type(exc).__name__}: {exc}")
+
     def submit(self, plan: ClonePlan) -> Future:
         """Start ``plan`` and return the future of its report. In worker processes the plan's
         chunks are queued at once, in this thread, behind those of the plans submitted before it

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import pytest
 
@@ -91,6 +92,25 @@ def test_a_worker_that_dies_fails_its_tasks_and_the_next_plan_gets_new_workers(t
         assert all(c.ok for c in retried.copies), [c.error for c in retried.copies if not c.ok]
     finally:
         runner.close()
+
+
+def test_warm_starts_the_workers_ahead_and_the_first_plan_uses_them(tmp_path, few_tasks_suffice):
+    with runners.local_runner(processes=0) as here:
+        here.warm()  # no worker processes asked for: nothing to start
+        assert here._pool is None
+    with runners.local_runner(processes=2) as runner:
+        runner.warm()
+        pool = runner._pool
+        assert pool is not None
+        deadline = time.time() + 30
+        while len(pool._processes) < 2 and time.time() < deadline:  # started in the background
+            time.sleep(0.01)
+        assert len(pool._processes) == 2
+        started = set(pool._processes)
+        runner.warm()  # running already: nothing more
+        report = runner(_plan(tmp_path, "be-warm"))
+        assert runner._pool is pool and set(pool._processes) == started  # the same workers did the plan
+        assert sum(c.ok for c in report.copies) == N and runner.stats["chunks"] == 2
 
 
 def test_a_small_plan_stays_in_this_process(tmp_path):
