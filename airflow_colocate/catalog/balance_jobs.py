@@ -356,7 +356,7 @@ class BalanceJobs:
             job.updated_at = now
             job.progress = dict(job.progress, step="finished", finished_at=now.isoformat())
             s.flush()
-            reasons, count, reused = find_problems(self.db, s, g)
+            reasons, count, reused = find_problems(self.db, s, g, read=(bucket_map, backends, bk))
             health = record_check(self.db, s, g, reasons, count, reused)
             return FinishResult(done=True, health=health)
 

@@ -14,7 +14,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session, object_session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.buckets import lacking_rows, load_buckets
+from airflow_colocate.catalog.buckets import Buckets, lacking_rows, load_buckets
 from airflow_colocate.catalog.rows import active_job, full_name, map_of
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import tracking
@@ -83,15 +83,17 @@ def _problem_text(state: str | None) -> str:
 SOURCES = ("probe sample:", "read check:", "verify:")
 
 
-def find_problems(db: CatalogSession, s: Session, g: m.ColocateGroup, *,
-              exclude_job: int | None = None) -> tuple[list[Reason], int, bool]:
+def find_problems(db: CatalogSession, s: Session, g: m.ColocateGroup, *, exclude_job: int | None = None,
+                  read: tuple[list[list[int]], dict, Buckets] | None = None) -> tuple[list[Reason], int, bool]:
     """Why the group is not stable: (the first MAX_REASONS reasons, how many problems, whether
-    the last computed answer was reused because nothing it reads changed since)."""
+    the last computed answer was reused because nothing it reads changed since). ``read``: the
+    group's map, the backends' rows and its buckets as the caller read them in this transaction,
+    with nothing changed since (a balance job's finish), instead of reading them again."""
     job = active_job(s, g.id, exclude_job)
     if job is not None and job.progress.get("step") == "finished":
         job = None  # its changes are done: what is left marks replicas the map no longer names
-    bucket_map = map_of(s, g.id)
-    backends = {b.id: b for b in s.scalars(select(m.Backend))}
+    bucket_map, backends, known = read if read is not None else (map_of(s, g.id), None, None)
+    backends = backends if backends is not None else {b.id: b for b in s.scalars(select(m.Backend))}
     inputs = _digest(g, bucket_map, backends, job)
     last = s.get(m.GroupCheck, g.id)
     if last is not None and last.inputs == inputs:
@@ -120,7 +122,7 @@ def find_problems(db: CatalogSession, s: Session, g: m.ColocateGroup, *,
             add(Reason(f"backend {b.name} is {b.state} since {since} ({b.state_reason or 'no reason given'}): "
                        + _where_buckets_are(b, seqs_of[be], bucket_map, backends), backend=b.name))
     alive = {be for be, b in backends.items() if b.state == "alive"}  # others are reported once above
-    bk = load_buckets(s, g)
+    bk = known if known is not None else load_buckets(s, g)
     cells = bk.cells(bucket_map, lambda seq, be: be in alive)
     for row in lacking_rows(s, cells, MAX_REASONS - len(reasons)):
         reasons.append(Reason(_problem_text(row.state), table=bk.labels[row.table_id], partition=row.partition,
