@@ -334,7 +334,8 @@ class BalanceJobs:
         changes are done (step ``finished``) and the group's stability is recorded: stable, if
         nothing else is wrong, from this commit on (a finished job no longer makes its group
         unstable: what is left is :meth:`close`, which only marks what the map no longer names).
-        ``grace`` is :meth:`close`'s, for a job already finished (it is closed here)."""
+        ``grace`` is not used here (kept for callers of the one step this was): :meth:`close`
+        takes it. ``FinishResult.dropping`` stays 0; :meth:`close` returns the count."""
         def run(s: Session) -> FinishResult:
             job, g = _balance_job(s, job_id)
             if job.state != ACTIVE:

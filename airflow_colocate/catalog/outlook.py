@@ -67,8 +67,10 @@ def outlooks(s: Session, now: datetime, delay: timedelta, grp_ids: list[int] | N
     mapped: dict[int, set[int]] = defaultdict(set)
     for gid, row in s.execute(select(m.BucketMap.group_id, m.BucketMap.backend_ids).where(m.BucketMap.group_id.in_(ids))):
         mapped[gid].update(row or ())
-    relocating = set(s.scalars(select(m.Job.group_id).where(m.Job.group_id.in_(ids), m.Job.kind == "relocate",
-                                                            m.Job.state == ACTIVE)))
+    # a finished relocation (its group stable, the marks of what it left to come) is no longer one
+    relocating = {gid for gid, progress in s.execute(select(m.Job.group_id, m.Job.progress).where(
+        m.Job.group_id.in_(ids), m.Job.kind == "relocate", m.Job.state == ACTIVE))
+        if (progress or {}).get("step") != "finished"}
     flags = {f.name: bool(f.value) for f in s.scalars(select(m.Flag))}
     disabled = flags.get("disable_colocate_join", False)
     out = {}

@@ -124,6 +124,15 @@ def _noop(step: str, job_id: int | None) -> None:
     return None
 
 
+# A job that moves at least this much starts the local runner's workers ahead (LocalRunner.warm):
+# it will copy in worker processes; a small one copies on threads and would start them for nothing.
+WARM_MIN_BYTES = 64 << 20
+
+
+def _planned_bytes(job: JobView) -> int:
+    return sum(int(mv.get("bytes") or 0) for mv in (job.plan or {}).get("moves", []) if isinstance(mv, dict))
+
+
 # ---------------------------------------------------------------------- planning
 
 
@@ -296,7 +305,8 @@ class Balancer:
     def run_job(self, job: JobView) -> JobOutcome:
         """Take one job from wherever it stopped to the end (or as far as it can go now)."""
         opts = self.options
-        if job.step in ("planned", "unstable", "switched") and (warm := getattr(self.runner, "warm", None)):
+        warm = getattr(self.runner, "warm", None)
+        if warm is not None and job.step in ("planned", "unstable") and _planned_bytes(job) >= WARM_MIN_BYTES:
             warm()  # the clone workers start while the catalog plans the clones
         out = JobOutcome(job.id, job.group, job.kind, job.state, job.step, len(job.plan.get("moves", [])))
         if job.step in ("planned", "unstable"):

@@ -9,7 +9,7 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from contextlib import contextmanager
 
 from airflow_colocate.core.contract import (
@@ -20,6 +20,18 @@ from airflow_colocate.core.contract import (
 )
 
 Runner = Callable[[ClonePlan], CloneReport]
+
+
+class _PlanFuture(Future):
+    """A plan's report in worker processes: cancelling it cancels the plan's chunks that no worker
+    has taken yet (the balance does when a batch before failed)."""
+
+    parts: list = []
+
+    def cancel(self) -> bool:
+        for part in self.parts:
+            part.cancel()
+        return super().cancel()
 log = logging.getLogger("airflow_colocate.jobs.runners")
 
 
@@ -140,7 +152,8 @@ class LocalRunner:
         self.processes = min(os.cpu_count() or 1, MAX_PROCESSES) if processes is None else processes
         self._pool = None
         self._lock = threading.Lock()  # plans finish on the pool's thread while the caller submits more
-        self._broken = False
+        self._broken_pool = None  # a pool a worker died in, closed by the next submit if still ours
+        self._warming = False
         self._work = clone_job.run_chunk  # module-level: what a worker process is sent by reference
         self.stats = {"cpu": 0.0, "durable": 0.0, "syncs": 0, "chunks": 0, "wall": 0.0}
 
@@ -155,12 +168,18 @@ class LocalRunner:
         return self.submit(plan).result()
 
     def warm(self) -> None:
-        """Start the worker processes now, in the background, so that the first large plan finds
-        them ready: a fork server and its workers take ~0.3 s to start here, which the balance
-        otherwise waits for after its catalog work (it calls this when a job is about to clone).
-        Does nothing without worker processes, or when they are running."""
-        if self.processes <= 1 or self._pool is not None:
-            return
+        """Start the worker processes on a thread of their own, so that the first large plan finds
+        them ready: a fork server and its workers take ~0.3 s to start here (the first submit
+        starts them in the calling thread), which the balance would otherwise wait for after its
+        catalog work (it calls this when a large job is about to clone). Returns at once; does
+        nothing without worker processes, or when they are started or starting."""
+        with self._lock:
+            if self.processes <= 1 or self._pool is not None or self._warming:
+                return
+            self._warming = True
+        threading.Thread(target=self._warm, name="colocate-clone-warm", daemon=True).start()
+
+    def _warm(self) -> None:
         try:
             pool = self._started()
             with _bare_main():  # a submit may start a worker process
@@ -168,24 +187,29 @@ class LocalRunner:
                     pool.submit(self._work, [], 1)
         except Exception as exc:  # noqa: BLE001 - the first plan finds out and says so (threads here)
             log.debug(f"clone worker processes not started ahead: {type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                self._warming = False
 
     def submit(self, plan: ClonePlan) -> Future:
         """Start ``plan`` and return the future of its report. In worker processes the plan's
         chunks are queued at once, in this thread, behind those of the plans submitted before it
-        (so plans finish in the order they were submitted); on threads here (a small plan, or no
-        worker processes) it runs before this returns."""
+        (the workers take them in that order; a later plan's last chunk may still end first); on
+        threads here (a small plan, or no worker processes) it runs before this returns.
+        Cancelling the future cancels the chunks no worker has taken yet."""
         started = time.time()
-        if self._broken:  # a worker died under an earlier plan: fresh workers
-            self._broken = False
+        with self._lock:
+            broken, self._broken_pool = self._broken_pool, None
+        if broken is not None and broken is self._pool:  # a worker died under an earlier plan: fresh workers
             self.close()
         items = self._clone_job.task_items(plan)  # biggest first, as the Spark job deals them
-        future: Future = Future()
+        future = _PlanFuture()
         future.set_running_or_notify_cancel()
         if self.processes > 1 and len(items) >= PROCESS_MIN_TASKS:
             n = min(len(items), self.processes * CHUNKS_PER_PROCESS)
             chunks = [list(range(i, len(items), n)) for i in range(n)]
             try:
-                parts = self._submit(items, chunks)
+                pool, parts = self._submit(items, chunks)
             except Exception as exc:  # no process can start here (limits, a sandbox, a daemonic Celery worker): threads
                 log.warning(f"clone worker processes cannot start ({type(exc).__name__}: {exc}); "
                             f"copying on threads in this process")
@@ -193,6 +217,7 @@ class LocalRunner:
                 self.processes = 0
             else:
                 left = [len(parts)]
+                future.parts = parts
 
                 def one_done(_) -> None:
                     with self._lock:
@@ -200,7 +225,7 @@ class LocalRunner:
                         last = left[0] == 0
                     if last:
                         try:
-                            future.set_result(self._report(plan, started, self._gathered(items, chunks, parts)))
+                            future.set_result(self._report(plan, started, self._gathered(items, chunks, parts, pool)))
                         except BaseException as exc:  # noqa: BLE001 - the caller's future carries it
                             future.set_exception(exc)
 
@@ -220,7 +245,8 @@ class LocalRunner:
         return CloneReport(job_id=plan.job_id, copies=copies, verifies=verifies, seconds=round(time.time() - started, 3),
                            bytes=sum(c.bytes for c in copies if c.ok), spark_version="local")
 
-    def _gathered(self, items: list[tuple[str, dict]], chunks: list[list[int]], parts: list) -> list[tuple[str, dict]]:
+    def _gathered(self, items: list[tuple[str, dict]], chunks: list[list[int]], parts: list,
+                  pool) -> list[tuple[str, dict]]:
         """The finished chunks' results in the items' order. The items were dealt round robin (they
         come biggest first, so every chunk gets a fair share of bytes and files) into a few chunks
         per worker, each one message there and back. A chunk whose worker died comes back as failed
@@ -230,8 +256,8 @@ class LocalRunner:
         for chunk, part in zip(chunks, parts):
             try:
                 done, cost = part.result()
-            except Exception as exc:  # the worker died (BrokenProcessPool) or the chunk could not be sent
-                broken = True
+            except BaseException as exc:  # the worker died (BrokenProcessPool), the chunk could not be sent or was cancelled
+                broken = broken or not isinstance(exc, CancelledError)
                 error = f"the clone worker process failed: {type(exc).__name__}: {exc}"[:2000]
                 done = [(items[i][0], self._clone_job.failed_result(items[i][0], items[i][1], error)) for i in chunk]
             else:
@@ -242,20 +268,22 @@ class LocalRunner:
                 self.stats["chunks"] += 1
             for i, r in zip(chunk, done):
                 results[i] = r
-        if broken:  # closed by the next submit: this runs on the pool's own thread, which cannot wait for itself
-            self._broken = True
+        if broken:  # closed by the next submit (if still the runner's): this runs on the pool's own thread
+            with self._lock:
+                self._broken_pool = pool
         return results
 
-    def _submit(self, items, chunks) -> list:
+    def _submit(self, items, chunks) -> tuple[object, list]:
         from concurrent.futures.process import BrokenProcessPool
 
         for attempt in (1, 2):
             pool = self._started()
             try:
                 with _bare_main():  # a submit may start a worker process
-                    return [pool.submit(self._work, [items[i] for i in chunk], self.worker_threads) for chunk in chunks]
-            except BrokenProcessPool:  # a worker died while the pool was idle (the OOM killer): new workers, once
-                self.close()
+                    return pool, [pool.submit(self._work, [items[i] for i in chunk], self.worker_threads)
+                                  for chunk in chunks]
+            except (BrokenProcessPool, RuntimeError):  # a worker died while the pool was idle (the OOM killer),
+                self.close()                           # or the pool was just closed: new workers, once
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")

@@ -39,11 +39,13 @@ def clone_batches(needs: Sequence[CloneNeed], max_bytes: int, max_replicas: int)
     replicas and of the small ones: a batch's few large copies keep the disk writing while its many
     small ones keep the cores busy (measured: biggest-first batches left the cores idle while the
     first batch's large files were written back, then the disk idle for the small ones), and each
-    batch moves the progress by the same bytes. A replica larger than ``max_bytes`` still travels
-    with others (it is one copy whatever its batch)."""
+    batch moves the progress by about the same bytes. A replica larger than ``max_bytes`` counts as
+    ``max_bytes`` (it is one copy whatever its batch: a 64 GiB bucket must not cut thousands of
+    small ones into batches of a few)."""
     ordered = sorted(needs, key=lambda n: -n.bytes)
     if not ordered:
         return []
-    total = sum(n.bytes for n in ordered)
-    n = max(1, -(-len(ordered) // max(1, max_replicas)), min(len(ordered), -(-total // max(1, max_bytes))))
+    cap = max(1, max_bytes)
+    weight = sum(min(n.bytes, cap) for n in ordered)
+    n = max(1, -(-len(ordered) // max(1, max_replicas)), min(len(ordered), -(-weight // cap)))
     return [ordered[i::n] for i in range(n)]

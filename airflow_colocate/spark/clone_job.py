@@ -5,9 +5,11 @@ Repair and balance (clone-and-drop) hand this job a :class:`~airflow_colocate.co
 ``verifies`` (re-hash one replica and compare with the catalog). Each task runs on an executor in
 Python with the staged copy the write job uses too (:func:`airflow_colocate.storage.copy.stage_file`),
 so every file goes through ``tmp, durable, rename`` (the temporary file in the destination
-backend's tmp area, never in a replica directory) and is hashed while it is copied; the clones of
-one Spark partition are made durable together (:func:`finish_clones`: one ``syncfs`` per batch
-instead of one ``fsync`` per file, and the same crash rule). A clone is good
+backend's tmp area, never in a replica directory a catalog row names) and is hashed while it is
+copied; a new replica's files, in the directory its clone made, are written in place instead
+(:func:`stage_clone`). The clones of one Spark partition are made durable together
+(:func:`finish_clones`: one ``syncfs`` pass or two per batch instead of one ``fsync`` per file,
+and the same crash rule). A clone is good
 only when the sha256 of its files combine to the replica checksum the catalog holds and its size
 matches; otherwise its files are deleted and the result says whether the *source* read back
 different bytes (then the source replica is corrupt and the control plane marks it ``bad``).
@@ -89,7 +91,8 @@ def _source_files(task: dict, where: str | None = None) -> tuple[list[str], str 
 
 @dataclass
 class _Staged:
-    """A clone whose files are copied, hashed and checked in the destination's tmp area."""
+    """A clone whose files are copied, hashed and checked in the destination's tmp area (or, a new
+    replica, in place in the directory it made)."""
 
     task: dict
     out: dict
@@ -105,7 +108,7 @@ def _failed(out: dict, started: float, exc: BaseException) -> dict:
 def _drop_staged(files) -> None:
     for st in files:
         try:
-            fs.delete_file(st.tmp)
+            copy_mod.discard(st)
         except Exception:
             pass
 
@@ -202,10 +205,14 @@ def publish_clone(c: _Staged) -> dict:
         return _failed(dict(c.out, bytes=0), c.started, exc)
 
 
-def _unpublish(result: dict, exc: BaseException) -> dict:
-    """A published clone whose directory entries could not be made durable: deleted, retried."""
+def _unpublish(result: dict, exc: BaseException, files: list) -> dict:
+    """A published clone whose directory entries could not be made durable: deleted, retried. Its
+    files written in place go only while they are still its own (:func:`storage.copy.discard`)."""
     try:
-        _remove(result["path"], result.get("files") or [])
+        if files and all(st.in_place for st in files):
+            _drop_staged(files)
+        else:
+            _remove(result["path"], result.get("files") or [])
     except Exception:
         pass
     return dict(result, ok=False, bytes=0, error=f"{type(exc).__name__}: {exc}"[:2000])
@@ -257,7 +264,7 @@ def finish_clones(staged: list[_Staged], watch: dict[int, int] | None = None) ->
     try:  # names (and the bytes of files written in place) durable before a result says ok
         copy_mod.make_durable([st.tmp for c in done for st in c.files if st.in_place] + _dirs(done), watch)
     except OSError as exc:
-        return [_unpublish(r, exc) if r["ok"] else r for r in results]
+        return [_unpublish(r, exc, c.files) if r["ok"] else r for c, r in zip(staged, results)]
     return results
 
 
@@ -265,8 +272,9 @@ def clone_task(task: dict) -> dict:
     """Executor side: copy one replica directory and check it against the catalog's checksum.
 
     Each file is staged in the destination backend's tmp area and renamed into ``dst`` once it
-    is verified and durable; files in ``dst`` that are no part of the clone are removed. One
-    clone on its own; :func:`run_partition` stages many and makes them durable together."""
+    is verified and durable (a new replica's, in place: :func:`stage_clone`); files in ``dst``
+    that are no part of the clone are removed. One clone on its own; :func:`run_partition`
+    stages many and makes them durable together."""
     staged = stage_clone(task)
     return staged if isinstance(staged, dict) else finish_clones([staged])[0]
 

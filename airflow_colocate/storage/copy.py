@@ -139,6 +139,26 @@ class Staged:
     bytes: int
     sha256: str
     in_place: bool = False
+    inode: tuple[int, int] | None = None  # (device, inode) of a file written in place: see discard()
+
+
+def discard(staged: Staged) -> None:
+    """Delete what :func:`stage_file` or :func:`stage_in_place` wrote, and nothing else: a file
+    written in place is deleted only while its name still holds the file this copy made (another
+    clone of the same replica, a speculative task, may have renamed its own copy there since)."""
+    if staged.in_place and staged.inode is not None:
+        _delete_own(staged.tmp, staged.inode)
+    else:
+        fs.delete_file(staged.tmp)
+
+
+def _delete_own(path: str, inode: tuple[int, int]) -> None:
+    try:
+        st = os.lstat(path)
+        if (st.st_dev, st.st_ino) == inode:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
@@ -228,8 +248,11 @@ def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None)
     a failed copy deletes it. The same copy, checks and messages as :func:`stage_file`."""
     path = fs.local_path(dst_uri)
     dfd = os.open(path, _CREATE_NEW, 0o666)
+    inode = None
     try:
         try:
+            made = os.fstat(dfd)
+            inode = (made.st_dev, made.st_ino)
             written, digest = _copy_local(fs.local_path(src_uri), dfd, path, writeback=True)
             on_disk = os.fstat(dfd).st_size
         finally:
@@ -239,9 +262,10 @@ def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None)
         if on_disk != written:
             _wrong_size(src_uri, dst_uri, written, on_disk)
     except BaseException:
-        fs.delete_file(path)
+        if inode is not None:  # (else an empty file nobody reads: the next clone of it replaces it)
+            _delete_own(path, inode)
         raise
-    return Staged(path, dst_uri, written, digest, in_place=True)
+    return Staged(path, dst_uri, written, digest, in_place=True, inode=inode)
 
 
 def _wrong_checksum(src_uri: str, dst_uri: str, expect_sha256: str, digest: str, by_descriptors: bool):

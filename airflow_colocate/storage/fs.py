@@ -115,7 +115,9 @@ def makedirs(uri: str) -> None:
 def make_dir(uri: str) -> bool:
     """Create a directory (and its parents); True when it is new, False when it was there. A local
     one costs one ``mkdir`` when its parent exists (the usual new replica directory), where
-    :func:`is_dir` then :func:`makedirs` cost three system calls."""
+    :func:`is_dir` then :func:`makedirs` cost three system calls. Locally True means this call's
+    own ``mkdir`` made it (another process making it meanwhile is False): a clone writes in
+    place only in a directory it made."""
     if not is_local(uri):
         if is_dir(uri):
             return False
@@ -126,8 +128,8 @@ def make_dir(uri: str) -> bool:
         os.mkdir(path)
         return True
     except FileNotFoundError:
-        os.makedirs(path, exist_ok=True)
-        return True
+        os.makedirs(os.path.dirname(path.rstrip("/")) or "/", exist_ok=True)
+        return make_dir(path)
     except FileExistsError:
         if os.path.isdir(path):
             return False

@@ -112,3 +112,50 @@ def test_stage_in_place_never_writes_over_a_file(tmp_path):
     with pytest.raises(FileExistsError):
         copy_mod.stage_in_place(src.as_uri(), dst.as_uri(), hashlib.sha256(b"new bytes").hexdigest())
     assert dst.read_bytes() == b"someone else's"
+
+
+def test_a_failed_in_place_clone_never_deletes_another_clones_files(tmp_path, monkeypatch):
+    """Two clones of one replica at once (a speculative task, two runs resuming one job): A makes
+    the directory and writes in place; B, finding it there, stages and renames its own copies over
+    A's and adds the rest; A then fails. A's cleanup must leave B's files, which B has reported."""
+    src, dst = tmp_path / "src" / "b0", tmp_path / "dst" / "t" / "b0"
+    (tmp_path / "dst" / "_colocate" / "tmp").mkdir(parents=True)
+    src.mkdir(parents=True)
+    data = {"part-0.parquet": b"zero" * 100, "part-1.parquet": b"one" * 100}
+    for name, b in data.items():
+        (src / name).write_bytes(b)
+    shas = {n: hashlib.sha256(b).hexdigest() for n, b in data.items()}
+    task = CloneTask(key="0:1:0:2", table="db.t", partition_id=0, partition="p", version=1, bucket_seq=0, backend_id=2,
+                     src_backend_id=1, src=src.as_uri(), dst=dst.as_uri(),
+                     checksum=copy_mod.replica_checksum(sorted(shas.items())), bytes=sum(map(len, data.values())),
+                     rows=1, files=shas, sizes={n: len(b) for n, b in data.items()}, root=(tmp_path / "dst").as_uri(),
+                     fresh=True)
+    real = copy_mod.stage_in_place
+
+    def racing(src_uri, dst_uri, expect=None):
+        if dst_uri.endswith("part-1.parquet"):  # B, meanwhile: its own copies renamed into place
+            for name, b in data.items():
+                tmp = tmp_path / "dst" / "_colocate" / "tmp" / f"{name}.b"
+                tmp.write_bytes(b)
+                os.replace(tmp, dst / name)
+        return real(src_uri, dst_uri, expect)
+
+    monkeypatch.setattr(copy_mod, "stage_in_place", racing)
+    (result,), published, _ = _run([task], monkeypatch)
+    assert not result["ok"] and "FileExistsError" in result["error"]  # A failed (and is retried)
+    assert {n: (dst / n).read_bytes() for n in data} == data  # B's files, both, untouched by A's cleanup
+
+
+def test_discard_deletes_only_the_file_it_wrote(tmp_path):
+    src = tmp_path / "a.parquet"
+    src.write_bytes(b"bytes")
+    (tmp_path / "d").mkdir()
+    staged = copy_mod.stage_in_place(src.as_uri(), (tmp_path / "d" / "a.parquet").as_uri())
+    other = tmp_path / "other"
+    other.write_bytes(b"bytes")
+    os.replace(other, tmp_path / "d" / "a.parquet")  # another copy renamed over it
+    copy_mod.discard(staged)
+    assert (tmp_path / "d" / "a.parquet").read_bytes() == b"bytes"  # not ours any more: kept
+    mine = copy_mod.stage_in_place(src.as_uri(), (tmp_path / "d" / "b.parquet").as_uri())
+    copy_mod.discard(mine)
+    assert not (tmp_path / "d" / "b.parquet").exists()

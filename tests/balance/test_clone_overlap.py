@@ -146,7 +146,8 @@ def test_worker_processes_take_the_next_batch_while_one_is_registered(lake, monk
     monkeypatch.setattr(runners, "PROCESS_MIN_TASKS", 2)
     _lost_disk(lake)
     cat = lake.catalog
-    outstanding, most, order, registered = [0], [0], [], []
+    lock = threading.Lock()
+    outstanding, most, order, registered, beside = [0], [0], [], [], []
     with local_runner(processes=2) as inner:
         assert inner.concurrent_plans == 2
 
@@ -158,22 +159,53 @@ def test_worker_processes_take_the_next_batch_while_one_is_registered(lake, monk
 
             def submit(self, plan):
                 order.append(sorted(t.dst for t in plan.copies))
-                outstanding[0] += 1
-                most[0] = max(most[0], outstanding[0])
+                with lock:
+                    outstanding[0] += 1
+                    most[0] = max(most[0], outstanding[0])
                 future = inner.submit(plan)
-                future.add_done_callback(lambda _: outstanding.__setitem__(0, outstanding[0] - 1))
+                future.add_done_callback(lambda _: done())
                 return future
+
+        def done():
+            with lock:
+                outstanding[0] -= 1
 
         real_register = cat.balance.register_clones
 
         def register(job_id, results):
             results = list(results)
             registered.append(sorted(r.path for r in results))
+            with lock:
+                beside.append(len(order) - len(registered))  # plans submitted and not yet registered
             return real_register(job_id, results)
 
         monkeypatch.setattr(cat.balance, "register_clones", register)
         Balancer(cat, Watched(), BalanceOptions(grace=timedelta(0), clone_batch_replicas=2), work_dir=lake.work).run()
     assert len(order) >= 3 and most[0] == 2  # two plans under way at once, never more
+    # every registration but the last ran with the next batch submitted: it copied meanwhile
+    assert beside[:-1] and all(n >= 1 for n in beside[:-1]) and beside[-1] == 0, beside
     assert registered == order  # each report whole, registered in the order the plans were submitted
     assert_whole(cat)
     assert cat.tx(summary.drift) == []
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_a_large_job_starts_the_clone_workers_ahead(lake, monkeypatch, large):
+    """A job that moves at least WARM_MIN_BYTES asks its runner to start the workers before its
+    catalog work; a small one (it copies on threads) does not start them for nothing."""
+    if large:
+        monkeypatch.setattr(balance, "WARM_MIN_BYTES", 1)
+    _lost_disk(lake)
+    warmed = []
+    inner = lake.runner
+
+    class Runner:
+        def __call__(self, plan):
+            return inner(plan)
+
+        def warm(self):
+            warmed.append(True)
+
+    Balancer(lake.catalog, Runner(), BalanceOptions(grace=timedelta(0)), work_dir=lake.work).run()
+    assert warmed == ([True] if large else [])
+    assert_whole(lake.catalog)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 
 import pytest
@@ -94,12 +95,25 @@ def test_a_worker_that_dies_fails_its_tasks_and_the_next_plan_gets_new_workers(t
         runner.close()
 
 
-def test_warm_starts_the_workers_ahead_and_the_first_plan_uses_them(tmp_path, few_tasks_suffice):
+def test_warm_starts_the_workers_ahead_and_the_first_plan_uses_them(tmp_path, few_tasks_suffice, monkeypatch):
     with runners.local_runner(processes=0) as here:
         here.warm()  # no worker processes asked for: nothing to start
         assert here._pool is None
     with runners.local_runner(processes=2) as runner:
-        runner.warm()
+        gate, real_started = threading.Event(), runner._started
+
+        def slow_start():  # a fork server that takes its time: warm() must not wait for it
+            assert gate.wait(30)
+            return real_started()
+
+        monkeypatch.setattr(runner, "_started", slow_start)
+        runner.warm()  # returns while the start is held
+        assert runner._pool is None and runner._warming
+        runner.warm()  # starting already: nothing more
+        gate.set()
+        deadline = time.time() + 30
+        while runner._pool is None and time.time() < deadline:
+            time.sleep(0.01)
         pool = runner._pool
         assert pool is not None
         deadline = time.time() + 30

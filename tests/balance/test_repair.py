@@ -70,6 +70,34 @@ def test_backend_down_is_relocated_after_the_delay_and_the_group_is_whole_again(
     assert_whole(cat)
 
 
+def test_a_relocation_killed_between_finish_and_close_leaves_a_stable_group(lake):
+    """finish records the group stable; close (the drop marks) comes after. Killed in between, the
+    job waits at step finished: the group is stable and no relocation is due; the next run closes it."""
+    load(lake)
+    cat = lake.catalog
+    cat.backends.set_state("be2", "down")
+    lake.clock.advance(hours=1)
+
+    class Killed(Exception):
+        pass
+
+    def kill(step, job_id):
+        if step == "finished":
+            raise Killed()
+
+    with pytest.raises(Killed):
+        lake.run(on_step=kill)
+    (job,) = [j for j in cat.jobs.list() if j.kind == "relocate"]
+    assert (job.state, job.step) == ("running", "finished")
+    assert cat.health.check_group("g").stable
+    outlook = cat.groups.outlook("g")
+    assert not outlook.relocation_due and not outlook.joins_shuffle
+    summary = lake.run()
+    assert [(j.kind, j.state) for j in summary["jobs"]] == [("relocate", "done")]  # resumed and closed, not planned again
+    assert cat.jobs.get(job.id).progress["dropping"] > 0  # the lost backend's replicas are marked
+    assert_whole(cat)
+
+
 def test_decommissioned_backend_is_drained_then_removable(lake):
     before = load(lake)
     sums = fingerprint(lake.catalog)

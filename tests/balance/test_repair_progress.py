@@ -22,11 +22,17 @@ def _need(n: int, size: int):
     return SimpleNamespace(key=n, bytes=size)  # clone_batches reads the size only
 
 
-def test_batches_share_the_large_and_the_small_within_both_limits():
+def test_batches_share_the_large_and_the_small_about_both_limits():
     needs = [_need(i, s) for i, s in enumerate([5, 100, 1, 40, 60, 2, 3])]
     batches = clone_batches(needs, max_bytes=100, max_replicas=3)
-    # as few batches as both limits allow (211 bytes: 3; 7 replicas: 3), dealt biggest first
+    # as few batches as both limits allow (211 bytes: 3; 7 replicas: 3), dealt biggest first: within
+    # the replica limit, about the byte limit (a batch is its share of the largest, not a bin packing)
     assert [[n.bytes for n in b] for b in batches] == [[100, 5, 1], [60, 3], [40, 2]]
+    # one replica far above the byte limit counts as the limit: it does not cut the small ones into
+    # batches of a few (64 GiB and 2,000 x 1 MiB at 1 GiB a batch: 3, not 66)
+    skewed = [_need(0, 64 << 30)] + [_need(i, 1 << 20) for i in range(1, 2001)]
+    batches = clone_batches(skewed, max_bytes=1 << 30, max_replicas=1000)
+    assert len(batches) == 3 and sorted(len(b) for b in batches) == [667, 667, 667]
     many = [_need(i, 1000 if i % 50 == 0 else 10) for i in range(500)]  # 10 large, 490 small
     batches = clone_batches(many, max_bytes=10**9, max_replicas=100)
     assert [len(b) for b in batches] == [100] * 5
