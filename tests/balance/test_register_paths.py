@@ -4,7 +4,7 @@ by row. Both must leave the catalog exactly alike: the same replica rows, the sa
 to a recount), the same stability. Two lakes built alike are repaired, one each way, with the
 cases the quick path must get right: two clones of one bucket in one batch (two lost backends),
 a clone whose only source is marked bad (the bucket had no verified replica: its size grows), and
-clones of a version superseded while they ran (stale: not registered)."""
+clones of a partition dropped while they ran (registered, but no longer visible: counted nowhere)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from balance_lake import Clock, Lake, assert_whole
 from airflow_colocate.catalog import Catalog, clones, summary
 from airflow_colocate.catalog import models as m
 from airflow_colocate.core.contract import BadReplica
+from airflow_colocate.jobs.balance import BalanceOptions, Balancer
 from airflow_colocate.jobs.health import probe_backends
 from airflow_colocate.storage import fs
 
@@ -72,7 +73,15 @@ def _repair(lake: Lake, used: dict, quick: bool, monkeypatch) -> dict:
         return out
 
     monkeypatch.setattr(clones, "register_new", chosen)
-    return lake.run(clone_batch_replicas=5)
+    inner, dropped = lake.runner, []
+
+    def runner(plan):  # while the first batch copies, a partition goes to the recycle bin
+        if not dropped:
+            dropped.append(lake.catalog.partitions.drop("b", "2026-11-02"))
+        return inner(plan)
+
+    return Balancer(lake.catalog, runner, BalanceOptions(grace=timedelta(0), clone_batch_replicas=5),
+                    work_dir=lake.work).run()
 
 
 @pytest.mark.parametrize("catalog_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
