@@ -257,3 +257,10 @@ def test_a_pool_broken_while_idle_gets_new_workers_not_threads(tmp_path, few_tas
         assert all(c.ok for c in report.copies) and r.processes == 2 and r.stats["chunks"] == 2
     finally:
         r.close()
+
+
+@pytest.mark.parametrize("cores, workers", [(None, 1), (1, 1), (2, 3), (4, 5), (16, 8)])
+def test_one_worker_more_than_cores_keeps_them_busy_while_one_waits_in_syncfs(monkeypatch, cores, workers):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert runners.default_processes() == workers
+    assert runners.LocalRunner(None, None).processes == workers
