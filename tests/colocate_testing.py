@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
@@ -15,6 +16,24 @@ def add_local_backends(catalog: Catalog, root: Path, n: int = 3, **kwargs) -> li
         path.mkdir(parents=True, exist_ok=True)
         out.append(catalog.backends.add(path.as_uri(), name=f"be{i}", **kwargs))
     return out
+
+
+def replica_and_source(tmp_path: Path, size: int) -> tuple[Path, Path, Path, bytes]:
+    """A backend root with one empty replica directory in it, and a source file of ``size``
+    random bytes beside it: (root, replica, source, its bytes), for single-file copy tests."""
+    root = tmp_path / "be2"
+    replica = root / "default" / "orders_7" / "2026-11-01" / "v000001" / "b00003"
+    replica.mkdir(parents=True)
+    src = tmp_path / "src.bin"
+    data = os.urandom(size)
+    src.write_bytes(data)
+    return root, replica, src, data
+
+
+def tmp_area_files(root: Path) -> list[str]:
+    """What the backend's tmp area (``_colocate/tmp``) holds: empty after every finished copy."""
+    area = root / "_colocate" / "tmp"
+    return os.listdir(area) if area.exists() else []
 
 
 # Spark's Murmur3_x86_32 (org.apache.spark.unsafe.hash), for building bucket files without Spark.

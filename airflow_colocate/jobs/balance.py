@@ -40,7 +40,7 @@ from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.core.times import utc
 from airflow_colocate.jobs import metrics
-from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations
+from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations, planned_bytes
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
@@ -127,10 +127,6 @@ def _noop(step: str, job_id: int | None) -> None:
 # A job that moves at least this much starts the local runner's workers ahead (LocalRunner.warm):
 # it will copy in worker processes; a small one copies on threads and would start them for nothing.
 WARM_MIN_BYTES = 64 << 20
-
-
-def _planned_bytes(job: JobView) -> int:
-    return sum(int(mv.get("bytes") or 0) for mv in (job.plan or {}).get("moves", []) if isinstance(mv, dict))
 
 
 # ---------------------------------------------------------------------- planning
@@ -306,7 +302,7 @@ class Balancer:
         """Take one job from wherever it stopped to the end (or as far as it can go now)."""
         opts = self.options
         warm = getattr(self.runner, "warm", None)
-        if warm is not None and job.step in ("planned", "unstable") and _planned_bytes(job) >= WARM_MIN_BYTES:
+        if warm is not None and job.step in ("planned", "unstable") and planned_bytes(job) >= WARM_MIN_BYTES:
             warm()  # the clone workers start while the catalog plans the clones
         out = JobOutcome(job.id, job.group, job.kind, job.state, job.step, len(job.plan.get("moves", [])))
         if job.step in ("planned", "unstable"):

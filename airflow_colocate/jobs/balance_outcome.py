@@ -114,16 +114,21 @@ def outcome_line(summary: dict, now: datetime, hint: str = DAG_HINT) -> str:
     return f"{line}; pending: {pending_line(pending, now, hint)}" if pending else line
 
 
-__all__ = ["CLI_HINT", "DAG_HINT", "PendingRelocation", "did_work", "outcome_line", "pending_line",
-           "pending_relocations"]
+__all__ = ["CLI_HINT", "DAG_HINT", "PendingRelocation", "did_work", "job_progress", "outcome_line", "pending_line",
+           "pending_relocations", "planned_bytes"]
+
+
+def planned_bytes(job: JobView) -> int:
+    """The bytes a balance job's moves plan to copy (0 without moves)."""
+    return sum(int(mv.get("bytes") or 0) for mv in (job.plan or {}).get("moves") or [] if isinstance(mv, dict))
 
 
 def job_progress(job: JobView, now) -> dict:
     """A balance job's progress as the CLI and the page show it: bytes copied of the bytes its
     moves plan, the percent, and the time left at the rate so far (elapsed since the job was
     created); None where it cannot be known (no moves planned, nothing copied yet)."""
-    plan, progress = job.plan or {}, job.progress or {}
-    planned = sum(int(mv.get("bytes") or 0) for mv in plan.get("moves") or [] if isinstance(mv, dict))
+    progress = job.progress or {}
+    planned = planned_bytes(job)
     copied = int(progress.get("bytes") or 0) if isinstance(progress.get("bytes"), (int, float)) else 0
     finished = progress.get("step") == "finished" or job.state in ("done", "committed")
     percent = 100.0 if finished else (round(min(100.0, 100.0 * copied / planned), 1) if planned else None)

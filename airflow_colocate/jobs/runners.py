@@ -32,6 +32,8 @@ class _PlanFuture(Future):
         for part in self.parts:
             part.cancel()
         return super().cancel()
+
+
 log = logging.getLogger("airflow_colocate.jobs.runners")
 
 

@@ -68,8 +68,14 @@ def _source_files(task: dict, where: str | None = None) -> tuple[list[str], str 
     sizes = task.get("sizes") or {}
     if not subdirs and len(listing) == len(sizes) and all(sizes.get(n) == size for n, size in listing):
         # the usual source: exactly the recorded files at their recorded sizes (what the general
-        # case below finds too: nothing missing, short or unknown), in the listing's name order
+        # rule, _compare_listing, finds too: nothing missing, short or unknown), in the listing's name order
         return [n for n, _ in listing], None, None
+    return _compare_listing(task, listing, subdirs)
+
+
+def _compare_listing(task: dict, listing: list[tuple[str, int]], subdirs: list[str]) -> tuple[list[str], str | None, str | None]:
+    """:func:`_source_files`' general rule: the source's listing against the catalog's file list."""
+    sizes = task.get("sizes") or {}
     have = dict(listing)
     dirs = [d + "/" for d in subdirs]
     if sizes:
@@ -156,13 +162,12 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
         # A new replica (no catalog row names dst) in the directory just made: nobody reads there
         # until this clone is registered, so each file is written in place, not staged and renamed.
         in_place = IN_PLACE and made and bool(task.get("fresh")) and local and area is not None and copy_mod.FAST_LOCAL
-        src_base, dst_base = src.rstrip("/"), dst.rstrip("/")  # fs.join's spelling, once per clone
         for name in names:
             try:
                 if in_place:
-                    staged.append(copy_mod.stage_in_place(f"{src_base}/{name}", f"{dst_base}/{name}", expect.get(name)))
+                    staged.append(copy_mod.stage_in_place(fs.join(src, name), fs.join(dst, name), expect.get(name)))
                     continue
-                staged.append(copy_mod.stage_file(f"{src_base}/{name}", f"{dst_base}/{name}",
+                staged.append(copy_mod.stage_file(fs.join(src, name), fs.join(dst, name),
                                                   expect_sha256=expect.get(name), root=root, area=area))
             except copy_mod.StagingError:
                 raise  # the destination (e.g. its root is gone): retried later
@@ -226,10 +231,9 @@ def _dirs(clones: list[_Staged]) -> list[str]:
     for c in clones:
         path = c.task["dst"].rstrip("/")
         root = (c.task.get("root") or layout.replica_root(path) or fs.parent(path)).rstrip("/")
-        below = root + "/"
-        while path.startswith(below) and path not in out:
+        while path.startswith(root + "/") and path not in out:
             out[path] = None
-            path = path.rstrip("/").rsplit("/", 1)[0]  # fs.parent
+            path = fs.parent(path)
         out.setdefault(root, None)
     return list(out)
 

@@ -221,20 +221,27 @@ def _stage_local(src_uri: str, dst_uri: str, expect_sha256: str | None, area: st
     is its OS path."""
     tmp = f"{fs.local_path(area).rstrip('/')}/{fs.basename(dst_uri)}{TMP_MARK}{int(time.time())}-{os.urandom(6).hex()}"
     try:
-        dfd = os.open(tmp, _CREATE, 0o666)
-        try:
-            written, digest = _copy_local(fs.local_path(src_uri), dfd, tmp, writeback=True)
-            on_disk = os.fstat(dfd).st_size
-        finally:
-            os.close(dfd)
-        if expect_sha256 is not None and digest != expect_sha256:
-            _wrong_checksum(src_uri, dst_uri, expect_sha256, digest, True)
-        if on_disk != written:
-            _wrong_size(src_uri, dst_uri, written, on_disk)
+        written, digest = _copy_checked(src_uri, dst_uri, os.open(tmp, _CREATE, 0o666), tmp, expect_sha256)
     except BaseException:
         fs.delete_file(tmp)
         raise
     return Staged(tmp, dst_uri, written, digest)
+
+
+def _copy_checked(src_uri: str, dst_uri: str, dfd: int, path: str, expect_sha256: str | None) -> tuple[int, str]:
+    """Copy the local ``src`` into the open descriptor ``dfd`` of the file ``path`` (closed here),
+    then the checks every staged copy makes: the checksum against the catalog's and the size on disk
+    against the bytes written. (bytes, sha256); the caller removes the file when this raises."""
+    try:
+        written, digest = _copy_local(fs.local_path(src_uri), dfd, path, writeback=True)
+        on_disk = os.fstat(dfd).st_size
+    finally:
+        os.close(dfd)
+    if expect_sha256 is not None and digest != expect_sha256:
+        _wrong_checksum(src_uri, dst_uri, expect_sha256, digest, True)
+    if on_disk != written:
+        _wrong_size(src_uri, dst_uri, written, on_disk)
+    return written, digest
 
 
 _CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -252,15 +259,11 @@ def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None)
     try:
         try:
             made = os.fstat(dfd)
-            inode = (made.st_dev, made.st_ino)
-            written, digest = _copy_local(fs.local_path(src_uri), dfd, path, writeback=True)
-            on_disk = os.fstat(dfd).st_size
-        finally:
+        except BaseException:
             os.close(dfd)
-        if expect_sha256 is not None and digest != expect_sha256:
-            _wrong_checksum(src_uri, dst_uri, expect_sha256, digest, True)
-        if on_disk != written:
-            _wrong_size(src_uri, dst_uri, written, on_disk)
+            raise
+        inode = (made.st_dev, made.st_ino)
+        written, digest = _copy_checked(src_uri, dst_uri, dfd, path, expect_sha256)
     except BaseException:
         if inode is not None:  # (else an empty file nobody reads: the next clone of it replaces it)
             _delete_own(path, inode)

@@ -107,6 +107,22 @@ class Lake:
         return self.balancer(on_step, **options).run()
 
 
+class Killed(Exception):
+    """A balance run killed at a step (``kill_at``): the process ends there, as a SIGKILL would."""
+
+
+def kill_at(step_name):
+    """An ``on_step`` hook that kills the run the first time it reaches ``step_name``."""
+    fired = []
+
+    def hook(step, job_id):
+        if step == step_name and not fired:
+            fired.append(job_id)
+            raise Killed(f"killed after step {step}")
+
+    return hook
+
+
 def rows(catalog: Catalog, table: str) -> dict[str, list[tuple]]:
     """Every row of every committed partition, read from each bucket's first verified replica."""
     _, parts = catalog.writes.read_replicas(table)

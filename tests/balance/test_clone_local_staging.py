@@ -18,29 +18,6 @@ from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
 
 
-def _reference_source_files(task: dict) -> tuple[list[str], str | None, str | None]:
-    """clone_job._source_files as it was before the shortcut: the general comparison only."""
-    listing, subdirs = copy_mod.replica_entries(task["src"])
-    have = dict(listing)
-    dirs = [d + "/" for d in subdirs]
-    sizes = task.get("sizes") or {}
-    if sizes:
-        known = [(n, size) for n, size in listing if n in sizes]
-        corrupt = copy_mod.replica_problem(known, files=list(sizes.items()), size=task["bytes"])
-        names, unknown = sorted(sizes), sorted(set(have) - set(sizes)) + dirs
-    else:
-        corrupt = None
-        names = [n for n, _ in listing if copy_mod.is_data_name(n)]
-        unknown = [n for n, _ in listing if not copy_mod.is_data_name(n)] + dirs
-    problem = None
-    if unknown:
-        problem = (f"source {task['src']} holds file(s) the catalog does not list: {', '.join(unknown[:3])}"
-                   + (f" (and {len(unknown) - 3} more)" if len(unknown) > 3 else ""))
-    if corrupt:
-        corrupt = f"source {task['src']}: {corrupt}"
-    return names, corrupt, problem
-
-
 LISTINGS = {
     "exact": ({"a": 3, "b": 5}, {"a": 3, "b": 5}, []),
     "one file": ({"a": 3}, {"a": 3}, []),
@@ -66,7 +43,7 @@ def test_the_source_listing_shortcut_answers_what_the_general_rule_answers(tmp_p
     for d in dirs:
         (src / d).mkdir()
     task = {"src": src.as_uri(), "sizes": sizes, "bytes": sum(int(s) for s in sizes.values())}
-    want = _reference_source_files(task)
+    want = clone_job._compare_listing(task, *copy_mod.replica_entries(task["src"]))  # the general rule alone
     assert clone_job._source_files(task) == want
     assert clone_job._source_files(task, str(src)) == want  # listed by its OS path, named by its URI
 

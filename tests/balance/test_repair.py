@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from balance_lake import assert_whole, fingerprint, replica_dirs, rows
+from balance_lake import Killed, assert_whole, fingerprint, kill_at, replica_dirs, rows
 from colocate_testing import spark_bucket
 
 from airflow_colocate.catalog.summary import drift
@@ -78,15 +78,8 @@ def test_a_relocation_killed_between_finish_and_close_leaves_a_stable_group(lake
     cat.backends.set_state("be2", "down")
     lake.clock.advance(hours=1)
 
-    class Killed(Exception):
-        pass
-
-    def kill(step, job_id):
-        if step == "finished":
-            raise Killed()
-
     with pytest.raises(Killed):
-        lake.run(on_step=kill)
+        lake.run(on_step=kill_at("finished"))
     (job,) = [j for j in cat.jobs.list() if j.kind == "relocate"]
     assert (job.state, job.step) == ("running", "finished")
     assert cat.health.check_group("g").stable
@@ -167,15 +160,8 @@ def test_backend_back_before_its_relocation_copied_much_keeps_its_buckets(lake):
     cat.backends.set_state("be2", "down")
     lake.clock.advance(hours=1)
 
-    class Killed(Exception):
-        pass
-
-    def kill(step, job_id):
-        if step == "unstable":
-            raise Killed()
-
     with pytest.raises(Killed):
-        lake.run(on_step=kill)  # the relocation is planned and started, nothing copied yet
+        lake.run(on_step=kill_at("unstable"))  # the relocation is planned and started, nothing copied yet
     cat.backends.set_state("be2", "alive")
     lake.write("orders", "2026-11-03", range(50))  # be2 is back in time to take this write itself
     cat.set_flag("disable_colocate_balance", True)  # only the relocation here, not be4's share
@@ -195,15 +181,8 @@ def test_backend_back_after_most_was_copied_does_not_get_its_buckets_back(lake):
     cat.backends.set_state("be2", "down")
     lake.clock.advance(hours=1)
 
-    class Killed(Exception):
-        pass
-
-    def kill(step, job_id):
-        if step == "cloned":
-            raise Killed()
-
     with pytest.raises(Killed):
-        lake.run(on_step=kill)
+        lake.run(on_step=kill_at("cloned"))
     cat.backends.set_state("be2", "alive")
     summary = lake.run()
     relocation, *rest = summary["jobs"]
@@ -317,15 +296,8 @@ def test_flags_stop_relocation_and_balance(lake):
     # a job planned before the flag was set is cancelled before it switches anything
     cat.set_flag("disable_colocate_relocate", False)
 
-    class Killed(Exception):
-        pass
-
-    def kill(step, job_id):
-        if step == "planned":
-            raise Killed()
-
     with pytest.raises(Killed):
-        lake.run(on_step=kill)
+        lake.run(on_step=kill_at("planned"))
     old_map = cat.groups.get("g").bucket_map
     cat.set_flag("disable_colocate_relocate", True)
     summary = lake.run()
@@ -363,15 +335,8 @@ def test_relocation_and_kill_on_postgres(lake_on):
     cat.backends.set_state("be3", "down")
     lake.clock.advance(hours=1)
 
-    class Killed(Exception):
-        pass
-
-    def kill(step, job_id):
-        if step == "switched":
-            raise Killed()
-
     with pytest.raises(Killed):
-        lake.run(on_step=kill)
+        lake.run(on_step=kill_at("switched"))
     summary = lake.run()
     assert [j.state for j in summary["jobs"]] == ["done"] and summary["groups"][0]["stable"]
     assert_whole(cat)

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from balance_lake import assert_whole, fingerprint, replica_dirs, rows
+from balance_lake import Killed, assert_whole, fingerprint, kill_at, replica_dirs, rows
 
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import fs
 
 STEPS = ["planned", "unstable", "cloned", "switched", "finished", "dropping", "dropped"]
-
-
-class Killed(Exception):
-    pass
-
-
-def kill_at(step_name):
-    fired = []
-
-    def hook(step, job_id):
-        if step == step_name and not fired:
-            fired.append(job_id)
-            raise Killed(f"killed after step {step}")
-
-    return hook
 
 
 def every_bucket_has_a_good_replica(catalog):

@@ -11,6 +11,7 @@ import hashlib
 import os
 
 import pytest
+from colocate_testing import replica_and_source, tmp_area_files
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
@@ -18,21 +19,6 @@ from airflow_colocate.storage import fs
 
 SIZES = {"empty": 0, "small": 40_000, "large": copy_mod.SMALL_COPY + 12_345}
 NAME = "part-0.parquet"
-
-
-def _setup(tmp_path, size: int):
-    root = tmp_path / "be2"
-    replica = root / "default" / "orders_7" / "2026-11-01" / "v000001" / "b00003"
-    replica.mkdir(parents=True)
-    src = tmp_path / "src.bin"
-    data = os.urandom(size)
-    src.write_bytes(data)
-    return root, replica, src, data
-
-
-def _area_files(root) -> list[str]:
-    area = root / "_colocate" / "tmp"
-    return os.listdir(area) if area.exists() else []
 
 
 def _stage(src, replica, root, expect, *, batch: bool):
@@ -51,7 +37,7 @@ def no_file_object(monkeypatch):
 
 @pytest.mark.parametrize("kind", SIZES)
 def test_a_batch_copy_is_the_general_copy_without_a_file_object(tmp_path, monkeypatch, kind):
-    root, replica, src, data = _setup(tmp_path, SIZES[kind])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES[kind])
     want = hashlib.sha256(data).hexdigest()
     general = _stage(src, replica, root, want, batch=False)
     assert general.tmp.startswith("file:")
@@ -70,7 +56,7 @@ def test_a_batch_copy_is_the_general_copy_without_a_file_object(tmp_path, monkey
     assert open(staged.tmp, "rb").read() == data and os.listdir(replica) == []  # nothing under the final name yet
     copy_mod.make_durable([staged.tmp])
     copy_mod.publish(staged)
-    assert (replica / NAME).read_bytes() == data and _area_files(root) == []
+    assert (replica / NAME).read_bytes() == data and tmp_area_files(root) == []
 
 
 def _error(fn) -> BaseException:
@@ -81,19 +67,19 @@ def _error(fn) -> BaseException:
 
 @pytest.mark.parametrize("kind", ["small", "large"])
 def test_a_corrupt_source_gets_the_same_error_either_way_and_leaves_nothing(tmp_path, kind):
-    root, replica, src, data = _setup(tmp_path, SIZES[kind])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES[kind])
     want = hashlib.sha256(data).hexdigest()
     os.truncate(src, len(data) // 2)
     general = _error(lambda: _stage(src, replica, root, want, batch=False))
     batch = _error(lambda: _stage(src, replica, root, want, batch=True))
     assert type(batch) is type(general) is ColocateError
     assert str(batch) == str(general) and str(batch).startswith(f"checksum mismatch copying {src.as_uri()} ")
-    assert _area_files(root) == [] and os.listdir(replica) == []
+    assert tmp_area_files(root) == [] and os.listdir(replica) == []
 
 
 def test_bytes_changed_on_their_way_blame_the_destination_either_way(tmp_path, monkeypatch):
     """The source still hashes as recorded: a StagingError (retried), never a bad source."""
-    root, replica, src, data = _setup(tmp_path, SIZES["large"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["large"])
     real = os.copy_file_range
 
     def flipping(sfd, dfd, count, offset_src=None, offset_dst=None):
@@ -107,22 +93,22 @@ def test_bytes_changed_on_their_way_blame_the_destination_either_way(tmp_path, m
     general = _error(lambda: _stage(src, replica, root, want, batch=False))
     batch = _error(lambda: _stage(src, replica, root, want, batch=True))
     assert type(batch) is type(general) is copy_mod.StagingError and str(batch) == str(general)
-    assert _area_files(root) == [] and os.listdir(replica) == []
+    assert tmp_area_files(root) == [] and os.listdir(replica) == []
 
 
 def test_a_destination_holding_other_than_was_written_is_a_size_mismatch(tmp_path, monkeypatch, no_file_object):
-    root, replica, src, data = _setup(tmp_path, SIZES["small"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["small"])
     real = os.fstat
     monkeypatch.setattr(os, "fstat", lambda fd: os.stat_result((*real(fd)[:6], 7, *real(fd)[7:])))
     with pytest.raises(ColocateError, match=f"size mismatch copying {src.as_uri()} to .*: wrote {len(data)} bytes "
                                             f"but the destination holds 7; the copy was deleted"):
         _stage(src, replica, root, None, batch=True)
-    assert _area_files(root) == [] and os.listdir(replica) == []
+    assert tmp_area_files(root) == [] and os.listdir(replica) == []
 
 
 @pytest.mark.parametrize("kind", ["small", "large"])
 def test_a_write_failing_in_the_middle_leaves_no_temporary_file(tmp_path, monkeypatch, no_file_object, kind):
-    root, replica, src, data = _setup(tmp_path, SIZES[kind])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES[kind])
     real_pwrite = os.pwrite
     writes = []
 
@@ -140,11 +126,11 @@ def test_a_write_failing_in_the_middle_leaves_no_temporary_file(tmp_path, monkey
     with pytest.raises(OSError) as info:
         _stage(src, replica, root, hashlib.sha256(data).hexdigest(), batch=True)
     assert info.value.errno == errno.ENOSPC and writes
-    assert _area_files(root) == [] and os.listdir(replica) == []
+    assert tmp_area_files(root) == [] and os.listdir(replica) == []
 
 
 def test_a_short_write_is_continued(tmp_path, monkeypatch, no_file_object):
-    root, replica, src, data = _setup(tmp_path, SIZES["small"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["small"])
     real_pwrite = os.pwrite
     monkeypatch.setattr(os, "pwrite", lambda fd, chunk, offset: real_pwrite(fd, memoryview(chunk)[:4096], offset))
     staged = _stage(src, replica, root, hashlib.sha256(data).hexdigest(), batch=True)
@@ -152,7 +138,7 @@ def test_a_short_write_is_continued(tmp_path, monkeypatch, no_file_object):
 
 
 def test_a_tmp_area_gone_since_it_was_checked_fails_and_creates_nothing(tmp_path, no_file_object):
-    root, replica, src, data = _setup(tmp_path, SIZES["small"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["small"])
     area = copy_mod.staging_area(root.as_uri(), replica.as_uri(), {})
     os.rmdir(fs.local_path(area))
     with pytest.raises(FileNotFoundError):
@@ -162,7 +148,7 @@ def test_a_tmp_area_gone_since_it_was_checked_fails_and_creates_nothing(tmp_path
 
 def test_fsync_or_a_remote_end_keeps_the_general_path(tmp_path, monkeypatch):
     """``copy_file`` (fsync: one file on its own) and an object store's end go through a stream."""
-    root, replica, src, data = _setup(tmp_path, SIZES["small"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["small"])
     opened = []
     real = fs.open_write
     monkeypatch.setattr(fs, "open_write", lambda uri: (opened.append(uri), real(uri))[1])

@@ -11,6 +11,7 @@ import hashlib
 import os
 
 import pytest
+from colocate_testing import replica_and_source, tmp_area_files
 
 from airflow_colocate.core.contract import CloneTask
 from airflow_colocate.core.errors import ColocateError
@@ -19,21 +20,6 @@ from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import layout
 
 SIZES = {"small": 40_000, "large": copy_mod.SMALL_COPY + 12_345}
-
-
-def _setup(tmp_path, size: int):
-    root = tmp_path / "be2"
-    replica = root / "default" / "orders_7" / "2026-11-01" / "v000001" / "b00003"
-    replica.mkdir(parents=True)
-    src = tmp_path / "src.bin"
-    data = os.urandom(size)
-    src.write_bytes(data)
-    return root, replica, src, data
-
-
-def _area(root) -> list[str]:
-    area = root / "_colocate" / "tmp"
-    return os.listdir(area) if area.exists() else []
 
 
 def _stage(src, replica, root, expect):
@@ -46,7 +32,7 @@ def _stage(src, replica, root, expect):
 
 @pytest.mark.parametrize("kind", SIZES)
 def test_a_local_copy_is_exact_and_checked(tmp_path, kind):
-    root, replica, src, data = _setup(tmp_path, SIZES[kind])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES[kind])
     calls = []
     real = os.copy_file_range
     with pytest.MonkeyPatch.context() as mp:
@@ -54,7 +40,7 @@ def test_a_local_copy_is_exact_and_checked(tmp_path, kind):
         staged = _stage(src, replica, root, hashlib.sha256(data).hexdigest())
     assert (staged.bytes, staged.sha256) == (len(data), hashlib.sha256(data).hexdigest())
     assert (replica / "part-0.parquet").read_bytes() == data
-    assert _area(root) == []
+    assert tmp_area_files(root) == []
     assert bool(calls) == (kind == "large")  # the kernel copies the large file, the small one is one read
 
 
@@ -62,16 +48,16 @@ def test_a_local_copy_is_exact_and_checked(tmp_path, kind):
 def test_a_source_whose_bytes_differ_from_the_recorded_checksum_leaves_nothing(tmp_path, kind):
     """The source on disk is shorter than what the catalog recorded (truncated): its checksum
     differs, the copy is refused and its temporary file removed."""
-    root, replica, src, data = _setup(tmp_path, SIZES[kind])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES[kind])
     os.truncate(src, len(data) // 2)
     with pytest.raises(ColocateError, match=r"checksum mismatch copying .*src\.bin .*: expected sha256 "
                                             + hashlib.sha256(data).hexdigest()):
         _stage(src, replica, root, hashlib.sha256(data).hexdigest())
-    assert _area(root) == [] and os.listdir(replica) == []
+    assert tmp_area_files(root) == [] and os.listdir(replica) == []
 
 
 def test_a_source_truncated_while_the_kernel_copies_it_is_caught(tmp_path, monkeypatch):
-    root, replica, src, data = _setup(tmp_path, SIZES["large"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["large"])
     real = os.copy_file_range
 
     def truncating(sfd, dfd, count, offset_src=None, offset_dst=None):
@@ -84,13 +70,13 @@ def test_a_source_truncated_while_the_kernel_copies_it_is_caught(tmp_path, monke
     monkeypatch.setattr(os, "copy_file_range", truncating)
     with pytest.raises(ColocateError, match="checksum mismatch"):
         _stage(src, replica, root, hashlib.sha256(data).hexdigest())
-    assert _area(root) == [] and os.listdir(replica) == []
+    assert tmp_area_files(root) == [] and os.listdir(replica) == []
 
 
 def test_the_checksum_is_of_the_bytes_the_destination_holds(tmp_path, monkeypatch):
     """A byte that lands differently in the destination than it was in the source (simulated
     after the kernel's copy) fails the check: the hash is taken where the bytes landed."""
-    root, replica, src, data = _setup(tmp_path, SIZES["large"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["large"])
     real = os.copy_file_range
 
     def flipping(sfd, dfd, count, offset_src=None, offset_dst=None):
@@ -103,13 +89,13 @@ def test_the_checksum_is_of_the_bytes_the_destination_holds(tmp_path, monkeypatc
     # the source still hashes right: the destination is blamed (retried later), never the source
     with pytest.raises(copy_mod.StagingError, match="changed the bytes, not the source; the copy was deleted"):
         _stage(src, replica, root, hashlib.sha256(data).hexdigest())
-    assert _area(root) == [] and os.listdir(replica) == []
+    assert tmp_area_files(root) == [] and os.listdir(replica) == []
 
 
 def test_a_short_read_of_a_small_file_is_read_to_its_end(tmp_path, monkeypatch):
     """Some mounts (FUSE, CIFS, 9p) answer a read with fewer bytes than asked before the end: the
     copy reads on to the end instead of taking a short copy for a corrupt source."""
-    root, replica, src, data = _setup(tmp_path, SIZES["small"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["small"])
     real = os.pread
     monkeypatch.setattr(os, "pread", lambda fd, n, off: real(fd, min(n, 4096), off))
     staged = _stage(src, replica, root, hashlib.sha256(data).hexdigest())
@@ -118,7 +104,7 @@ def test_a_short_read_of_a_small_file_is_read_to_its_end(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("answer", ["EXDEV", "ENOSYS", "copies nothing"])
 def test_without_copy_file_range_the_copy_goes_through_a_buffer(tmp_path, monkeypatch, answer):
-    root, replica, src, data = _setup(tmp_path, SIZES["large"])
+    root, replica, src, data = replica_and_source(tmp_path, SIZES["large"])
     monkeypatch.setattr(copy_mod, "CHUNK", 100_000)  # several reads
 
     def refusing(*args):
@@ -130,7 +116,7 @@ def test_without_copy_file_range_the_copy_goes_through_a_buffer(tmp_path, monkey
     staged = _stage(src, replica, root, hashlib.sha256(data).hexdigest())
     assert staged.bytes == len(data)
     assert (replica / "part-0.parquet").read_bytes() == data
-    assert _area(root) == []
+    assert tmp_area_files(root) == []
 
 
 def test_a_clone_whose_source_is_truncated_under_it_marks_the_source_bad_and_leaves_nothing(tmp_path, monkeypatch):
@@ -160,5 +146,5 @@ def test_a_clone_whose_source_is_truncated_under_it_marks_the_source_bad_and_lea
     result = clone_task(dict(vars(task)))
     assert result["ok"] is False and result["source_bad"] is True
     assert "checksum mismatch" in result["error"] and digest in result["error"]
-    assert _area(dst_root) == []
+    assert tmp_area_files(dst_root) == []
     assert os.listdir(dst_root / "default" / "orders_7" / "2026-11-01" / "v000001" / "b00003") == []
