@@ -15,6 +15,7 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+import airflow  # noqa: E402,F401  (configures Airflow's logging now, not inside a test that captures stderr)
 import pytest
 
 from airflow_colocate.catalog import Catalog
