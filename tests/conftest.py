@@ -14,6 +14,12 @@ os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="colocate-airflow-")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The suite starts dozens of driver JVMs (every spark-submit, the shared session, the Connect
+# server), each seconds long and mostly class loading: C1 alone and the serial collector cut their
+# CPU by about a fifth on two cores, which two test workers share. A caller's own setting wins.
+from sparkcluster import SHORT_JVM  # noqa: E402
+
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JVM)
 
 import airflow  # noqa: E402,F401  (configures Airflow's logging now, not inside a test that captures stderr)
 import pytest

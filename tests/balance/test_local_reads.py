@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from balance_lake import Clock, Lake
-from sparkcluster import start_cluster
+from sparkcluster import SHORT_JVM, start_cluster
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import JoinPlan, JoinReport
@@ -73,7 +73,7 @@ def run_join(cluster, lake: Lake, tmp: Path, name: str, *, jar: bool) -> tuple[J
     save_plan(plan, plan_file)
     conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
             "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": "512m", "spark.driver.memory": "512m",
-            "spark.driver.host": "127.0.0.1", "spark.log.level": "WARN"}
+            "spark.driver.host": "127.0.0.1", "spark.log.level": "WARN", "spark.executor.extraJavaOptions": SHORT_JVM}
     if jar:
         conf.update(locality.locality_conf())
     cmd = ["spark-submit", "--master", cluster.master_url, "--name", name]

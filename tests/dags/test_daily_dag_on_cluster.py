@@ -18,7 +18,7 @@ import pytest
 from colocate_testing import add_local_backends
 from pgserver import fresh_pg_database
 from daily_pipeline import check_day, load_dag
-from sparkcluster import start_cluster
+from sparkcluster import SHORT_JVM, start_cluster
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import JoinReport
 from airflow_colocate.storage.plan_files import load_report
@@ -55,7 +55,8 @@ def cluster_env(airflow_db, spark_cluster, pg_server_url, tmp_path, monkeypatch)
     conf_dir.mkdir()
     events.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.eventLog.enabled true\nspark.eventLog.rolling.enabled false\nspark.eventLog.compress false\nspark.eventLog.dir {events.as_uri()}\nspark.executor.memory 1g\n")
+        f"spark.eventLog.enabled true\nspark.eventLog.rolling.enabled false\nspark.eventLog.compress false\nspark.eventLog.dir {events.as_uri()}\nspark.executor.memory 1g\n"
+        f"spark.executor.extraJavaOptions {SHORT_JVM}\n")
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
     cat = Catalog(url, actor="pytest")
     cat.init()

@@ -31,7 +31,7 @@ from airflow_colocate.operators.join import ColocateJoinOperator
 from airflow_colocate.operators.verify import ColocateVerifyOperator
 from airflow_colocate.operators.write import ColocateWriteOperator
 from colocate_testing import add_local_backends
-from sparkcluster import start_cluster, worker_venv
+from sparkcluster import SHORT_JVM, start_cluster, worker_venv
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -66,9 +66,8 @@ def driver_env(cluster, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_MASTER", "PYTHONPATH")}
     conf_dir = home.parent / "spark-conf"
     conf_dir.mkdir(exist_ok=True)
-    jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.driver.extraJavaOptions {jvm}\nspark.executor.extraJavaOptions {jvm}\n")
+        f"spark.driver.extraJavaOptions {SHORT_JVM}\nspark.executor.extraJavaOptions {SHORT_JVM}\n")
     env.update(PYSPARK_PYTHON=cluster.python, SPARK_LOCAL_IP="127.0.0.1", COLOCATE_HOME=str(home),
                SPARK_CONF_DIR=str(conf_dir))
     return env
