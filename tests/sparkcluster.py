@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parent.parent
 WORKER_PACKAGES = ("pyspark", "py4j", "pyarrow")
 
 START_TIMEOUT_S = 90
-# JVM flags for the test clusters' daemons and executors: their work is seconds of class loading
-# and small tasks, where C1 alone and the serial collector save about a fifth of the CPU.
+# JVM flags for the suite's short-lived JVMs (drivers through tests/conftest.py's SPARK_SUBMIT_OPTS,
+# these clusters' daemons here, their executors by each app's conf): their work is seconds of class
+# loading and small tasks, where C1 alone and the serial collector save about a fifth of the CPU.
 SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 STOP_TIMEOUT_S = 20
 

@@ -66,8 +66,8 @@ def driver_env(cluster, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_MASTER", "PYTHONPATH")}
     conf_dir = home.parent / "spark-conf"
     conf_dir.mkdir(exist_ok=True)
-    (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.driver.extraJavaOptions {SHORT_JVM}\nspark.executor.extraJavaOptions {SHORT_JVM}\n")
+    # the driver has them from SPARK_SUBMIT_OPTS (tests/conftest.py), which env carries over
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.executor.extraJavaOptions {SHORT_JVM}\n")
     env.update(PYSPARK_PYTHON=cluster.python, SPARK_LOCAL_IP="127.0.0.1", COLOCATE_HOME=str(home),
                SPARK_CONF_DIR=str(conf_dir))
     return env
