@@ -161,7 +161,7 @@ def build_bulk(url: str, shape: Shape, root: Path, *, chunk_days: int = 20) -> N
     from sqlalchemy import func, insert, select, update
 
     from airflow_colocate.catalog import models as m
-    from airflow_colocate.catalog.views import WriteTicket
+    from airflow_colocate.model.views import WriteTicket
     from airflow_colocate.core.contract import Source
     from airflow_colocate.planner.write import write_plan
     from airflow_colocate.storage import layout

@@ -1,12 +1,12 @@
 """The colocation catalog: models, migrations and the :class:`Catalog` API.
 
 ``Catalog`` is loaded on first use, so that pure code (planners, the Spark jobs) can import the
-plain views in :mod:`airflow_colocate.catalog.views` without loading SQLAlchemy.
+plain views in :mod:`airflow_colocate.model.views` without loading SQLAlchemy.
 """
 
 from __future__ import annotations
 
-from airflow_colocate.catalog.views import BackendView, EventView, GroupView, PartitionView, TableView
+from airflow_colocate.model.views import BackendView, EventView, GroupView, PartitionView, TableView
 
 _LAZY = {"Catalog", "DEFAULT_DB", "FLAGS"}
 

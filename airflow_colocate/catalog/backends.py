@@ -14,7 +14,7 @@ from airflow_colocate.catalog import summary
 from airflow_colocate.catalog.checks import BACKEND_STATES, nested, normalize_root
 from airflow_colocate.catalog.rows import backend_row, backend_view
 from airflow_colocate.catalog.session import CatalogSession
-from airflow_colocate.catalog.views import ACTIVE, BackendView, Reason, RootChange, split_reason
+from airflow_colocate.model.views import ACTIVE, BackendView, Reason, RootChange, split_reason
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     AlreadyExists,

@@ -20,7 +20,7 @@ from airflow_colocate.catalog.rows import (active_job, bucket_maps, full_name, g
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.stability import find_problems, record_check
 from airflow_colocate.catalog.summary import chunks, fetch, touch_tables, tracking
-from airflow_colocate.catalog.views import (
+from airflow_colocate.model.views import (
     ACTIVE,
     BALANCE_KINDS,
     DEFAULT_GRACE,

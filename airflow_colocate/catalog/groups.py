@@ -14,7 +14,7 @@ from airflow_colocate.catalog.outlook import GroupOutlook, outlooks
 from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, slot_load
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
 from airflow_colocate.catalog.stability import bind_clock
-from airflow_colocate.catalog.views import DEFAULT_RELOCATE_DELAY, GroupView
+from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, GroupView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     Conflict,

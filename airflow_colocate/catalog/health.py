@@ -17,7 +17,7 @@ from airflow_colocate.catalog.rows import DEFAULT_DB, active_job, backend_row, g
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
 from airflow_colocate.catalog.stability import SOURCES, find_problems, mark_bad, record_check
 from airflow_colocate.catalog.summary import VISIBLE
-from airflow_colocate.catalog.views import (
+from airflow_colocate.model.views import (
     DEFAULT_RELOCATE_DELAY,
     BackendHealth,
     ClusterSnapshot,

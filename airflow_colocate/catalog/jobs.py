@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.rows import group_view, table_view
 from airflow_colocate.catalog.session import CatalogSession
-from airflow_colocate.catalog.views import JobView
+from airflow_colocate.model.views import JobView
 from airflow_colocate.core.errors import NotFound
 from airflow_colocate.core.times import utc
 

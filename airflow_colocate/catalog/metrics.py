@@ -22,7 +22,7 @@ from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.availability import unavailable
 from airflow_colocate.catalog.buckets import load_buckets
 from airflow_colocate.catalog.rows import group_view, map_of
-from airflow_colocate.catalog.views import BALANCE_KINDS
+from airflow_colocate.model.views import BALANCE_KINDS
 from airflow_colocate.core.times import utc
 
 # Event kinds that name a group (subject = the group's full name) and say what its stability became.

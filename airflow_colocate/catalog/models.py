@@ -1,7 +1,7 @@
 """SQLAlchemy models of the colocation catalog.
 
 Only :mod:`airflow_colocate.catalog` imports this module: the rest of the package sees plain
-dataclasses from :mod:`airflow_colocate.catalog.views`, so no session or lazy load leaks out.
+dataclasses from :mod:`airflow_colocate.model.views`, so no session or lazy load leaks out.
 The schema itself changes only through the migrations in ``catalog/migrations``.
 """
 

@@ -3,13 +3,9 @@ balance starts relocating the buckets of its down backends, and whether its join
 
 The relocation time is the balance's own rule (``views.is_unavailable``): a backend that its map
 names and that has been down for the relocate delay is replaced by the next balance/repair run;
-decommissioning (or a backend id the map names that no longer exists) is replaced at once. The join
-rule is the read planner's (``planner/reads.py: plan_reads``), restated here because the catalog
-may not import the planner: a join on the group's tables is colocated only when
-``disable_colocate_join`` is not set, the group is stable, and its bucket map names no backend that
-is not alive; otherwise it falls back to a shuffle join. (A query can still fall back on a stable
-group when one of the partitions it reads lacks a verified replica on the backend chosen for a
-bucket; a check makes such a group unstable, so this is only between a write and the next check.)
+decommissioning (or a backend id the map names that no longer exists) is replaced at once. Whether
+joins shuffle, and why, is ``model.rules.group_join_fallback``, the rule the read planner applies
+to every query, asked here with the same facts.
 
 Everything comes from the group, backend, bucket-map and running-job rows: a handful of small
 queries, whatever the history.
@@ -25,12 +21,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.views import ACTIVE, is_unavailable
 from airflow_colocate.core.times import utc
-
-# The planner's words (planner/join.py: DISABLED, NOT_STABLE), so the page and the join log agree.
-JOIN_DISABLED = "colocate join is disabled"
-NOT_STABLE = "group is not stable"
+from airflow_colocate.model.rules import group_join_fallback
+from airflow_colocate.model.views import ACTIVE, is_unavailable
 
 
 @dataclass(frozen=True)
@@ -72,6 +65,8 @@ def outlooks(s: Session, now: datetime, delay: timedelta, grp_ids: list[int] | N
         m.Job.group_id.in_(ids), m.Job.kind == "relocate", m.Job.state == ACTIVE))
         if (progress or {}).get("step") != "finished"}
     flags = {f.name: bool(f.value) for f in s.scalars(select(m.Flag))}
+    alive = {b.id for b in backends.values() if b.state == "alive"}
+    names = {b.id: b.name for b in backends.values()}
     disabled = flags.get("disable_colocate_join", False)
     out = {}
     for g in groups:
@@ -81,15 +76,8 @@ def outlooks(s: Session, now: datetime, delay: timedelta, grp_ids: list[int] | N
         due = bool(gone) or g.id in relocating or any(is_unavailable(b.state, b.state_since, now, delay) for b in down)
         waiting = [utc(b.state_since) + delay for b in down if b.state == "down"]
         starts = None if due or not waiting else min(waiting)
-        if disabled:
-            shuffle = JOIN_DISABLED
-        elif not g.stable:
-            shuffle = f"{NOT_STABLE}: {g.unstable_reason or 'marked unstable'}"
-        elif down or gone:
-            names = [b.name for b in down] + [str(be) for be in gone]
-            shuffle = f"{NOT_STABLE}: its bucket map names backend(s) {', '.join(names)}, which are not alive"
-        else:
-            shuffle = None
+        shuffle = group_join_fallback(disabled=disabled, stable=g.stable, unstable_reason=g.unstable_reason,
+                                      mapped=mapped[g.id], alive=alive, names=names)
         out[g.id] = GroupOutlook(
             grp_id=g.id, unstable_since=None if g.stable else utc(g.unstable_since), relocation_starts_at=starts,
             relocation_due=due, joins_shuffle=shuffle is not None, joins_shuffle_reason=shuffle,

@@ -22,7 +22,7 @@ from airflow_colocate.catalog.checks import check_duration
 from airflow_colocate.catalog.rows import partition_view, table_row, table_view
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import tracking
-from airflow_colocate.catalog.views import PartitionView
+from airflow_colocate.model.views import PartitionView
 from airflow_colocate.core.errors import AlreadyExists, Conflict, NotFound
 from airflow_colocate.core.times import utc
 

@@ -17,7 +17,7 @@ from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.rows import DEFAULT_DB, backend_view, table_row
 from airflow_colocate.catalog.session import FLAGS
 from airflow_colocate.catalog.summary import VISIBLE
-from airflow_colocate.catalog.views import BackendView, GroupView, PartitionReplicas, ReplicaView, TableView
+from airflow_colocate.model.views import BackendView, GroupView, PartitionReplicas, ReplicaView, TableView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import NotFound
 from airflow_colocate.core.times import utc

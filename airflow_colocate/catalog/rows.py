@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.summary import chunks, fetch, key_chunks, replica_keys
-from airflow_colocate.catalog.views import (
+from airflow_colocate.model.views import (
     ACTIVE,
     BALANCE_KINDS,
     BackendView,

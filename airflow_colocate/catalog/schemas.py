@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.rows import table_row, table_view
 from airflow_colocate.catalog.session import CatalogSession
-from airflow_colocate.catalog.views import SchemaVersionView, TableView
+from airflow_colocate.model.views import SchemaVersionView, TableView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
 from airflow_colocate.core.sqltypes import normalize_type

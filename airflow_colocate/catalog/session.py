@@ -21,7 +21,7 @@ from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.engine import default_url, make_engine
 from airflow_colocate.catalog.migrate import current_revision, head_revision, migrate
 from airflow_colocate.catalog.rows import DEFAULT_DB
-from airflow_colocate.catalog.views import EventView
+from airflow_colocate.model.views import EventView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     ColocateError,

@@ -18,7 +18,7 @@ from airflow_colocate.catalog.buckets import Buckets, lacking_rows, load_buckets
 from airflow_colocate.catalog.rows import active_job, full_name, map_of
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import tracking
-from airflow_colocate.catalog.views import MAX_REASONS, GroupHealth, Reason, group_ref, summary
+from airflow_colocate.model.views import MAX_REASONS, GroupHealth, Reason, group_ref, summary
 from airflow_colocate.core.times import utc
 
 

@@ -31,7 +31,7 @@ from airflow_colocate.catalog.rows import (
 )
 from airflow_colocate.catalog.schemas import check_retention, record_version
 from airflow_colocate.catalog.session import CatalogSession
-from airflow_colocate.catalog.views import PartitionView, TableView
+from airflow_colocate.model.views import PartitionView, TableView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     AlreadyExists,

@@ -24,7 +24,7 @@ from airflow_colocate.catalog.rows import (
 from airflow_colocate.catalog.query_reads import QueryReads, query_reads
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import VISIBLE, tracking
-from airflow_colocate.catalog.views import (
+from airflow_colocate.model.views import (
     GarbageItem,
     PartitionReplicas,
     PartitionView,

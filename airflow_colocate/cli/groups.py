@@ -8,8 +8,9 @@ from datetime import datetime, timedelta
 import click
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.outlook import JOIN_DISABLED, GroupOutlook
-from airflow_colocate.catalog.views import GroupView
+from airflow_colocate.catalog.outlook import GroupOutlook
+from airflow_colocate.model.reasons import Fallback
+from airflow_colocate.model.views import GroupView
 from airflow_colocate.cli import params
 from airflow_colocate.cli.base import Env, Group, pass_env
 from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option, timestamp
@@ -116,7 +117,7 @@ def outlook_lines(o: GroupOutlook, now: datetime, stable: bool) -> list[tuple[st
 def _joins(o: GroupOutlook, stable: bool) -> str:
     if not o.joins_shuffle:
         return "colocated (no shuffle)"
-    if not stable and o.joins_shuffle_reason != JOIN_DISABLED:
+    if not stable and Fallback.of(o.joins_shuffle_reason) is not Fallback.DISABLED:
         return "shuffle now: the group is not stable (the reason is its state above)"
     return f"shuffle now: {o.joins_shuffle_reason}"
 

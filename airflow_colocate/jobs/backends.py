@@ -7,7 +7,7 @@ to another root (``set-root``): the files there are this backend's only if its m
 from __future__ import annotations
 
 from airflow_colocate.catalog.checks import normalize_root
-from airflow_colocate.catalog.views import BackendView
+from airflow_colocate.model.views import BackendView
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs, identity
 
@@ -48,7 +48,7 @@ def set_backend_root(catalog, ref: int | str, root_uri: str, *, reason: str | No
     copied demo home). The identity marker there must be this backend's, with the token the
     catalog recorded: anything else (no marker, another backend's, another catalog's, an older
     token) is refused in one line naming both roots and what was found, and nothing changes.
-    Returns the catalog's :class:`~airflow_colocate.catalog.views.RootChange`."""
+    Returns the catalog's :class:`~airflow_colocate.model.views.RootChange`."""
     root = normalize_root(root_uri)
     b = catalog.backends.get(ref)
     if root == b.root_uri:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
-from airflow_colocate.catalog.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, JobView, CloneNeed
+from airflow_colocate.model.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, JobView, CloneNeed
 from airflow_colocate.core.contract import ClonePlan, CloneReport, VerifyTask
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir

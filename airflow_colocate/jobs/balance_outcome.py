@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from airflow_colocate.catalog.views import JobView
+from airflow_colocate.model.views import JobView
 from airflow_colocate.core.sizes import human_bytes
 from airflow_colocate.core.times import utc
 from airflow_colocate.jobs.health import _minutes

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.model.views import WriteTicket
 from airflow_colocate.core import naming
 from airflow_colocate.core.contract import ImportPartition, ImportPlan, ImportReport, Source, WriteReport
 from airflow_colocate.core.errors import ColocateError, InvalidArgument, NotFound

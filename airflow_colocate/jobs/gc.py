@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from airflow_colocate.catalog.views import GarbageItem
+from airflow_colocate.model.views import GarbageItem
 from airflow_colocate.jobs.health import one_line_reason, unreachable_backends
 from airflow_colocate.storage import fs, sweep
 

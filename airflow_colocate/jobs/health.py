@@ -18,7 +18,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from airflow_colocate.catalog.views import DEFAULT_RELOCATE_DELAY, BackendHealth
+from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, BackendHealth
 from airflow_colocate.core.contract import BadReplica
 from airflow_colocate.core.times import utc
 from airflow_colocate.storage import copy

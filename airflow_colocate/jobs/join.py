@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.model.views import WriteTicket
 from airflow_colocate.core.contract import BadReplica, JoinPlan, JoinReport, Source
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs.read import count_failovers, plan_query_reads

@@ -17,19 +17,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_colocate.planner.join import (
-    DISABLED,
-    NOT_COLOCATED,
-    NOT_COVERED,
-    NOT_SAME_GROUP,
-    NOT_STABLE,
-)
+from airflow_colocate.model.reasons import tag_of
 
 log = logging.getLogger(__name__)
 PREFIX = "colocate."
-# A fallback's reason as a bounded tag value (the reason text names tables and backends).
-REASONS = ((NOT_STABLE, "group_not_stable"), (NOT_SAME_GROUP, "not_same_group"), (NOT_COVERED, "keys_not_covered"),
-           (DISABLED, "disabled"), (NOT_COLOCATED, "table_not_colocated"))
 _lock = threading.Lock()
 _ready = False
 _warned = False
@@ -109,10 +100,7 @@ def timing(name: str, seconds: float, **tags: Any) -> None:
 
 def reason_tag(reason: str | None) -> str:
     """The reason of a fallback as one of a few values (tags must not explode a TSDB's series)."""
-    for prefix, tag in REASONS:
-        if (reason or "").startswith(prefix):
-            return tag
-    return "other"
+    return tag_of(reason)
 
 
 # ---------------------------------------------------------------------- one call per emitter

@@ -53,7 +53,8 @@ def plan_query_reads(catalog: Catalog, tables: Mapping[str, Sequence[str] | None
     available = {b.id for b in got.backends if b.state == "alive"}
     disabled = disabled or got.flags["disable_colocate_join"]
     decided = plan_reads(reads, got.groups, available=available, disabled=disabled,
-                         hosts={b.id: b.host for b in got.backends}, executor_hosts=executor_hosts)
+                         hosts={b.id: b.host for b in got.backends}, executor_hosts=executor_hosts,
+                         names={b.id: b.name for b in got.backends})
     return decided, got.backends
 
 

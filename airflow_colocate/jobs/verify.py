@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_colocate.catalog.views import TableView
+from airflow_colocate.model.views import TableView
 from airflow_colocate.core.contract import (
     RowCheck,
     RowCheckTable,

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.model.views import WriteTicket
 from airflow_colocate.core.contract import Source, WritePlan, WriteReport
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.paths import default_work_dir

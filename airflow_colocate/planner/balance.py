@@ -1,6 +1,6 @@
 """Turn a catalog snapshot into balance plans: which bucket replicas move where, and why.
 
-Pure: it reads a :class:`~airflow_colocate.catalog.views.ClusterSnapshot` and calls the
+Pure: it reads a :class:`~airflow_colocate.model.views.ClusterSnapshot` and calls the
 placement library (:func:`~airflow_colocate.placement.relocate`, :func:`~airflow_colocate.placement.balance`,
 :func:`~airflow_colocate.placement.balance_all`); no database, no files, no clock.
 
@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from airflow_colocate.catalog.views import ClusterSnapshot, GroupSnapshot
+from airflow_colocate.model.views import ClusterSnapshot, GroupSnapshot
 from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement.strategies import resolve_strategy
 from airflow_colocate.placement import BackendSlot, balance, balance_all, relocate

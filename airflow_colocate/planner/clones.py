@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from airflow_colocate.catalog.views import CloneNeed
+from airflow_colocate.model.views import CloneNeed
 from airflow_colocate.core.contract import ClonePlan, CloneTask, VerifyTask
 
 

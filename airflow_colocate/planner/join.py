@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING
 from airflow_colocate.core.contract import BucketJoin, ReadTable
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.sizes import human_bytes
+from airflow_colocate.model.reasons import Fallback
 
 if TYPE_CHECKING:
-    from airflow_colocate.catalog.views import TableView
+    from airflow_colocate.model.views import TableView
 
-NOT_STABLE = "group is not stable"
-NOT_SAME_GROUP = "tables are not in the same group"
-NOT_COVERED = "join keys do not cover the distribution columns"
-DISABLED = "colocate join is disabled"
-NOT_COLOCATED = "table is not colocated"
+# The reasons' words live in model/reasons.py; these names keep the rule below readable.
+NOT_SAME_GROUP = Fallback.NOT_SAME_GROUP.because()
+NOT_COVERED = Fallback.NOT_COVERED.because()
 
 
 def keys_cover(left_dist: Sequence[str], right_dist: Sequence[str], pairs: Sequence[tuple[str, str]]) -> bool:
@@ -51,7 +50,8 @@ def predict_join(left: Sequence[str], right: Sequence[str], carriers: tuple[Sequ
     if not left or not right or len({groups.get(t, "") for t in [*left, *right]}) != 1:
         return False, NOT_SAME_GROUP
     if not carriers[0] or not carriers[1]:
-        return False, f"{NOT_COVERED}: an input is not partitioned by a bucket key any more (it comes out of a full outer join)"
+        return False, Fallback.NOT_COVERED.because(
+            "an input is not partitioned by a bucket key any more (it comes out of a full outer join)")
     for lt in carriers[0]:
         for rt in carriers[1]:
             pairs = [(lk[1], rk[1]) for lk, rk in keys if lk and rk and lk[0] == lt and rk[0] == rt]

@@ -11,21 +11,12 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_colocate.catalog.views import (
-    GroupView,
-    PartitionReplicas,
-    ReplicaView,
-    TableView,
-)
 from airflow_colocate.core.contract import ReadPartition, ReadReplica, ReadTable
 from airflow_colocate.core.errors import PlacementError
+from airflow_colocate.model.reasons import Fallback
+from airflow_colocate.model.rules import group_join_fallback
+from airflow_colocate.model.views import GroupView, PartitionReplicas, ReplicaView, TableView
 from airflow_colocate.placement.replica_choice import choose_replicas
-from airflow_colocate.planner.join import (
-    DISABLED,
-    NOT_COLOCATED,
-    NOT_SAME_GROUP,
-    NOT_STABLE,
-)
 
 
 def read_table(view: TableView, partitions: Sequence[PartitionReplicas], *, available: Collection[int],
@@ -73,46 +64,51 @@ class JoinReads:
 
 def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]], groups: Mapping[str, GroupView],
                *, available: Collection[int], disabled: bool, hosts: Mapping[int, str] | None = None,
-               executor_hosts: Collection[str] | None = None) -> JoinReads:
+               executor_hosts: Collection[str] | None = None, names: Mapping[int, str] | None = None) -> JoinReads:
     """Register every table of the query; tables of the best-represented stable group bucketed,
     reading bucket *b* of all of them from one backend (spread over ``hosts``, backend id -> host,
-    preferring backends on ``executor_hosts``: placement.replica_choice)."""
+    preferring backends on ``executor_hosts``: placement.replica_choice). ``names``: backend id ->
+    name, for the reason a group's join shuffles (``model.rules.group_join_fallback``)."""
     in_group = Counter(view.group_id for view, _ in reads.values() if view.group_id)
     group_id = in_group.most_common(1)[0][0] if in_group else None
-    reasons: dict[str, str] = {}
-    chosen = None
-    group_reason = ""
+    chosen, group_reason = None, ""
     if disabled:
-        group_reason = DISABLED
+        group_reason = Fallback.DISABLED.because()
     elif group_id is not None:
-        g = groups[group_id]
-        down = sorted({b for ids in g.bucket_map for b in ids} - set(available))
-        if not g.stable:
-            group_reason = f"{NOT_STABLE}: {g.unstable_reason or 'marked unstable'}"
-        elif down:
-            # The seeds: a group whose map names an unavailable backend is unstable until repaired.
-            group_reason = f"{NOT_STABLE}: its bucket map names backend(s) {', '.join(map(str, down))}, which are not alive"
-        else:
-            try:
-                chosen = choose_replicas(g.bucket_map, available, hosts=hosts, executor_hosts=executor_hosts)
-            except PlacementError as exc:
-                group_reason = f"{NOT_STABLE}: {exc}"
-            if chosen is not None:
-                group_reason = _missing_replica(reads, group_id, chosen)
-                chosen = chosen if not group_reason else None
-    for alias, (view, _) in reads.items():
-        if view.group_id is None:
-            reasons[alias] = DISABLED if disabled else NOT_COLOCATED
-        elif view.group_id != group_id:
-            reasons[alias] = DISABLED if disabled else f"{NOT_SAME_GROUP}: {view.name} is in group {view.group_name}"
-        else:
-            reasons[alias] = group_reason
+        chosen, group_reason = _choose_group(reads, group_id, groups[group_id], available=available, hosts=hosts,
+                                             executor_hosts=executor_hosts, names=names or {})
+    reasons = {alias: _table_reason(view, group_id, group_reason, disabled) for alias, (view, _) in reads.items()}
     tables = [read_table(view, parts, available=available, chosen=chosen if not reasons[alias] else None,
                          name=alias, bucketed=not reasons[alias])
               for alias, (view, parts) in reads.items()]
     return JoinReads(tables=tables, reasons=reasons,
                      groups={alias: view.group_id or "" for alias, (view, _) in reads.items()},
                      group=group_id if not group_reason else None, chosen=chosen)
+
+
+def _choose_group(reads, group_id: str, g: GroupView, *, available, hosts, executor_hosts, names) -> tuple[list[int] | None, str]:
+    """The backend per bucket seq that the group's tables read, or why the group's join shuffles."""
+    mapped = {b for ids in g.bucket_map for b in ids}
+    reason = group_join_fallback(disabled=False, stable=g.stable, unstable_reason=g.unstable_reason,
+                                 mapped=mapped, alive=available, names=names)
+    if reason:
+        return None, reason
+    try:
+        chosen = choose_replicas(g.bucket_map, available, hosts=hosts, executor_hosts=executor_hosts)
+    except PlacementError as exc:
+        return None, Fallback.NOT_STABLE.because(str(exc))
+    reason = _missing_replica(reads, group_id, chosen)
+    return (None, reason) if reason else (chosen, "")
+
+
+def _table_reason(view: TableView, group_id: str | None, group_reason: str, disabled: bool) -> str:
+    if disabled:
+        return Fallback.DISABLED.because()
+    if view.group_id is None:
+        return Fallback.NOT_COLOCATED.because()
+    if view.group_id != group_id:
+        return Fallback.NOT_SAME_GROUP.because(f"{view.name} is in group {view.group_name}")
+    return group_reason
 
 
 def _missing_replica(reads, group_id: str, chosen: Sequence[int]) -> str:
@@ -123,6 +119,6 @@ def _missing_replica(reads, group_id: str, chosen: Sequence[int]) -> str:
         for p in parts:
             for seq, replicas in enumerate(p.buckets):
                 if chosen[seq] not in {r.backend_id for r in replicas}:
-                    return (f"{NOT_STABLE}: {view.qualified_name}/{p.value} bucket {seq} has no verified replica on "
-                            f"backend {chosen[seq]}")
+                    return Fallback.NOT_STABLE.because(
+                        f"{view.qualified_name}/{p.value} bucket {seq} has no verified replica on backend {chosen[seq]}")
     return ""

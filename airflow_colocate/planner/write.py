@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from airflow_colocate.catalog.views import WriteTicket
+from airflow_colocate.model.views import WriteTicket
 from airflow_colocate.core.contract import BucketTarget, ReplicaTarget, Source, WritePlan
 from airflow_colocate.storage import layout
 

@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.engine import make_engine
-from airflow_colocate.catalog.views import BALANCE_KINDS, GroupView
+from airflow_colocate.model.views import BALANCE_KINDS, GroupView
 from airflow_colocate.core.errors import (
     AlreadyExists,
     ColocateError,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from airflow_colocate.catalog.views import GroupView
+from airflow_colocate.model.views import GroupView
 
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 

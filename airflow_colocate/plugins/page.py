@@ -28,7 +28,7 @@ from markupsafe import Markup
 
 from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.views import BALANCE_KINDS, GroupView
+from airflow_colocate.model.views import BALANCE_KINDS, GroupView
 from airflow_colocate.core.actor import parse_task_actor
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.core.times import utc

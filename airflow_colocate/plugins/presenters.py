@@ -7,7 +7,7 @@ numbers the page draws come from one function each and cannot drift apart.
 from __future__ import annotations
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.views import BackendView, EventView, GroupView, JobView
+from airflow_colocate.model.views import BackendView, EventView, GroupView, JobView
 from airflow_colocate.core.errors import ColocateError
 
 

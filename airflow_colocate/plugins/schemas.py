@@ -11,7 +11,7 @@ from fastapi import Query
 from fastapi import Path as PathParam
 from pydantic import BaseModel, BeforeValidator, Field
 
-from airflow_colocate.catalog.views import BALANCE_KINDS
+from airflow_colocate.model.views import BALANCE_KINDS
 
 JOB_KINDS = ("write", *BALANCE_KINDS, "gc")
 JOB_STATES = ("running", "done", "cancelled", "failed", "committed", "pending")

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_colocate.planner.balance import plan_balance
-from airflow_colocate.catalog.views import BackendHealth, ClusterSnapshot, GroupSnapshot
+from airflow_colocate.model.views import BackendHealth, ClusterSnapshot, GroupSnapshot
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 DELAY = timedelta(minutes=30)

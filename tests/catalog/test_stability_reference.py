@@ -18,7 +18,7 @@ from test_incremental import COLUMNS, Clock, write
 
 from airflow_colocate.catalog import Catalog, summary
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.views import MAX_REASONS, Reason
+from airflow_colocate.model.views import MAX_REASONS, Reason
 from airflow_colocate.core.contract import CloneResult, VerifyResult
 from airflow_colocate.core.times import utc
 
