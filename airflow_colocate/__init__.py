@@ -39,7 +39,7 @@ def get_provider_info() -> dict:
         "versions": [__version__],
         "operators": [{"integration-name": "Colocate", "python-modules": [
             "airflow_colocate.operators.write", "airflow_colocate.operators.join", "airflow_colocate.operators.balance",
-            "airflow_colocate.operators.bulk_import"]}],
+            "airflow_colocate.operators.bulk_import", "airflow_colocate.operators.verify"]}],
         "sensors": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.sensors.stable"]}],
         "hooks": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.hooks.catalog"]}],
         "triggers": [{"integration-name": "Colocate", "python-modules": ["airflow_colocate.triggers.stable"]}],

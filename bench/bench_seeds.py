@@ -285,7 +285,7 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--master", default="local[2]", help="a Spark master, or 'cluster': a master + 2 workers on loopback")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (repeat)")
-    ap.add_argument("--columnar", choices=["on", "off", "both"], default="on",
+    ap.add_argument("--columnar", choices=["on", "off", "both"], default=None,
                     help="the colocated join with the jar's columnar merge join (spark.colocate.join.columnar) on "
                          "(the default, as the product runs it), off (Spark's merge join), or both as two ways side by side ('columnar' next to 'colocated')")
     ap.add_argument("--cluster", choices=["netns"], help="netns: master + driver and 2 workers in network namespaces "
@@ -296,10 +296,10 @@ def main() -> None:
                          "off and on and of the plain scan (--rounds each, interleaved) into DIR, and the task "
                          "threads' CPU samples per category (bench_join's profile)")
     a = ap.parse_args()
-    if a.jfr and a.columnar != "off":
+    if a.jfr and a.columnar is not None:
         ap.error("--jfr records the operator off and on itself: leave --columnar out")
     global COLUMNAR
-    COLUMNAR = a.columnar
+    COLUMNAR = a.columnar or "on"
     if COLUMNAR == "both":
         WAYS.insert(1, "columnar")
         NAMES["columnar"] = NAMES["colocated"]

@@ -280,9 +280,3 @@ def drift(s: Session) -> list[str]:
             for k in sorted(have_s.keys() | want_s.keys()) if have_s.get(k) != want_s.get(k)]
     return out
 
-
-def rebuild(s: Session) -> None:
-    """Replace the summaries by a recount (after a repair of the catalog by hand)."""
-    s.execute(delete(m.BucketReplicas))
-    s.execute(delete(m.BucketSize))
-    add(s, *recount(s))

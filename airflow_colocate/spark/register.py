@@ -470,11 +470,6 @@ def _same_view(spark, name: str, statement: str, current: tuple[bool, str | None
     return text == m[2]
 
 
-def registered_views(spark) -> list[str]:
-    """The temp views this module created in ``spark`` (and has not dropped)."""
-    return sorted(_state(spark)[1])
-
-
 def unregister_tables(spark, names: Iterable[str] | None = None) -> list[str]:
     """Drop the temp views ``names`` (default: every one this module created in this session) and
     their backing tables, and :data:`DATABASE` once it holds no table; a view that is no longer ours

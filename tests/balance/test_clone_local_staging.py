@@ -150,27 +150,20 @@ def test_a_publish_failing_in_the_middle_of_a_clone_leaves_none_of_its_files(tmp
     assert os.listdir(tmp_path / "be-pub" / "_colocate" / "tmp") == []  # the third never published: dropped
 
 
-@pytest.mark.parametrize("dst, root", [
-    ("file:///r/db/t_1/p/v000001/b00001", "file:///r"),
-    ("file:///r/db/t_1/p/v000001/b00001/", "file:///r/"),
-    ("file:///r/db//t_1/p/v000001/b00001", "file:///r"),
-    ("/r/db/t_1/p/v000001/b00001", None),
-    ("file:///elsewhere/b00001", "file:///r"),
+WALK = ["file:///r/db/t_1/p/v000001/b00001", "file:///r/db/t_1/p/v000001", "file:///r/db/t_1/p", "file:///r/db/t_1",
+        "file:///r/db", "file:///r", "file:///r/db/t_1/p/v000001/b00002"]
+
+
+@pytest.mark.parametrize("dst, root, expected", [
+    ("file:///r/db/t_1/p/v000001/b00001", "file:///r", WALK),
+    ("file:///r/db/t_1/p/v000001/b00001/", "file:///r/", WALK),  # trailing slashes change nothing
+    ("/r/db/t_1/p/v000001/b00001", None,  # no root given: the replica's own root (layout.replica_root)
+     [w.removeprefix("file://") for w in WALK]),
+    ("file:///elsewhere/b00001", "file:///r", ["file:///r"]),  # outside its root: only the root itself
 ])
-def test_the_directories_made_durable_are_the_walk_up_to_the_root(dst, root):
-    def reference(clones):  # clone_job._dirs as it was: fs.parent at every step
-        from airflow_colocate.storage import layout
-
-        out: dict[str, None] = {}
-        for c in clones:
-            path = c.task["dst"].rstrip("/")
-            top = (c.task.get("root") or layout.replica_root(path) or fs.parent(path)).rstrip("/")
-            while path.startswith(top + "/") and path not in out:
-                out[path] = None
-                path = fs.parent(path)
-            out.setdefault(top, None)
-        return list(out)
-
+def test_the_directories_made_durable_are_the_walk_up_to_the_root(dst, root, expected):
+    """Each clone's directory and every folder above it up to its backend root, each once, the
+    second clone's walk stopping at the partition folder the first one listed."""
     sibling = dst.replace("b00001", "b00002")
     clones = [clone_job._Staged({"dst": d, "root": root}, {}, [], set(), 0.0) for d in (dst, sibling)]
-    assert clone_job._dirs(clones) == reference(clones)
+    assert clone_job._dirs(clones) == expected
