@@ -37,8 +37,9 @@ from airflow_colocate.cli.output import Report, Table, json_option
 def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], threshold: float,
             relocate_delay_minutes: float | None, relocate_now: bool, grace_minutes: float, verify: bool,
             master: str | None, runner: str) -> Report:
-    from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan
-    from airflow_colocate.jobs.balance_outcome import CLI_HINT, outcome_line, pending_line
+    from airflow_colocate.jobs import balance_run
+    from airflow_colocate.jobs.balance import BalanceOptions
+    from airflow_colocate.jobs.balance_outcome import CLI_HINT
 
     catalog = env.catalog()
     options = BalanceOptions(strategy=strategy, threshold=threshold, relocate_delay=params.relocate_delay(relocate_delay_minutes),
@@ -46,19 +47,14 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
                                                     else "--relocate-delay-minutes"),
                              grace=timedelta(minutes=grace_minutes), groups=list(groups) or None, verify=verify,
                              relocate_now=relocate_now)
-    names = {b.id: b.name for b in catalog.backends.list()}
     if dry_run:
-        plans = plan(catalog, options)
-        moves = [[p.full_name, mv.bucket_seq, names.get(mv.src, mv.src), names.get(mv.dst, mv.dst), mv.bytes, mv.why]
-                 for p in plans for mv in p.moves]
-        pending = Balancer(catalog, None, options).pending()
-        blocks = ["dry run: nothing is changed", *describe_plans(plans, names),
-                  *([f"pending: {pending_line(pending, catalog.now(), CLI_HINT)}"] if pending else [])]
-        if moves:
-            blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], moves))
-        return Report(blocks, data=[p.summary() for p in plans])
+        out = balance_run.dry_run(catalog, options, hint=CLI_HINT)
+        blocks = ["dry run: nothing is changed", *out["lines"],
+                  *([f"pending: {out['outcome'].removeprefix('dry run: ')}"] if out["outcome"] else [])]
+        if out["moves"]:
+            blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], out["moves"]))
+        return Report(blocks, data=out["plans"])
     out = _run(catalog, options, master) if runner == "spark" else _run_local(catalog, options)
-    out["outcome"] = outcome_line(out, catalog.now(), CLI_HINT)
     return Report([
         Table(["JobId", "Group", "Kind", "State", "Step", "Moves", "Cloned", "Bytes"],
               [[j["job_id"], j["group"], j["kind"], j["state"], j["step"], j["moves"], j["cloned"], j["bytes"]]
@@ -72,11 +68,13 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
 
 
 def _run(catalog, options, master: str | None) -> dict:
-    """Run the Balancer with a Spark session for its clone jobs; stop the session only if this
+    """The balance run with a Spark session for its clone jobs; stop the session only if this
     command started it (an embedding process, e.g. a test, keeps its own)."""
     from pyspark.sql import SparkSession
 
-    from airflow_colocate.jobs.balance import Balancer, session_runner, summary_json
+    from airflow_colocate.jobs import balance_run
+    from airflow_colocate.jobs.balance import session_runner
+    from airflow_colocate.jobs.balance_outcome import CLI_HINT
     from airflow_colocate.spark.session import get_spark
 
     owned = SparkSession.getActiveSession() is None
@@ -84,20 +82,20 @@ def _run(catalog, options, master: str | None) -> dict:
     try:
         if owned:
             spark.sparkContext.setLogLevel("ERROR")
-        summary = Balancer(catalog, session_runner(spark), options, echo=output.progress()).run()
+        return balance_run.run(catalog, session_runner(spark), options, echo=output.progress(), hint=CLI_HINT)
     finally:
         if owned:
             spark.stop()
-    return summary_json(summary)
 
 
 def _run_local(catalog, options) -> dict:
     """The same balance run, cloning in this process with the clone job's own task function."""
-    from airflow_colocate.jobs.balance import Balancer, summary_json
+    from airflow_colocate.jobs import balance_run
+    from airflow_colocate.jobs.balance_outcome import CLI_HINT
     from airflow_colocate.jobs.runners import local_runner
 
     with local_runner() as runner:  # its worker processes stop with the run
-        return summary_json(Balancer(catalog, runner, options, echo=output.progress()).run())
+        return balance_run.run(catalog, runner, options, echo=output.progress(), hint=CLI_HINT)
 
 
 @click.group("jobs", cls=Group, help="Write, balance and gc jobs: list, cancel.")

@@ -165,8 +165,9 @@ class Balancer:
 
     def __init__(self, catalog, runner: Runner, options: BalanceOptions | None = None, *,
                  work_dir: str | Path | None = None, on_step: StepHook | None = None,
-                 echo: Callable[[str], None] | None = None):
+                 echo: Callable[[str], None] | None = None, backend_names: dict[int, str] | None = None):
         self.catalog = catalog
+        self.backend_names = backend_names
         self.runner = runner
         self.options = options or BalanceOptions()
         self.work_dir = str(work_dir or default_work_dir())
@@ -437,6 +438,8 @@ class Balancer:
                 self.echo(f"group {p.full_name}: {exc}")
                 continue
             self.echo(f"balance job {job.id} ({p.full_name}): {p.kind}, {len(p.moves)} moves, {p.bytes} bytes")
+            for line in describe_plans([p], self.backend_names)[1:]:  # the moves, before they run
+                self.echo(f"plan: {line.strip()}")
             self.on_step("planned", job.id)
             summary["jobs"].append(self.run_job(job))
         summary["dropped"] += self.drop_expired()

@@ -7,8 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_colocate.core.contract import CloneReport
-from airflow_colocate.jobs import metrics
-from airflow_colocate.jobs.balance import Balancer, BalanceOptions, describe_plans, plan, summary_json
+from airflow_colocate.jobs import balance_run
+from airflow_colocate.jobs.balance import BalanceOptions
 from airflow_colocate.operators.base import ColocateSparkOperator
 from airflow_colocate.operators.links import ColocationLink
 
@@ -85,47 +85,31 @@ class ColocateBalanceOperator(ColocateSparkOperator):
     def execute(self, context) -> dict:
         catalog = self.catalog
         options = self._options()
-        from airflow_colocate.jobs.balance_outcome import outcome_line, pending_line
-        from airflow_colocate.jobs.health import probe_backends, probe_line, waiting_to_relocate
-
-        if self.probe and _truthy(self.dry_run):
-            # a dry run changes nothing in the catalog, a probe's verdicts included
-            self.log.info("colocate: dry run: planned from the backend states the last probe recorded (no probe)")
-        elif self.probe:
-            results = probe_backends(catalog, relocate_delay=options.delay)
-            healthy = all(r.ok and r.backend.state == "alive" for r in results)  # a backend held down warns too
-            (self.log.info if healthy else self.log.warning)("colocate: %s", probe_line(results))
-        # a repair that waits says so, or it looks as if it silently did nothing (also in XCom 'waiting')
-        for line in waiting_to_relocate(catalog.health.backends(relocate_delay=options.delay),
-                                        options.delay, catalog.now(), options.relocate_delay_source):
-            self.log.warning("colocate: %s", line)
-        names = {b.id: b.name for b in catalog.backends.list()}
+        info = lambda line: self.log.info("colocate: %s", line)  # noqa: E731
+        warn = lambda line: self.log.warning("colocate: %s", line)  # noqa: E731
         if _truthy(self.dry_run):
-            plans = plan(catalog, options)
-            for line in describe_plans(plans, names):
+            if self.probe:  # a dry run changes nothing in the catalog, a probe's verdicts included
+                info("dry run: planned from the backend states the last probe recorded (no probe)")
+            balance_run.prepare(catalog, options, probe=False, info=info, warn=warn)
+            out = balance_run.dry_run(catalog, options)
+            for line in out.pop("lines"):
                 self.log.info("colocate plan: %s", line)
-            pending = Balancer(catalog, None, options).pending()
-            out = {"dry_run": True, "plans": [p.summary() for p in plans], "pending": [p.to_dict() for p in pending],
-                   "relocate_now": options.relocate_now}
-            if pending:
-                out["outcome"] = f"dry run: {pending_line(pending, catalog.now())}"
-                self.log.warning("colocate: %s", out["outcome"])
+            out.pop("moves")
+            if out["outcome"]:
+                warn(out["outcome"])
+            else:
+                out.pop("outcome")
             return out
-        balancer = Balancer(catalog, lambda clone: self.run_job(context, clone), options, work_dir=self.work_dir,
-                            echo=lambda line: self.log.info("colocate: %s", line))
-        summary = balancer.run()
-        for line in describe_plans(summary["plans"], names):
-            self.log.info("colocate plan: %s", line)
-        out = summary_json(summary)
-        metrics.gauge("balance.unstable_groups", sum(1 for g in out["groups"] if not g["stable"]))
+        balance_run.prepare(catalog, options, probe=self.probe, info=info, warn=warn)
+        out = balance_run.run(catalog, lambda clone: self.run_job(context, clone), options, work_dir=self.work_dir,
+                              echo=info)
         for g in out["groups"]:
             if g["stable"]:
-                self.log.info("colocate: group %s: stable", g["group"])
+                info(f"group {g['group']}: stable")
             else:
-                self.log.warning("colocate: group %s: UNSTABLE: %s", g["group"], g["reason"])
-        out["outcome"] = outcome_line(out, catalog.now())
-        self.log.info("colocate: %s", out["outcome"])
-        if out["outcome"].startswith("nothing moved: "):
+                warn(f"group {g['group']}: UNSTABLE: {g['reason']}")
+        info(out["outcome"])
+        if balance_run.skipped(out):
             # skipped, not green: nothing was repaired because a relocation waits for its delay; the
             # report stays readable in XCom as a successful run's would
             from airflow.sdk.exceptions import AirflowSkipException
