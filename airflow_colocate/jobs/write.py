@@ -1,17 +1,23 @@
-"""The control-plane steps around a write: plan in the catalog, then check and commit the report.
-Operators run the Spark job with spark-submit in between; :func:`write_in_session` runs it in a
-Spark session you already have (notebooks, tests, benchmarks)."""
+"""The control-plane steps around a write: the table (created on first use, else checked against
+what the caller describes), the source read, the plan in the catalog, then the report checked and
+committed. Operators run the Spark job with spark-submit in between; :func:`write_in_session`
+runs it in a Spark session you already have (notebooks, tests, benchmarks). Both take the same
+steps from here, so a task and a notebook create, check and refuse alike."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.model.views import WriteTicket
 from airflow_colocate.core.contract import Source, WritePlan, WriteReport
-from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
 from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.core.sqltypes import parse_columns
+from airflow_colocate.model.views import WriteTicket
+from airflow_colocate.planner.reads import read_table
 from airflow_colocate.planner.write import write_plan
 
 
@@ -25,6 +31,70 @@ def check_schema_evolution(value: str | None) -> str | None:
         raise InvalidArgument(f"invalid schema_evolution {value!r}: expected None (a source column the table lacks "
                               f"is refused) or 'add_columns' (it is added to the table)")
     return value
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table as a task or a notebook describes it: created from this on first use, and compared
+    with the catalog's table on every later write (a DAG and a catalog that disagree stop the write)."""
+
+    columns: str | Sequence[tuple[str, str]]
+    dist_cols: Sequence[str]
+    bucket_num: int
+    replication_num: int = 1
+    partition_col: str | None = None
+    colocate_with: str | None = None
+
+
+def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retention_days: int | None = None) -> None:
+    """``table`` exists as ``spec`` says (created now if it does not), or the write stops naming
+    every difference; with no ``spec`` it must exist. ``retention_days``: set when it differs."""
+    if spec is None:
+        catalog.tables.get(table)  # must exist: a clear NotFound otherwise
+    else:
+        if not spec.dist_cols or not spec.bucket_num:
+            raise InvalidArgument(f"creating {table} needs dist_cols and bucket_num as well as columns")
+        cols = parse_columns(spec.columns) if isinstance(spec.columns, str) else list(spec.columns)
+        parts = [spec.partition_col] if spec.partition_col else []
+        t = catalog.tables.create(table, cols, list(spec.dist_cols), bucket_num=spec.bucket_num,
+                                  replication_num=spec.replication_num, partition_cols=parts,
+                                  colocate_with=spec.colocate_with, if_not_exists=True, retention_days=retention_days)
+        wanted = {"distribution columns": list(spec.dist_cols), "bucket count": spec.bucket_num,
+                  "replication_num": spec.replication_num, "partition columns": parts,
+                  "colocation group": spec.colocate_with or None}
+        have = {"distribution columns": list(t.dist_cols), "bucket count": t.bucket_num,
+                "replication_num": t.replication_num, "partition columns": list(t.partition_cols),
+                "colocation group": t.group_name}
+        diffs = [f"{k} is {have[k]!r} in the catalog, {wanted[k]!r} in the task" for k in wanted if wanted[k] != have[k]]
+        if diffs:
+            raise SchemaMismatch(f"table {t.qualified_name} already exists and differs from this task: " + "; ".join(diffs)
+                                 + " (alter the table with 'colocate table alter', or fix the task)")
+    if retention_days is not None and catalog.tables.get(table).retention_days != retention_days:
+        catalog.schemas.set_retention(table, retention_days)
+
+
+SOURCE_FORMATS = ("parquet", "csv", "json", "orc")
+
+
+def source_of(catalog: Catalog, *, path: str | None = None, fmt: str = "parquet", options: Mapping[str, str] | None = None,
+              query: str | None = None, tables: Mapping[str, Sequence[str] | None] | None = None) -> Source:
+    """What the write job reads: files at ``path`` (checked to exist when local), or ``query`` over
+    catalog ``tables`` (name -> partitions or None), each read from verified replicas on alive backends."""
+    if bool(path) == bool(query):
+        raise InvalidArgument("give exactly one of source (a path) or source_query (Spark SQL over catalog tables)")
+    if path:
+        if fmt not in SOURCE_FORMATS:
+            raise InvalidArgument(f"invalid source_format {fmt!r}: expected parquet, csv, json or orc")
+        local = path.removeprefix("file://")
+        if "://" not in local and not any(c in local for c in "*?[{") and not os.path.exists(local):
+            raise InvalidArgument(f"source path {path!r} does not exist: check the path (and its templated date)")
+        return Source(format=fmt, path=path, options=dict(options or {}))
+    available = {b.id for b in catalog.backends.list() if b.state == "alive"}
+    read = []
+    for name, parts in (tables or {}).items():
+        view, replicas = catalog.writes.read_replicas(name, parts)
+        read.append(read_table(view, replicas, available=available, name=name.rpartition(".")[2], bucketed=False))
+    return Source(query=query, tables=read)
 
 
 def prepare_write(catalog: Catalog, table: str, partition: str, source: Source, *, mode: str = "overwrite",
@@ -76,12 +146,16 @@ def finish_write(catalog: Catalog, ticket: WriteTicket, report: WriteReport) -> 
 
 def write_in_session(spark, catalog: Catalog, table: str, partition: str, source: Source, *,
                      mode: str = "overwrite", work_dir: str | Path | None = None,
-                     timings: dict | None = None, schema_evolution: str | None = None) -> dict:
-    """Plan, run the write job in ``spark`` and commit; ``timings`` (when given) receives the seconds
-    of the catalog steps and of each phase of the job."""
+                     timings: dict | None = None, schema_evolution: str | None = None,
+                     spec: TableSpec | None = None, retention_days: int | None = None) -> dict:
+    """Plan, run the write job in ``spark`` and commit, as the write operator does (``spec``: create
+    the table on first use, check it after; :func:`ensure_table`). ``timings`` (when given)
+    receives the seconds of the catalog steps and of each phase of the job."""
     from airflow_colocate.spark.write_job import timed, run_write
 
     with timed(timings, "catalog: plan"):
+        if spec is not None or retention_days is not None:
+            ensure_table(catalog, table, spec, retention_days=retention_days)
         ticket, plan = prepare_write(catalog, table, partition, source, mode=mode, work_dir=work_dir,
                                      schema_evolution=schema_evolution)
     try:
@@ -93,4 +167,4 @@ def write_in_session(spark, catalog: Catalog, table: str, partition: str, source
         return finish_write(catalog, ticket, report)
 
 
-__all__ = ["prepare_write", "finish_write", "write_in_session"]
+__all__ = ["TableSpec", "ensure_table", "finish_write", "prepare_write", "source_of", "write_in_session"]

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
-from airflow_colocate.core.contract import Source, WriteReport
-from airflow_colocate.core.errors import ColocateError, InvalidArgument, SchemaMismatch
-from airflow_colocate.core.sqltypes import parse_columns
+from airflow_colocate.core.contract import WriteReport
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.jobs import metrics
-from airflow_colocate.jobs.write import check_schema_evolution, finish_write, prepare_write
+from airflow_colocate.jobs.write import TableSpec, check_schema_evolution, ensure_table, finish_write, prepare_write, source_of
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
 from airflow_colocate.operators.links import ColocationLink
 from airflow_colocate.operators.log_summary import Phases, write_lines
 from airflow_colocate.operators.spark_ui import SparkHistoryLink
-from airflow_colocate.planner.reads import read_table
 
 
 def table_asset(table: str) -> Asset:
@@ -93,58 +90,20 @@ class ColocateWriteOperator(ColocateSparkOperator):
         if not isinstance(schema_evolution, str) or "{{" not in schema_evolution:
             check_schema_evolution(schema_evolution)
 
-    # -- planning (control plane) ---------------------------------------------------------------
-
-    def _ensure_table(self, catalog) -> None:
+    def table_spec(self) -> TableSpec | None:
+        """The table this task describes (None: it must exist already)."""
         if self.columns is None:
-            catalog.tables.get(self.table)  # must exist: a clear NotFound otherwise
-            return
-        if not self.dist_cols or not self.bucket_num:
-            raise InvalidArgument(f"creating {self.table} needs dist_cols and bucket_num as well as columns")
-        cols = parse_columns(self.columns) if isinstance(self.columns, str) else list(self.columns)
-        t = catalog.tables.create(self.table, cols, list(self.dist_cols), bucket_num=self.bucket_num,
-                                 replication_num=self.replication_num,
-                                 partition_cols=[self.partition_col] if self.partition_col else [],
-                                 colocate_with=self.colocate_with, if_not_exists=True,
-                                 retention_days=self.retention_days)
-        # An existing table must be the one this task describes, or the DAG and catalog disagree.
-        wanted = {"distribution columns": list(self.dist_cols), "bucket count": self.bucket_num,
-                  "replication_num": self.replication_num,
-                  "partition columns": [self.partition_col] if self.partition_col else [],
-                  "colocation group": self.colocate_with or None}
-        have = {"distribution columns": list(t.dist_cols), "bucket count": t.bucket_num,
-                "replication_num": t.replication_num, "partition columns": list(t.partition_cols),
-                "colocation group": t.group_name}
-        diffs = [f"{k} is {have[k]!r} in the catalog, {wanted[k]!r} in the task" for k in wanted if wanted[k] != have[k]]
-        if diffs:
-            raise SchemaMismatch(f"table {t.qualified_name} already exists and differs from this task: " + "; ".join(diffs)
-                                 + " (alter the table with 'colocate table alter', or fix the task)")
-
-    def _source(self, catalog) -> Source:
-        if bool(self.source) == bool(self.source_query):
-            raise InvalidArgument("give exactly one of source (a path) or source_query (Spark SQL over catalog tables)")
-        if self.source:
-            if self.source_format not in ("parquet", "csv", "json", "orc"):
-                raise InvalidArgument(f"invalid source_format {self.source_format!r}: expected parquet, csv, json or orc")
-            local = self.source.removeprefix("file://")
-            if "://" not in local and not any(c in local for c in "*?[{") and not os.path.exists(local):
-                raise InvalidArgument(f"source path {self.source!r} does not exist: check the path (and its templated date)")
-            return Source(format=self.source_format, path=self.source, options=dict(self.source_options))
-        available = {b.id for b in catalog.backends.list() if b.state == "alive"}
-        tables = []
-        for name, parts in self.source_tables.items():
-            view, replicas = catalog.writes.read_replicas(name, parts)
-            tables.append(read_table(view, replicas, available=available, name=name.rpartition(".")[2], bucketed=False))
-        return Source(query=self.source_query, tables=tables)
+            return None
+        return TableSpec(self.columns, list(self.dist_cols or []), self.bucket_num, self.replication_num,
+                         self.partition_col, self.colocate_with)
 
     def execute(self, context) -> dict:
         phases = Phases()
         with phases("plan"):
             catalog = self.catalog
-            self._ensure_table(catalog)
-            if self.retention_days is not None and catalog.tables.get(self.table).retention_days != self.retention_days:
-                catalog.schemas.set_retention(self.table, self.retention_days)
-            source = self._source(catalog)
+            ensure_table(catalog, self.table, self.table_spec(), retention_days=self.retention_days)
+            source = source_of(catalog, path=self.source, fmt=self.source_format, options=self.source_options,
+                               query=self.source_query, tables=self.source_tables)
             ticket, plan = prepare_write(catalog, self.table, self.partition, source, mode=self.mode,
                                          work_dir=self.work_dir, schema_evolution=self.schema_evolution)
         self.log.info("colocate: write job %s: %s partition %s -> version %s (%s, %d buckets)", ticket.job_id,

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_colocate.cli import main as colocate
 from airflow_colocate.core.contract import Source
-from airflow_colocate.jobs.write import write_in_session
+from airflow_colocate.jobs.write import ensure_table, write_in_session
 from airflow_colocate.planner.write import write_plan
 from airflow_colocate.storage import fs
 from airflow_colocate.storage.plan_files import save_plan
@@ -53,7 +53,7 @@ def kill_everything(proc: subprocess.Popen) -> None:
 
 def test_killed_write_keeps_old_version_and_gc_cleans_up(colocate_env, spark, tmp_path, capsys):
     catalog = colocate_env
-    write_op(tmp_path, "2026-11-01")._ensure_table(catalog)
+    ensure_table(catalog, "orders", write_op(tmp_path, "2026-11-01").table_spec())
     write_in_session(spark, catalog, "orders", "2026-11-01", Source(format="parquet", path=str(make_source(tmp_path / "v1", 2000))),
                      work_dir=tmp_path / "runs")
     before = read_back(catalog, "2026-11-01")

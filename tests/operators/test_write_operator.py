@@ -12,7 +12,7 @@ import pytest
 
 from airflow_colocate.core.contract import Source
 from airflow_colocate.core.errors import ColocateError, SchemaMismatch
-from airflow_colocate.jobs.write import write_in_session
+from airflow_colocate.jobs.write import ensure_table, write_in_session
 from airflow_colocate.operators.write import ColocateWriteOperator
 
 pytestmark = pytest.mark.spark
@@ -89,7 +89,7 @@ def test_write_overwrite_append_and_replicas(colocate_env, spark, tmp_path):
 def test_bad_inputs_commit_nothing(colocate_env, spark, tmp_path):
     catalog = colocate_env
     src = make_source(tmp_path / "src", 200)
-    write_op(src, "2026-11-01")._ensure_table(catalog)
+    ensure_table(catalog, "orders", write_op(src, "2026-11-01").table_spec())
     write_in_session(spark, catalog, "orders", "2026-11-01", Source(format="parquet", path=str(src)),
                      work_dir=tmp_path / "runs")
     before = read_back(catalog, "2026-11-01")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.jobs.write import ensure_table
 from airflow_colocate.operators.write import ColocateWriteOperator
 
 
@@ -22,5 +23,5 @@ def test_retention_days_at_create(sqlite_catalog, tmp_path):
     add_local_backends(sqlite_catalog, tmp_path / "backends", n=1)
     op = ColocateWriteOperator(task_id="w", table="events", source="/x", columns="k bigint, dt date", dist_cols=["k"],
                                bucket_num=2, partition_col="dt", retention_days=30)
-    op._ensure_table(sqlite_catalog)
+    ensure_table(sqlite_catalog, op.table, op.table_spec(), retention_days=op.retention_days)
     assert sqlite_catalog.tables.get("events").retention_days == 30
