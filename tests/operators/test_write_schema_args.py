@@ -25,3 +25,25 @@ def test_retention_days_at_create(sqlite_catalog, tmp_path):
                                bucket_num=2, partition_col="dt", retention_days=30)
     ensure_table(sqlite_catalog, op.table, op.table_spec(), retention_days=op.retention_days)
     assert sqlite_catalog.tables.get("events").retention_days == 30
+
+
+def test_a_task_and_a_notebook_refuse_a_table_that_differs_alike(sqlite_catalog, tmp_path):
+    """The write operator and ``write_in_session`` take the table through one ``ensure_table``: a
+    table the caller describes differently from the catalog stops both, naming every difference,
+    before anything is planned (no write job, no Spark: ``spark`` is never touched here)."""
+    from colocate_testing import add_local_backends
+
+    from airflow_colocate.core.contract import Source
+    from airflow_colocate.core.errors import SchemaMismatch
+    from airflow_colocate.jobs.write import TableSpec, write_in_session
+
+    add_local_backends(sqlite_catalog, tmp_path / "backends", n=2)
+    op = ColocateWriteOperator(task_id="w", table="events", source="/x", columns="k bigint, dt date", dist_cols=["k"],
+                               bucket_num=4, partition_col="dt")
+    ensure_table(sqlite_catalog, op.table, op.table_spec())
+    differing = TableSpec("k bigint, dt date", ["k"], 8, replication_num=2, partition_col="dt")
+    with pytest.raises(SchemaMismatch, match=r"bucket count is 4 in the catalog, 8 in the task; replication_num is 1"):
+        ensure_table(sqlite_catalog, "events", differing)
+    with pytest.raises(SchemaMismatch, match=r"bucket count is 4 in the catalog, 8 in the task"):
+        write_in_session(None, sqlite_catalog, "events", "2026-11-01", Source(format="parquet", path="/x"), spec=differing)
+    assert sqlite_catalog.jobs.list() == []
