@@ -3,7 +3,7 @@
 SQLite serialises writers with ``BEGIN IMMEDIATE`` (taking the write lock when a transaction
 starts, not when it first writes, so two tasks can never read-modify-write the same row); WAL
 journaling keeps readers unblocked. PostgreSQL runs every transaction SERIALIZABLE; a transaction
-that loses a race is retried from the start by :func:`airflow_colocate.catalog.catalog.Catalog._tx`.
+that loses a race is retried from the start by :meth:`airflow_colocate.catalog.session.CatalogSession.tx`.
 """
 
 from __future__ import annotations

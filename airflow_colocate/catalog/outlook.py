@@ -39,7 +39,7 @@ class GroupOutlook:
     relocation_disabled: bool = False  # disable_colocate_relocate is set: no balance run relocates
 
     def to_dict(self) -> dict:
-        """The fields the API, the CLI's --json and the page share (names fixed by issue 30)."""
+        """The fields the API, the CLI's --json and the page share (one set of names: a client reads the same keys from each)."""
         return {"unstable_since": self.unstable_since, "relocation_starts_at": self.relocation_starts_at,
                 "relocation_due": self.relocation_due, "joins_shuffle": self.joins_shuffle,
                 "joins_shuffle_reason": self.joins_shuffle_reason,

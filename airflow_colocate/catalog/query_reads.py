@@ -1,6 +1,6 @@
 """What a query's read planning needs from the catalog, read in one transaction with a fixed
-handful of set statements (issue 31): the tables, their partitions, the partitions' replicas, the
-groups with their maps, the backends, the flags. Per table and per group statements made the
+handful of set statements, one per kind of row and not one per table or partition: the tables,
+their partitions, the partitions' replicas, the groups with their maps, the backends, the flags. Per table and per group statements made the
 "catalog" phase of a query's fixed cost (six transactions, about 24 statements for 3 tables).
 Plain columns throughout: no ORM rows, so no identity map or attribute loading for hundreds of
 replicas. Nothing is kept between calls: a commit or a backend marked down shows in the next one."""

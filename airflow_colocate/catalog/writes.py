@@ -122,7 +122,7 @@ class Writes:
                     plan: dict | None = None) -> WriteTicket:
         """Allocate a new partition version in state ``staging`` and say where each bucket goes.
 
-        Nothing becomes visible until :meth:`commit_write`; a write that dies leaves the version in
+        Nothing becomes visible until :meth:`commit`; a write that dies leaves the version in
         staging, and ``colocate gc`` removes its files after the stale period.
         """
         if mode not in ("overwrite", "append"):
@@ -192,7 +192,7 @@ class Writes:
         return self.db.tx(run)
 
     def commit(self, job_id: int, report: WriteReport) -> PartitionView:
-        """Check the job's report against what :meth:`begin_write` granted, then make the version
+        """Check the job's report against what :meth:`begin` granted, then make the version
         visible, in one transaction. Any mismatch aborts the version and commits nothing."""
         result = self.commit_many([(job_id, report)])[job_id]
         if isinstance(result, ColocateError):
@@ -201,7 +201,7 @@ class Writes:
 
     def commit_many(self, items: Sequence[tuple[int, WriteReport]]) -> dict[int, PartitionView | ColocateError]:
         """Commit many writes in ONE transaction (a bulk import's placed partitions: one fsync, not
-        one per partition). Each report is checked as :meth:`commit_write` checks it; one that does
+        one per partition). Each report is checked as :meth:`commit` checks it; one that does
         not match is aborted on its own (its previous version stays visible) and does not stop the
         others. Returns, per job, its new partition view or the error that kept it out."""
         problems: dict[int, list[str]] = {}

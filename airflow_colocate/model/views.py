@@ -164,7 +164,7 @@ class EventView:
 
 @dataclass(frozen=True)
 class WriteTicket:
-    """What a write may do, as the catalog granted it in :meth:`Catalog.begin_write`."""
+    """What a write may do, as the catalog granted it in :meth:`Writes.begin` (``catalog.writes.begin``)."""
 
     job_id: int
     table: TableView

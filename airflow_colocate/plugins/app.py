@@ -148,7 +148,7 @@ ReadCatalog = Annotated[Catalog, Depends(_reader_catalog)]
 AdminCatalog = Annotated[Catalog, Depends(_admin_catalog)]
 
 
-# ---------------------------------------------------------------------- what happens next (issue 30)
+# ---------------------------------------------------------------------- what happens next
 
 
 def _relocate_delay(minutes: float | None) -> timedelta:

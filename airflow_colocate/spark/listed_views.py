@@ -5,7 +5,7 @@ by the catalog object this module made rather than by its text.
 Why: a text view (``CREATE TEMP VIEW … AS SELECT … FROM <backing table>``) is parsed and analysed
 again by every query that reads it, and Spark then looks its backing table's partitions up and
 lists their directories again (``PruneFileSourcePartitions`` builds a new file index each query):
-about 60 % of a colocated query's planning at 240 replica directories (a JFR profile, issue 31).
+about 60 % of a colocated query's planning at 240 replica directories (a flight-recorder profile of SQL1 at 1/10).
 A view made from a DataFrame keeps its analysed plan (Spark stores a DataFrame view's plan whatever
 ``spark.sql.legacy.storeAnalyzedPlanForView`` says, so no session setting changes); made over the
 relation Spark's own pruning rule returns for an always-true partition filter, that plan carries an

@@ -54,7 +54,7 @@ from airflow_colocate.storage import copy as copy_mod
 
 BUCKET_COLUMN = "__bucket"
 BACKING_PREFIX = "__cl_"
-# The database of the backing tables: never the user's current one (issue 27).
+# The database of the backing tables: never the user's current one (their DDL and SHOW TABLES stay theirs).
 DATABASE = "colocate_registered"
 REPLACE_VIEWS = "replace_views"  # the option that lets a registration replace a view that is not ours
 

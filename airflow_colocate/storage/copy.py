@@ -322,8 +322,7 @@ def _copy_stream(src_uri: str, tmp: str, dst) -> tuple[int, str]:
 # (read back from the temporary file, in the page cache). Both hash what the destination holds,
 # never the source beside it. Read back, not mapped: a page that cannot be read (a failing disk, a
 # soft mount) is then an error of this one copy, where a mapping would kill the process (SIGBUS).
-# Measured (2,560 files of bench_repair's mix on a fresh ext4): this split 0.84 s of CPU, every file
-# through pread 0.92 s, every file through copy_file_range 0.91 s.
+# The split costs less CPU than either way alone over bench_repair's mix of file sizes.
 SMALL_COPY = 1 << 20
 _FAST_LOCAL = hasattr(os, "pread") and hasattr(os, "preadv") and hasattr(os, "pwrite")
 FAST_LOCAL = _FAST_LOCAL  # raw-descriptor copies work here (the clone job asks before it writes in place)
@@ -481,11 +480,9 @@ _SYNC_FILE_RANGE = _load_sync_file_range()
 # writes it while the batch's other files are copied, instead of all at once in the batch's syncfs
 # (the kernel itself would wait for gigabytes of dirty pages or 30 s). Not the small files: with
 # the copies through raw descriptors, starting a 40 KiB file's write-back (block allocation, one
-# request) cost ~70 us of the copying process's CPU per file, more than its copy, and gained no wall
-# time; the kernel's flusher writes them. Measured with bench_repair (2 workers, 2,310 clones, six
-# rounds each, interleaved, shared machine): files of 1 MiB or more 1.02-1.06 s of the copies' CPU,
-# none 0.96-1.02 s, the same wall (copies 0.84-1.49 s either way); in an earlier, noisier set, every
-# file 1.34-1.57 s against none 1.00-1.29 s. The large files hold most of the bytes: theirs starts.
+# request) cost more of the copying process's CPU per file than its copy, and gained no wall time
+# (bench/bench_repair.py, interleaved); the kernel's flusher writes them. The large files hold
+# most of the bytes: theirs starts.
 WRITEBACK_MIN = 1 << 20
 _SYNC_FILE_RANGE_WRITE = 2
 
