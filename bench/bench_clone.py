@@ -31,7 +31,7 @@ from pathlib import Path
 from airflow_colocate.core.contract import ClonePlan, CloneTask
 from airflow_colocate.spark.clone_job import run_clone
 from airflow_colocate.spark.session import get_spark
-from airflow_colocate.storage.copy import replica_checksum
+from airflow_colocate.storage.replica_dir import replica_checksum
 
 CHUNK = 4 << 20
 

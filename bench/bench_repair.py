@@ -73,8 +73,7 @@ def real_report(plan, table: int, day: int):
     """:func:`bench_catalog.fake_report` with real files: one parquet-named file per bucket, its
     bytes written to every replica's directory, sizes and checksums as the catalog records them."""
     from airflow_colocate.core.contract import ReplicaReport, WriteReport
-    from airflow_colocate.storage import copy as copy_mod
-    from airflow_colocate.storage import fs, layout
+    from airflow_colocate.storage import fs, layout, replica_dir
 
     replicas = []
     for b in plan.buckets:
@@ -82,7 +81,7 @@ def real_report(plan, table: int, day: int):
         size = _size(table, day, b.bucket_seq, rng)
         data = rng.randbytes(size)
         name = layout.bucket_file_name(f"w{table}-{day}", b.bucket_seq)
-        checksum = copy_mod.replica_checksum([(name, hashlib.sha256(data).hexdigest())])
+        checksum = replica_dir.replica_checksum([(name, hashlib.sha256(data).hexdigest())])
         for r in b.replicas:
             folder = Path(fs.local_path(r.path))
             folder.mkdir(parents=True, exist_ok=True)
@@ -274,14 +273,14 @@ def gone(path: Path, trash: Path, rmtree: bool) -> None:
 
 
 class Durable:
-    """Time spent making staged bytes and renamed names durable (``storage.copy.make_durable``:
-    the ``syncfs`` calls), inside the copies: this process's (``copy.durable_totals``) plus what the
+    """Time spent making staged bytes and renamed names durable (``storage.durability.make_durable``:
+    the ``syncfs`` calls), inside the copies: this process's (``durability.durable_totals``) plus what the
     runner's worker processes report (``LocalRunner.stats``; summed over workers that wait at once)."""
 
     def __init__(self) -> None:
-        from airflow_colocate.storage import copy as copy_mod
+        from airflow_colocate.storage import durability
 
-        self._totals = copy_mod.durable_totals
+        self._totals = durability.durable_totals
         self._start = self._totals()
         self.runner = None
 

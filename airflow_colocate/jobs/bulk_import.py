@@ -32,7 +32,7 @@ from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.planner.bulk_import import import_plan
 from airflow_colocate.planner.write import write_plan
 from airflow_colocate.storage import fs
-from airflow_colocate.storage.copy import subdirs
+from airflow_colocate.storage.replica_dir import subdirs
 from airflow_colocate.storage.plan_files import load_report
 
 FORMATS = ("parquet", "orc")

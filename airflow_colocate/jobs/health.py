@@ -21,7 +21,7 @@ from datetime import timedelta
 from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, BackendHealth
 from airflow_colocate.core.contract import BadReplica
 from airflow_colocate.core.times import utc
-from airflow_colocate.storage import copy
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage.probe import probe_root
 
 DEFAULT_PROBE_TIMEOUT = 20.0
@@ -77,7 +77,7 @@ def sample_files(catalog, backend_id: int, limit: int) -> list[str]:
     group unstable, the next balance repairs them); returns their paths."""
     bad = []
     for r in catalog.health.sample_replicas(backend_id, limit):
-        problem = copy.check_replica(r.path, files=r.files, size=r.bytes)
+        problem = replica_dir.check_replica(r.path, files=r.files, size=r.bytes)
         if problem:
             bad.append(BadReplica(replica_id=r.replica_id, table=r.table, partition=r.partition,
                                   bucket_seq=r.bucket_seq, backend_id=r.backend_id, path=r.path,

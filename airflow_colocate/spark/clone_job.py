@@ -38,6 +38,8 @@ from airflow_colocate.core.contract import (
 )
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
+from airflow_colocate.storage import durability
 from airflow_colocate.storage import fs, layout
 
 log = logging.getLogger("airflow_colocate.spark.clone")  # shown as colocate-clone: … (spark.entry)
@@ -53,7 +55,7 @@ def _remove(dst: str, names: list[str]) -> None:
 
 def _entries(path: str) -> list[str]:
     """Every file and directory (``name/``) in ``path``: what a cleanup must consider."""
-    return [n for n, _ in copy_mod.replica_files(path)] + [d + "/" for d in copy_mod.subdirs(path)]
+    return [n for n, _ in replica_dir.replica_files(path)] + [d + "/" for d in replica_dir.subdirs(path)]
 
 
 def _source_files(task: dict, where: str | None = None) -> tuple[list[str], str | None, str | None]:
@@ -64,7 +66,7 @@ def _source_files(task: dict, where: str | None = None) -> tuple[list[str], str 
     one makes the source bad; a file the catalog does not list (a killed copy's leftover) is not
     copied and is reported, so the source is marked bad and repaired. Without it (a replica from
     before 0.2), the source's data files are copied and its temporary or hidden files reported."""
-    listing, subdirs = copy_mod.replica_entries(task["src"] if where is None else where)
+    listing, subdirs = replica_dir.replica_entries(task["src"] if where is None else where)
     sizes = task.get("sizes") or {}
     if not subdirs and len(listing) == len(sizes) and all(sizes.get(n) == size for n, size in listing):
         # the usual source: exactly the recorded files at their recorded sizes (what the general
@@ -80,12 +82,12 @@ def _compare_listing(task: dict, listing: list[tuple[str, int]], subdirs: list[s
     dirs = [d + "/" for d in subdirs]
     if sizes:
         known = [(n, size) for n, size in listing if n in sizes]
-        corrupt = copy_mod.replica_problem(known, files=list(sizes.items()), size=task["bytes"])
+        corrupt = replica_dir.replica_problem(known, files=list(sizes.items()), size=task["bytes"])
         names, unknown = sorted(sizes), sorted(set(have) - set(sizes)) + dirs
     else:
         corrupt = None
-        names = [n for n, _ in listing if copy_mod.is_data_name(n)]
-        unknown = [n for n, _ in listing if not copy_mod.is_data_name(n)] + dirs
+        names = [n for n, _ in listing if replica_dir.is_data_name(n)]
+        unknown = [n for n, _ in listing if not replica_dir.is_data_name(n)] + dirs
     problem = None
     if unknown:
         problem = (f"source {task['src']} holds file(s) the catalog does not list: {', '.join(unknown[:3])}"
@@ -175,7 +177,7 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
                 _drop_staged(staged)
                 return dict(out, source_bad=True, error=str(exc))
         total = sum(st.bytes for st in staged)
-        checksum = copy_mod.replica_checksum([(n, st.sha256) for n, st in zip(names, staged)])
+        checksum = replica_dir.replica_checksum([(n, st.sha256) for n, st in zip(names, staged)])
         if checksum != task["checksum"] or total != task["bytes"]:
             _drop_staged(staged)
             return dict(out, source_bad=True, error=(
@@ -242,7 +244,7 @@ def finish_clones(staged: list[_Staged], watch: dict[int, int] | None = None) ->
     """Make a batch of staged clones durable, publish them, and make the renames durable.
 
     The crash rule a batch keeps (the same as one ``fsync`` per file, paid once per batch): the
-    bytes are durable (:func:`storage.copy.make_durable`: one ``syncfs`` per destination file
+    bytes are durable (:func:`storage.durability.make_durable`: one ``syncfs`` per destination file
     system) before any of them gets its final name, and the names are durable before a result
     says ``ok``, which is the only thing the control plane registers. A clone written in place (a
     new replica in the directory it made: :func:`stage_clone`) has its final names already; its
@@ -251,14 +253,14 @@ def finish_clones(staged: list[_Staged], watch: dict[int, int] | None = None) ->
     registered: staged files in a tmp area (gc sweeps them), or files in a replica directory no
     catalog row names as verified, which the next clone of it overwrites (removing whatever else
     it holds). A committed replica is never written to. ``watch``: the
-    descriptors the batch opened before its first write (:func:`storage.copy.watch_durability`), so
+    descriptors the batch opened before its first write (:func:`storage.durability.watch_durability`), so
     no write-back error of its pages goes unreported."""
     if not staged:
         return []
     renamed = [st.tmp for c in staged for st in c.files if not st.in_place]
     if renamed:  # bytes durable before a rename gives them their final name
         try:
-            copy_mod.make_durable(renamed, watch)
+            durability.make_durable(renamed, watch)
         except OSError as exc:
             for c in staged:
                 _drop_staged(c.files)
@@ -266,7 +268,7 @@ def finish_clones(staged: list[_Staged], watch: dict[int, int] | None = None) ->
     results = [publish_clone(c) for c in staged]
     done = [c for c, r in zip(staged, results) if r["ok"]]
     try:  # names (and the bytes of files written in place) durable before a result says ok
-        copy_mod.make_durable([st.tmp for c in done for st in c.files if st.in_place] + _dirs(done), watch)
+        durability.make_durable([st.tmp for c in done for st in c.files if st.in_place] + _dirs(done), watch)
     except OSError as exc:
         return [_unpublish(r, exc, c.files) if r["ok"] else r for c, r in zip(staged, results)]
     return results
@@ -289,24 +291,24 @@ def verify_task(task: dict) -> dict:
     committed, and Spark would read it."""
     out = {"replica_id": task["replica_id"], "ok": False}
     try:
-        names = copy_mod.replica_files(task["path"])
-        dirs = copy_mod.subdirs(task["path"])
+        names = replica_dir.replica_files(task["path"])
+        dirs = replica_dir.subdirs(task["path"])
     except FileNotFoundError:
         return dict(out, error=f"replica directory {task['path']} is gone")
     except Exception as exc:
         return dict(out, error=f"{type(exc).__name__}: {exc}"[:2000])
     total = sum(size for _, size in names)
-    unknown = [n for n, _ in names if not copy_mod.is_data_name(n)] + [d + "/" for d in dirs]
+    unknown = [n for n, _ in names if not replica_dir.is_data_name(n)] + [d + "/" for d in dirs]
     if unknown:
         return dict(out, bytes=total, error=(
             f"holds file(s) the catalog never committed: {', '.join(unknown[:3])}"
             + (f" (and {len(unknown) - 3} more)" if len(unknown) > 3 else "")
-            + (" (a temporary copy)" if any(copy_mod.is_tmp_name(n) for n in unknown) else "")))
+            + (" (a temporary copy)" if any(replica_dir.is_tmp_name(n) for n in unknown) else "")))
     try:
         digests = [(name, copy_mod.sha256_file(fs.join(task["path"], name))) for name, _ in names]
     except Exception as exc:
         return dict(out, error=f"cannot read {task['path']}: {type(exc).__name__}: {exc}"[:2000])
-    checksum = copy_mod.replica_checksum(digests)
+    checksum = replica_dir.replica_checksum(digests)
     if checksum != task["checksum"] or total != task["bytes"]:
         return dict(out, bytes=total, checksum=checksum, error=(
             f"holds {total} bytes with checksum {checksum}; the catalog recorded {task['bytes']} bytes and {task['checksum']}"))
@@ -335,13 +337,13 @@ def _stage_all(items, threads: int, areas: dict) -> list:
 
 @contextmanager
 def _watching(items):
-    """The descriptors a batch syncs through (:func:`storage.copy.watch_durability`), opened before
+    """The descriptors a batch syncs through (:func:`storage.durability.watch_durability`), opened before
     its first write and closed when the batch is finished or failed."""
-    watch = copy_mod.watch_durability(t.get("root") for kind, t in items if kind == "copy")
+    watch = durability.watch_durability(t.get("root") for kind, t in items if kind == "copy")
     try:
         yield watch
     finally:
-        copy_mod.close_watch(watch)
+        durability.close_watch(watch)
 
 
 def _finish_all(done: list, watch: dict[int, int]) -> list:
@@ -382,9 +384,9 @@ def run_chunk(items: list[tuple[str, dict]], threads: int) -> tuple[list[tuple[s
     """A clone worker process's side of the local runner (:func:`airflow_colocate.jobs.runners.local_runner`):
     one chunk of a plan (:func:`run_partition`), and what it cost this process (CPU
     seconds, seconds and calls making bytes and names durable), which the parent cannot see."""
-    started, cpu, (durable, syncs) = time.perf_counter(), time.process_time(), copy_mod.durable_totals()
+    started, cpu, (durable, syncs) = time.perf_counter(), time.process_time(), durability.durable_totals()
     results = run_partition(items, threads)
-    durable_after, syncs_after = copy_mod.durable_totals()
+    durable_after, syncs_after = durability.durable_totals()
     return results, {"cpu": time.process_time() - cpu, "durable": durable_after - durable, "syncs": syncs_after - syncs,
                      "wall": time.perf_counter() - started}
 

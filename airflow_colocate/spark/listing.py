@@ -1,6 +1,6 @@
 """The listing behind the registration's replica check (spark.register.check_candidates): what is
 wrong with each replica directory a read is about to register, judged exactly as
-:func:`airflow_colocate.storage.copy.check_replica` judges one (same rules, same messages).
+:func:`airflow_colocate.storage.replica_dir.check_replica` judges one (same rules, same messages).
 
 Why a module of its own: a query checks every directory it reads, so this runs hundreds of times
 a query and is a visible part of its fixed cost. Two things make it cheaper than one
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from airflow_colocate.core.contract import ReadReplica
-from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs
 
 SLOW_LISTING = 0.001  # seconds a local directory: above it, local groups go to threads too
@@ -46,14 +46,14 @@ def _local_listing(path: str) -> tuple[list[tuple[str, int]], list[str]]:
 def replica_problem(replica: ReadReplica) -> str | None:
     """What is wrong with ``replica``'s directory (None: exactly its recorded files)."""
     if not fs.is_local(replica.path):
-        return copy_mod.check_replica(replica.path, files=replica.files, size=replica.bytes)
+        return replica_dir.check_replica(replica.path, files=replica.files, size=replica.bytes)
     try:
         listing, dirs = _local_listing(fs.local_path(replica.path))
     except FileNotFoundError:
-        return copy_mod.replica_problem(None, files=replica.files, size=replica.bytes)
+        return replica_dir.replica_problem(None, files=replica.files, size=replica.bytes)
     except Exception as exc:  # noqa: BLE001 - as check_replica: the replica is bad, named with why
         return f"cannot list it: {type(exc).__name__}: {exc}"[:500]
-    return copy_mod.replica_problem(listing, files=replica.files, size=replica.bytes, dirs=dirs)
+    return replica_dir.replica_problem(listing, files=replica.files, size=replica.bytes, dirs=dirs)
 
 
 def judge_replicas(replicas: Sequence[ReadReplica], threads: int) -> list[str | None]:

@@ -50,7 +50,7 @@ from airflow_colocate.spark import listed_views, locality
 from airflow_colocate.spark.connect import is_connect, list_on_cluster
 from airflow_colocate.spark.listing import judge_replicas
 from airflow_colocate.spark.timing import DriverClock
-from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 
 BUCKET_COLUMN = "__bucket"
 BACKING_PREFIX = "__cl_"
@@ -345,10 +345,10 @@ def check_candidates(tables: list[ReadTable], *, threads: int = DEFAULT_CHECK_TH
 def check_candidates_on_cluster(spark, tables: list[ReadTable]) -> Registered:
     """:func:`check_candidates` with the directories listed on the cluster (:func:`list_on_cluster`,
     one Spark scan per round of candidates) and judged by the same rules
-    (:func:`airflow_colocate.storage.copy.replica_problem`)."""
+    (:func:`airflow_colocate.storage.replica_dir.replica_problem`)."""
     def judge(replicas: list[ReadReplica]) -> list[str | None]:
         listings = list_on_cluster(spark, [r.path for r in replicas])
-        return [copy_mod.replica_problem(listings[r.path][0], files=r.files, size=r.bytes, dirs=listings[r.path][1])
+        return [replica_dir.replica_problem(listings[r.path][0], files=r.files, size=r.bytes, dirs=listings[r.path][1])
                 for r in replicas]
 
     return check_candidates(tables, judge=judge)

@@ -5,51 +5,29 @@ the size, and only then renames to ``dst``: a half copy is never visible under t
 Given the backend ``root``, the temporary file lives in the backend's tmp area
 (:func:`~airflow_colocate.storage.layout.tmp_dir`), never inside a replica directory: Spark reads
 every file of a registered replica directory, so a temporary file a killed job left there would be
-read as (duplicate) rows. A replica's checksum is a sha256 over its sorted ``name:sha256`` lines,
-so two byte-identical replicas have the same checksum wherever they live.
-
-:func:`replica_files` lists *every* file of a replica directory, temporary names included, and
-:func:`replica_problem` says what is wrong with a listing against what the catalog recorded: reads,
-verify and clones refuse a directory holding a file nobody committed.
+read as (duplicate) rows. What a replica directory holds and its checksum are ``storage/replica_files.py``; when the bytes
+and names are durable, ``storage/durability.py``: this module is the order of a copy's steps.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import hashlib
 import io
 import os
-import re
-import sys
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs, layout
+from airflow_colocate.storage.durability import WRITEBACK_MIN, start_writeback
+from airflow_colocate.storage.replica_dir import TMP_MARK, _names, is_data_name, replica_files, subdirs
 
 CHUNK = 8 * 1024 * 1024
-TMP_MARK = ".tmp-"
-_TMP_TIME = re.compile(r"\.tmp-(\d{9,})-[0-9a-f]+$")
-
-
 class StagingError(ColocateError):
     """The destination backend cannot stage a copy (its root is gone, another file system): a
     problem of the destination, not of the bytes being copied."""
-
-
-def is_tmp_name(name: str) -> bool:
-    return TMP_MARK in name
-
-
-def tmp_time(name: str) -> int | None:
-    """When a temporary file was started (unix seconds, from its name); None for a name without
-    one (made before 0.2)."""
-    m = _TMP_TIME.search(name)
-    return int(m.group(1)) if m else None
 
 
 def tmp_area(root: str) -> str:
@@ -444,147 +422,6 @@ def copy_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
     return staged.bytes, staged.sha256
 
 
-def _load_syncfs():
-    """libc's ``syncfs(2)`` (Linux), or None where there is none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.syncfs
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-    return fn
-
-
-_SYNCFS = _load_syncfs()
-
-
-def _load_sync_file_range():
-    """libc's ``sync_file_range(2)`` (Linux), or None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint], ctypes.c_int
-    return fn
-
-
-_SYNC_FILE_RANGE = _load_sync_file_range()
-
-
-# A staged file at least this large starts its write-back as soon as it is written: the disk
-# writes it while the batch's other files are copied, instead of all at once in the batch's syncfs
-# (the kernel itself would wait for gigabytes of dirty pages or 30 s). Not the small files: with
-# the copies through raw descriptors, starting a 40 KiB file's write-back (block allocation, one
-# request) cost more of the copying process's CPU per file than its copy, and gained no wall time
-# (bench/bench_repair.py, interleaved); the kernel's flusher writes them. The large files hold
-# most of the bytes: theirs starts.
-WRITEBACK_MIN = 1 << 20
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def start_writeback(fd: int) -> None:
-    """Start writing ``fd``'s dirty pages to disk without waiting (``sync_file_range`` with
-    ``SYNC_FILE_RANGE_WRITE``). It makes nothing durable (no metadata, no disk cache flush): the
-    batch's :func:`make_durable` still does; it only moves the disk's work earlier."""
-    if _SYNC_FILE_RANGE is not None:
-        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-_DURABLE_LOCK = threading.Lock()
-_DURABLE = [0.0, 0]  # seconds spent in make_durable, calls: this process's, for the benches' figures
-
-
-def durable_totals() -> tuple[float, int]:
-    """(seconds, calls) this process has spent in :func:`make_durable` so far: a clone worker
-    process reports the difference, so a bench sees the ``syncfs`` waits of every process."""
-    with _DURABLE_LOCK:
-        return _DURABLE[0], _DURABLE[1]
-
-
-def watch_durability(roots: Iterable[str | None]) -> dict[int, int]:
-    """File descriptors on the file systems a batch is about to write, opened before its first write
-    (device -> fd), for :func:`make_durable` to ``syncfs`` through.
-
-    ``syncfs`` reports a write-back error only if it happened after the descriptor it is given was
-    opened (Linux 5.8+, errseq), and reports it once per descriptor. A descriptor opened only at the
-    end would miss an error that hit this batch's pages before that: one the other half of the
-    partition's ``syncfs``, another worker, or the kernel's own write-back saw first. Then bytes
-    that never reached the disk would be published and registered. With the descriptor opened
-    first, the worst case is a batch failed for another batch's error, which is safe (retried)."""
-    fds: dict[int, int] = {}
-    for root in dict.fromkeys(r for r in roots if r):
-        if _SYNCFS is None or not fs.is_local(root):
-            continue
-        try:
-            fd = os.open(fs.local_path(root), os.O_RDONLY)
-        except OSError:  # not there (yet): make_durable opens one at the end, as before
-            continue
-        dev = os.fstat(fd).st_dev
-        if dev in fds:
-            os.close(fd)
-        else:
-            fds[dev] = fd
-    return fds
-
-
-def close_watch(fds: dict[int, int]) -> None:
-    for fd in fds.values():
-        os.close(fd)
-
-
-def make_durable(uris: Iterable[str], watch: dict[int, int] | None = None) -> None:
-    """Make the bytes of these files, and these directories' entries, durable, in one pass.
-
-    Local paths: one ``syncfs(2)`` per file system they are on (Linux; it writes back every dirty
-    page and inode of that file system and, since Linux 5.8, reports a write-back error), which is
-    what ``cp -a`` + ``sync`` pays once at the end; elsewhere an ``fsync`` of each. Other schemes
-    (HDFS, object stores) are durable when the stream is closed. Raises ``OSError`` when the disk
-    could not write: the caller must then not publish or register anything it staged."""
-    started = time.perf_counter()
-    try:
-        _make_durable(uris, watch or {})
-    finally:
-        with _DURABLE_LOCK:
-            _DURABLE[0] += time.perf_counter() - started
-            _DURABLE[1] += 1
-
-
-def _make_durable(uris: Iterable[str], watch: dict[int, int]) -> None:
-    local = [fs.local_path(u) for u in uris if fs.is_local(u)]
-    if not local:
-        return
-    if _SYNCFS is None:
-        for path in dict.fromkeys(local):
-            _fsync_path(path)
-        return
-    devices: dict[int, str] = {}
-    for path in local:
-        devices.setdefault(os.stat(path).st_dev, path)
-    for dev, path in devices.items():
-        watched = watch.get(dev)
-        fd = os.open(path, os.O_RDONLY) if watched is None else watched
-        try:
-            if _SYNCFS(fd) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"syncfs of the file system of {path} failed: {os.strerror(err)}")
-        finally:
-            if watched is None:
-                os.close(fd)
-
-
 def link_or_copy(src_uri: str, dst_uri: str, *, root: str | None = None) -> tuple[int, str]:
     """Hard-link ``src`` to ``dst`` when both are on one local device, else :func:`copy_file`.
 
@@ -600,104 +437,6 @@ def link_or_copy(src_uri: str, dst_uri: str, *, root: str | None = None) -> tupl
         else:
             return fs.size(dst_uri), sha256_file(dst_uri)
     return copy_file(src_uri, dst_uri, root=root)
-
-
-def replica_checksum(files: list[tuple[str, str]]) -> str:
-    """sha256 over the sorted ``name:sha256\\n`` lines: equal for byte-identical replicas."""
-    h = hashlib.sha256()
-    for name, digest in sorted(files):
-        h.update(f"{name}:{digest}\n".encode("utf-8"))
-    return h.hexdigest()
-
-
-def replica_entries(dir_uri: str) -> tuple[list[tuple[str, int]], list[str]]:
-    """(:func:`replica_files`, :func:`subdirs`) of one directory in one listing; a missing
-    directory raises ``FileNotFoundError``."""
-    if not fs.is_local(dir_uri):
-        return replica_files(dir_uri), subdirs(dir_uri)
-    files, dirs = [], []
-    with os.scandir(fs.local_path(dir_uri)) as it:
-        for e in it:
-            if e.is_file(follow_symlinks=False):
-                files.append((e.name, e.stat().st_size))
-            elif e.is_dir(follow_symlinks=False):
-                dirs.append(e.name)
-    return sorted(files), sorted(dirs)
-
-
-def replica_files(dir_uri: str) -> list[tuple[str, int]]:
-    """(name, size) of *every* file in one replica directory, temporary and hidden names included:
-    whatever is there, Spark may read it."""
-    return fs.list_files(dir_uri)
-
-
-def subdirs(dir_uri: str) -> list[str]:
-    """Names of the directories inside ``dir_uri`` (Spark reads files below them too)."""
-    if fs.is_local(dir_uri):
-        try:
-            with os.scandir(fs.local_path(dir_uri)) as it:
-                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-    from pyarrow.fs import FileSelector, FileType
-
-    filesystem, path = fs._arrow(dir_uri)
-    infos = filesystem.get_file_info(FileSelector(path, allow_not_found=True, recursive=False))
-    return sorted(i.base_name for i in infos if i.type == FileType.Directory)
-
-
-def is_data_name(name: str) -> bool:
-    """A name a replica written by this package can hold (not temporary, not hidden)."""
-    return not is_tmp_name(name) and not name.startswith((".", "_"))
-
-
-def _names(items, limit: int = 3) -> str:
-    items = list(items)
-    return ", ".join(items[:limit]) + (f" (and {len(items) - limit} more)" if len(items) > limit else "")
-
-
-def replica_problem(listing: list[tuple[str, int]] | None, *, files: list | None, size: int,
-                    dirs: list[str] = ()) -> str | None:
-    """What is wrong with a replica directory holding ``listing`` ((name, size); None: the
-    directory is gone) and the sub-directories ``dirs``, against what the catalog recorded: the
-    exact ``files`` ([name, size] pairs), or for a replica recorded without them (before 0.2) its
-    total ``size`` and no temporary name. None when it is exactly right. Pure."""
-    if listing is None:
-        return "its directory is gone"
-    have = dict(listing)
-    problems = []
-    if files is not None:
-        want = {str(n): int(s) for n, s in files}
-        missing = sorted(set(want) - set(have))
-        short = sorted(n for n in want if n in have and have[n] != want[n])
-        unknown = sorted(set(have) - set(want))
-        if missing:
-            problems.append(f"missing file{'s' if len(missing) > 1 else ''} {_names(missing)}")
-        if short:
-            problems.append("; ".join(f"file {n} holds {have[n]} bytes, the catalog recorded {want[n]}" for n in short[:3]))
-    else:
-        unknown = sorted(n for n in have if not is_data_name(n))
-        total = sum(have.values())
-        if total != size:
-            problems.append(f"holds {total} bytes in {len(have)} files, the catalog recorded {size}")
-    if unknown:
-        kind = "a temporary copy" if any(is_tmp_name(n) for n in unknown) else "not committed"
-        problems.append(f"unknown file{'s' if len(unknown) > 1 else ''} {_names(unknown)} ({kind})")
-    if dirs:
-        problems.append(f"unknown director{'ies' if len(dirs) > 1 else 'y'} {_names(sorted(dirs))}")
-    return "; ".join(problems) or None
-
-
-def check_replica(path: str, *, files: list | None, size: int) -> str | None:
-    """List ``path`` and say what is wrong with it (see :func:`replica_problem`); None when exact."""
-    try:
-        listing = replica_files(path)
-        dirs = subdirs(path) if listing is not None else []
-    except FileNotFoundError:
-        listing, dirs = None, []
-    except Exception as exc:
-        return f"cannot list it: {type(exc).__name__}: {exc}"[:500]
-    return replica_problem(listing, files=files, size=size, dirs=dirs)
 
 
 def copy_replica(

@@ -20,6 +20,7 @@ from collections import Counter
 from airflow_colocate.core.contract import ReplicaReport, WritePlan
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs, layout
 
 _STAGED = re.compile(r"^part-(\d+)-.*\.parquet$")
@@ -80,7 +81,7 @@ def _rows(uri: str) -> int:
 
 
 def _own_name(name: str, write_id: str) -> bool:
-    return name.startswith(f"part-00000-{write_id}_") or copy_mod.is_tmp_name(name)
+    return name.startswith(f"part-00000-{write_id}_") or replica_dir.is_tmp_name(name)
 
 
 def _refuse_foreign(bucket: int, write_id: str, replicas: list, base_paths: list[str]) -> None:
@@ -90,7 +91,7 @@ def _refuse_foreign(bucket: int, write_id: str, replicas: list, base_paths: list
         present = [n for n, _ in fs.list_files(path, missing_ok=True) if not n.startswith(".")]
         foreign = [n for n in present if not _own_name(n, write_id)]
         if foreign and i < len(base_paths) and base_paths[i]:
-            base_names = {n for n, _ in copy_mod.replica_files(base_paths[i])}
+            base_names = {n for n, _ in replica_dir.replica_files(base_paths[i])}
             foreign = [n for n in foreign if n not in base_names]
         if foreign:
             raise ColocateError(
@@ -107,7 +108,7 @@ def _check_base(bucket: int, base_paths: list[str], base_files: list) -> None:
         files = base_files[i] if i < len(base_files) else None
         if not path or files is None:
             continue  # recorded before 0.2: copy_replica still refuses temporary and hidden names
-        problem = copy_mod.check_replica(path, files=files, size=sum(int(size) for _, size in files))
+        problem = replica_dir.check_replica(path, files=files, size=sum(int(size) for _, size in files))
         if problem:
             raise ColocateError(
                 f"cannot append to bucket {bucket}: its base replica {path} {problem}; nothing was placed. Repair it "
@@ -172,7 +173,7 @@ def place_bucket(task: dict) -> list[dict]:
 
     all_files = sorted(new_files + base_files)
     expected = dict(all_files)
-    checksum = copy_mod.replica_checksum(all_files)
+    checksum = replica_dir.replica_checksum(all_files)
     reports = [(replicas[0], all_files)]
     for i, (backend_id, path) in enumerate(replicas[1:], start=1):
         got: list[tuple[str, str]] = []

@@ -2,7 +2,7 @@
 
 Copies are staged in the backend's tmp area (:func:`~airflow_colocate.storage.layout.tmp_dir`)
 and renamed into place when verified; a job killed in between leaves its temporary file there. Its
-name says when the copy started (:func:`~airflow_colocate.storage.copy.tmp_time`); a name without
+name says when the copy started (:func:`~airflow_colocate.storage.replica_dir.tmp_time`); a name without
 a time (made before 0.2, when temporary files were written next to the bucket file, inside replica
 directories) is aged by its modification time. ``deep`` also walks the replica directories for
 such old temporary names: a listing of every directory of the backend, so it is asked for.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs, layout
 
 # Not replica directories: the write job's staging (gc removes it through the catalog) and the
@@ -66,7 +66,7 @@ def _listing(area: str) -> list[tuple[str, float | None]]:
 
 
 def _age_ok(uri: str, mtime: float | None, cutoff: float) -> bool:
-    started = copy_mod.tmp_time(fs.basename(uri))
+    started = replica_dir.tmp_time(fs.basename(uri))
     when = started if started is not None else mtime
     return when is not None and when <= cutoff
 
@@ -81,5 +81,5 @@ def stale_temps(root: str, *, older_than_seconds: float, deep: bool = False, now
     found = [uri for uri, mtime in _listing(layout.tmp_dir(root)) if _age_ok(uri, mtime, cutoff)]
     if deep:
         found += [uri for uri, mtime in _walk(root)
-                  if copy_mod.is_tmp_name(fs.basename(uri)) and _age_ok(uri, mtime, cutoff)]
+                  if replica_dir.is_tmp_name(fs.basename(uri)) and _age_ok(uri, mtime, cutoff)]
     return sorted(found)

@@ -23,6 +23,7 @@ from airflow_colocate.jobs.balance import BalanceOptions, Balancer
 from airflow_colocate.jobs.runners import Runner, local_runner, session_runner
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs, layout
 from airflow_colocate.storage.place import write_id_for
 
@@ -86,11 +87,11 @@ class Lake:
                 data = pa.table({"id": pa.array(ks, pa.int64()), "v": pa.array([f"{table}-{partition}-{k}" for k in ks])})
                 pq.write_table(data, fs.local_path(fs.join(primary, name)))
                 files.append((name, copy_mod.sha256_file(fs.join(primary, name))))
-            sizes = dict(copy_mod.replica_files(primary))
+            sizes = dict(replica_dir.replica_files(primary))
             size = sum(sizes.values())
             for r in b.replicas[1:]:
                 copy_mod.copy_replica(primary, r.path)
-            checksum = copy_mod.replica_checksum(files)
+            checksum = replica_dir.replica_checksum(files)
             reports += [ReplicaReport(b.bucket_seq, r.backend_id, r.path, [n for n, _ in files], len(ks), size, checksum,
                                       sizes=sizes)
                         for r in b.replicas]
@@ -131,7 +132,7 @@ def rows(catalog: Catalog, table: str) -> dict[str, list[tuple]]:
         got = []
         for bucket in p.buckets:
             assert bucket, f"{table}/{p.value}: a bucket has no verified replica"
-            for name, _ in copy_mod.replica_files(bucket[0].path):
+            for name, _ in replica_dir.replica_files(bucket[0].path):
                 got += [tuple(r.values()) for r in pq.read_table(fs.local_path(fs.join(bucket[0].path, name))).to_pylist()]
         out[p.value] = sorted(got)
     return out
@@ -164,8 +165,8 @@ def assert_whole(catalog: Catalog, group: str = "g") -> None:
             for seq, bucket in enumerate(p.buckets):
                 assert sorted(r.backend_id for r in bucket) == sorted(g.bucket_map[seq]), (t.name, p.value, seq)
                 for r in bucket:
-                    files = [(n, copy_mod.sha256_file(fs.join(r.path, n))) for n, _ in copy_mod.replica_files(r.path)]
-                    assert copy_mod.replica_checksum(files) == r.checksum, r.path
+                    files = [(n, copy_mod.sha256_file(fs.join(r.path, n))) for n, _ in replica_dir.replica_files(r.path)]
+                    assert replica_dir.replica_checksum(files) == r.checksum, r.path
 
 
 def replica_dirs(root: Path) -> set[str]:

@@ -18,6 +18,8 @@ from airflow_colocate.jobs.balance import BalanceOptions, Balancer
 from airflow_colocate.jobs.health import probe_backends
 from airflow_colocate.spark import clone_job
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
+from airflow_colocate.storage import durability
 from airflow_colocate.storage import fs
 
 
@@ -59,8 +61,8 @@ def way(request, monkeypatch):
 def test_bytes_are_durable_before_their_name_and_names_before_the_result(lake, monkeypatch, way):
     _lost_disk(lake)
     events: list[tuple[str, object]] = []
-    real_durable, real_publish = copy_mod.make_durable, copy_mod.publish
-    monkeypatch.setattr(copy_mod, "make_durable", lambda uris, watch=None: (events.append(("durable", set(uris))), real_durable(uris, watch))[1])
+    real_durable, real_publish = durability.make_durable, copy_mod.publish
+    monkeypatch.setattr(durability, "make_durable", lambda uris, watch=None: (events.append(("durable", set(uris))), real_durable(uris, watch))[1])
     monkeypatch.setattr(copy_mod, "publish", lambda st: (events.append(("publish", st)), real_publish(st))[1])
     inner = lake.runner
 
@@ -96,7 +98,7 @@ def test_a_crash_between_the_copies_and_the_registration_registers_nothing_and_a
     _lost_disk(lake)
     before = _verified(lake)
     calls = []
-    real = copy_mod.make_durable
+    real = durability.make_durable
 
     def crash(uris, watch=None):
         uris = list(uris)
@@ -107,7 +109,7 @@ def test_a_crash_between_the_copies_and_the_registration_registers_nothing_and_a
         real(uris, watch)
 
     monkeypatch.setattr(clone_job, "IN_PLACE", way == "in place")
-    monkeypatch.setattr(copy_mod, "make_durable", crash)
+    monkeypatch.setattr(durability, "make_durable", crash)
     with pytest.raises(Crash):
         _balance(lake)
     staged = calls[0]
@@ -123,9 +125,9 @@ def test_a_crash_between_the_copies_and_the_registration_registers_nothing_and_a
         assert replica_dirs(lake.root) - on_disk
     for path, checksum in before.items():  # the committed replicas on the alive backends are untouched
         if fs.exists(path):
-            files = [(n, copy_mod.sha256_file(fs.join(path, n))) for n, _ in copy_mod.replica_files(path)]
-            assert copy_mod.replica_checksum(files) == checksum, path
-    monkeypatch.setattr(copy_mod, "make_durable", real)
+            files = [(n, copy_mod.sha256_file(fs.join(path, n))) for n, _ in replica_dir.replica_files(path)]
+            assert replica_dir.replica_checksum(files) == checksum, path
+    monkeypatch.setattr(durability, "make_durable", real)
     _balance(lake)  # the re-run: clones again over whatever the crash left, registers, switches
     assert_whole(lake.catalog)
     assert _drift(lake) == []
@@ -134,7 +136,7 @@ def test_a_crash_between_the_copies_and_the_registration_registers_nothing_and_a
 def test_a_batch_whose_bytes_cannot_be_made_durable_publishes_nothing_and_is_retried(lake, monkeypatch, way):
     _lost_disk(lake)
     failures = []
-    real = copy_mod.make_durable
+    real = durability.make_durable
 
     def once(uris, watch=None):
         uris = list(uris)
@@ -152,7 +154,7 @@ def test_a_batch_whose_bytes_cannot_be_made_durable_publishes_nothing_and_is_ret
             left.append([p for p in left[0] if os.path.exists(p)])
         return results
 
-    monkeypatch.setattr(copy_mod, "make_durable", once)
+    monkeypatch.setattr(durability, "make_durable", once)
     monkeypatch.setattr(clone_job, "finish_clones", finish)
     _balance(lake)  # the failed batch's clones come back not ok; the next round clones them again
     assert failures and left[0] and left[1] == []  # its staged (or in-place) files were removed

@@ -14,6 +14,8 @@ import pytest
 from airflow_colocate.core.contract import ClonePlan, CloneTask
 from airflow_colocate.spark import clone_job
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
+from airflow_colocate.storage import durability
 from airflow_colocate.storage import fs
 
 
@@ -28,15 +30,15 @@ def _task(tmp_path, i: int, *, fresh: bool, data: bytes | None = None, recorded:
     sha = hashlib.sha256(recorded).hexdigest()
     return CloneTask(key=f"{i}:1:{i}:2", table="db.t", partition_id=i, partition="p", version=1, bucket_seq=i,
                      backend_id=2, src_backend_id=1, src=src.as_uri(), dst=dst.as_uri(),
-                     checksum=copy_mod.replica_checksum([(name, sha)]), bytes=len(recorded), rows=1,
+                     checksum=replica_dir.replica_checksum([(name, sha)]), bytes=len(recorded), rows=1,
                      files={name: sha}, sizes={name: len(recorded)}, root=(tmp_path / "dst").as_uri(), fresh=fresh)
 
 
 def _run(tasks, monkeypatch) -> tuple[list[dict], list, list[list[str]]]:
     published, passes = [], []
-    real_publish, real_durable = copy_mod.publish, copy_mod.make_durable
+    real_publish, real_durable = copy_mod.publish, durability.make_durable
     monkeypatch.setattr(copy_mod, "publish", lambda st: (published.append(st), real_publish(st))[1])
-    monkeypatch.setattr(copy_mod, "make_durable",
+    monkeypatch.setattr(durability, "make_durable",
                         lambda uris, watch=None: (passes.append([fs.local_path(u) for u in uris]), real_durable(uris, watch))[1])
     items = clone_job.task_items(ClonePlan(job_id="j", copies=list(tasks), report_uri=""))
     return [r for _, r in clone_job.run_partition(items, 1)], published, passes
@@ -97,7 +99,7 @@ def test_a_pass_that_fails_removes_what_was_written_in_place(tmp_path, monkeypat
     def failing(uris, watch=None):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(copy_mod, "make_durable", failing)
+    monkeypatch.setattr(durability, "make_durable", failing)
     items = clone_job.task_items(ClonePlan(job_id="j", copies=tasks, report_uri=""))
     results = [r for _, r in clone_job.run_partition(items, 1)]
     assert not any(r["ok"] for r in results) and all("Input/output error" in r["error"] for r in results)
@@ -127,7 +129,7 @@ def test_a_failed_in_place_clone_never_deletes_another_clones_files(tmp_path, mo
     shas = {n: hashlib.sha256(b).hexdigest() for n, b in data.items()}
     task = CloneTask(key="0:1:0:2", table="db.t", partition_id=0, partition="p", version=1, bucket_seq=0, backend_id=2,
                      src_backend_id=1, src=src.as_uri(), dst=dst.as_uri(),
-                     checksum=copy_mod.replica_checksum(sorted(shas.items())), bytes=sum(map(len, data.values())),
+                     checksum=replica_dir.replica_checksum(sorted(shas.items())), bytes=sum(map(len, data.values())),
                      rows=1, files=shas, sizes={n: len(b) for n, b in data.items()}, root=(tmp_path / "dst").as_uri(),
                      fresh=True)
     real = copy_mod.stage_in_place

@@ -15,6 +15,8 @@ import pytest
 from airflow_colocate.core.contract import ClonePlan, CloneTask
 from airflow_colocate.spark import clone_job
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
+from airflow_colocate.storage import durability
 from airflow_colocate.storage import fs
 
 
@@ -43,7 +45,7 @@ def test_the_source_listing_shortcut_answers_what_the_general_rule_answers(tmp_p
     for d in dirs:
         (src / d).mkdir()
     task = {"src": src.as_uri(), "sizes": sizes, "bytes": sum(int(s) for s in sizes.values())}
-    want = clone_job._compare_listing(task, *copy_mod.replica_entries(task["src"]))  # the general rule alone
+    want = clone_job._compare_listing(task, *replica_dir.replica_entries(task["src"]))  # the general rule alone
     assert clone_job._source_files(task) == want
     assert clone_job._source_files(task, str(src)) == want  # listed by its OS path, named by its URI
 
@@ -53,7 +55,7 @@ def _replica(folder, files: dict[str, bytes]) -> tuple[str, dict[str, str]]:
     for name, data in files.items():
         (folder / name).write_bytes(data)
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    return copy_mod.replica_checksum(list(digests.items())), digests
+    return replica_dir.replica_checksum(list(digests.items())), digests
 
 
 def _bytes(n: int, seed: int = 0) -> bytes:
@@ -133,7 +135,7 @@ def test_a_publish_failing_in_the_middle_of_a_clone_leaves_none_of_its_files(tmp
     task = dict(vars(plan.copies[1]))  # three files
     staged = clone_job.stage_clone(task, {})
     assert isinstance(staged, clone_job._Staged) and len(staged.files) == 3
-    copy_mod.make_durable([st.tmp for st in staged.files])
+    durability.make_durable([st.tmp for st in staged.files])
     real, calls = copy_mod.publish, []
 
     def failing(st):

@@ -13,7 +13,7 @@ from balance_lake import assert_whole, rows
 from airflow_colocate.cli import main as colocate
 from airflow_colocate.core.contract import CloneTask
 from airflow_colocate.spark.clone_job import clone_task, verify_task
-from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs, layout
 
 DAY = "2026-11-01"
@@ -50,7 +50,7 @@ def test_a_source_with_a_stray_file_is_cloned_clean_then_repaired(lake):
     moved = [r for b in cat.writes.read_replicas("orders")[1][0].buckets for r in b if r.backend_id == be4]
     assert moved
     for r in moved:  # the clone holds exactly the replica's files, recorded with their sizes
-        assert r.files is not None and copy_mod.replica_files(r.path) == sorted(r.files)
+        assert r.files is not None and replica_dir.replica_files(r.path) == sorted(r.files)
     unclean = [e for e in cat.events(kind="replica.bad") if "holds file(s) the catalog does not list" in e.detail["reason"]]
     assert len(unclean) >= len(moved)
 
@@ -59,7 +59,7 @@ def test_a_source_with_a_stray_file_is_cloned_clean_then_repaired(lake):
     assert_whole(cat)
     for b in cat.writes.read_replicas("orders")[1][0].buckets:
         for r in b:
-            assert not [n for n, _ in copy_mod.replica_files(r.path) if not copy_mod.is_data_name(n)], r.path
+            assert not [n for n, _ in replica_dir.replica_files(r.path) if not replica_dir.is_data_name(n)], r.path
     assert {t: rows(cat, t) for t in before} == before
 
 
@@ -95,8 +95,8 @@ def test_a_clone_into_a_directory_with_leftovers_removes_them(lake):
 
     out = clone_task(asdict(task))
     assert out["ok"], out
-    assert sorted(n for n, _ in copy_mod.replica_files(dst)) == sorted(n for n, _ in copy_mod.replica_files(src.path))
-    assert copy_mod.subdirs(dst) == [] and out["sizes"] == dict(copy_mod.replica_files(src.path))
+    assert sorted(n for n, _ in replica_dir.replica_files(dst)) == sorted(n for n, _ in replica_dir.replica_files(src.path))
+    assert replica_dir.subdirs(dst) == [] and out["sizes"] == dict(replica_dir.replica_files(src.path))
     assert os.listdir(fs.local_path(layout.tmp_dir(be4.root_uri))) == []
     ok = verify_task({"replica_id": 1, "path": dst, "checksum": src.checksum, "bytes": src.bytes})
     assert ok["ok"], ok
@@ -152,8 +152,8 @@ def test_a_killed_clones_temporary_files_are_gone_after_gc(lake, monkeypatch):
     proc.send_signal(signal.SIGKILL)  # mid-copy: no cleanup runs
     proc.wait()
     (left,) = os.listdir(area)
-    assert copy_mod.is_tmp_name(left)
-    assert not fs.exists(dst) or copy_mod.replica_files(dst) == []  # nothing where Spark reads
+    assert replica_dir.is_tmp_name(left)
+    assert not fs.exists(dst) or replica_dir.replica_files(dst) == []  # nothing where Spark reads
 
     assert colocate(["gc", "--stale-hours", "1", "--json"]) == 0  # a copy started seconds ago is not stale
     assert os.listdir(area) == [left]

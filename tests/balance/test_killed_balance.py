@@ -24,7 +24,7 @@ from balance_lake import Clock, Lake
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.cli import main as colocate
 from airflow_colocate.jobs.read import register
-from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 
 pytestmark = pytest.mark.spark
 
@@ -75,7 +75,7 @@ def kill_everything(proc: subprocess.Popen, known: dict) -> None:
 
 
 def temps(backends: Path) -> list[Path]:
-    return [p for p in backends.rglob("*") if p.is_file() and copy_mod.is_tmp_name(p.name)]
+    return [p for p in backends.rglob("*") if p.is_file() and replica_dir.is_tmp_name(p.name)]
 
 
 def balance_cmd() -> list[str]:

@@ -15,6 +15,8 @@ import pytest
 from airflow_colocate.core.contract import ClonePlan, CloneTask
 from airflow_colocate.jobs import runners
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
+from airflow_colocate.storage import durability
 from airflow_colocate.storage import fs, layout
 
 N = 12
@@ -41,7 +43,7 @@ def _plan(tmp_path, dst_name: str, corrupt: int | None = None) -> ClonePlan:
         sha = hashlib.sha256(data).hexdigest()
         copies.append(CloneTask(key=f"{i}:1:{i}:2", table="db.t", partition_id=i, partition=f"p{i % 3}", version=1,
                                 bucket_seq=i, backend_id=2, src_backend_id=1, src=folder.as_uri(),
-                                dst=(dst / f"p{i % 3}" / f"b{i}").as_uri(), checksum=copy_mod.replica_checksum([(name, sha)]),
+                                dst=(dst / f"p{i % 3}" / f"b{i}").as_uri(), checksum=replica_dir.replica_checksum([(name, sha)]),
                                 bytes=len(data), rows=i + 1, files={name: sha}, sizes={name: len(data)}, root=dst.as_uri()))
     return ClonePlan(job_id="j1", copies=copies, report_uri="")
 
@@ -75,8 +77,8 @@ def test_worker_processes_report_what_this_process_reports(tmp_path, few_tasks_s
     assert report.bytes == in_process.bytes > 0 and [c.key for c in again.copies if not c.ok] == ["7:1:7:2"]
     for c in report.copies:  # the clones are on disk, named and whole; nothing is left staged
         if c.ok:
-            digests = [(n, copy_mod.sha256_file(fs.join(c.path, n))) for n, _ in copy_mod.replica_files(c.path)]
-            assert copy_mod.replica_checksum(digests) == c.checksum
+            digests = [(n, copy_mod.sha256_file(fs.join(c.path, n))) for n, _ in replica_dir.replica_files(c.path)]
+            assert replica_dir.replica_checksum(digests) == c.checksum
     assert os.listdir(fs.local_path(layout.tmp_dir((tmp_path / "be-procs").as_uri()))) == []
 
 
@@ -147,8 +149,8 @@ def test_a_pipelined_partition_keeps_the_crash_rule_clone_by_clone(tmp_path, mon
     from airflow_colocate.spark import clone_job
 
     events: list[tuple[str, object]] = []
-    real_durable, real_publish = copy_mod.make_durable, copy_mod.publish
-    monkeypatch.setattr(copy_mod, "make_durable", lambda uris, watch=None: (events.append(("durable", set(uris))), real_durable(uris, watch))[1])
+    real_durable, real_publish = durability.make_durable, copy_mod.publish
+    monkeypatch.setattr(durability, "make_durable", lambda uris, watch=None: (events.append(("durable", set(uris))), real_durable(uris, watch))[1])
     monkeypatch.setattr(copy_mod, "publish", lambda st: (events.append(("publish", st)), real_publish(st))[1])
     monkeypatch.setattr(clone_job, "PIPELINE_MIN", 4)
     items = clone_job.task_items(_plan(tmp_path, "be-pipe", corrupt=3))
@@ -224,10 +226,10 @@ def test_each_batch_syncs_through_a_descriptor_it_opened_before_its_first_write(
     from airflow_colocate.spark import clone_job
 
     events: list[tuple[str, object]] = []
-    real_watch, real_stage, real_durable = copy_mod.watch_durability, copy_mod.stage_file, copy_mod.make_durable
-    monkeypatch.setattr(copy_mod, "watch_durability", lambda roots: (w := real_watch(roots), events.append(("watch", w)))[0])
+    real_watch, real_stage, real_durable = durability.watch_durability, copy_mod.stage_file, durability.make_durable
+    monkeypatch.setattr(durability, "watch_durability", lambda roots: (w := real_watch(roots), events.append(("watch", w)))[0])
     monkeypatch.setattr(copy_mod, "stage_file", lambda *a, **k: (events.append(("stage", None)), real_stage(*a, **k))[1])
-    monkeypatch.setattr(copy_mod, "make_durable", lambda uris, watch=None: (events.append(("durable", watch)), real_durable(uris, watch))[1])
+    monkeypatch.setattr(durability, "make_durable", lambda uris, watch=None: (events.append(("durable", watch)), real_durable(uris, watch))[1])
     monkeypatch.setattr(clone_job, "PIPELINE_MIN", pipeline_min)
     open_before = len(os.listdir("/proc/self/fd"))
     results = clone_job.run_partition(clone_job.task_items(_plan(tmp_path, "be-watch")), 2)

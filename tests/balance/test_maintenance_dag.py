@@ -13,7 +13,7 @@ import pendulum
 import pytest
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs
 from balance_lake import Clock, Lake, assert_whole, fingerprint, rows
 
@@ -122,8 +122,8 @@ def test_maintenance_dag_verify_marks_a_tampered_replica_bad_and_balance_repairs
     _, (part,) = cat.writes.read_replicas("orders")
     b, c = [seq for seq, replicas in enumerate(part.buckets) if replicas[0].rows][:2]
     victim, other = part.buckets[b][0].path, part.buckets[c][0].path
-    (name, _), = copy_mod.replica_files(victim)
-    (src, _), = copy_mod.replica_files(other)
+    (name, _), = replica_dir.replica_files(victim)
+    (src, _), = replica_dir.replica_files(other)
     with open(fs.local_path(fs.join(other, src)), "rb") as f_in, open(fs.local_path(fs.join(victim, name)), "wb") as f_out:
         f_out.write(f_in.read())
     day = iter(pendulum.datetime(2026, 11, d, tz="UTC") for d in range(1, 30))

@@ -15,7 +15,7 @@ from airflow_colocate.catalog.summary import drift
 from airflow_colocate.core.contract import Source
 from airflow_colocate.jobs.balance import BalanceOptions, describe_plans, plan
 from airflow_colocate.jobs.write import prepare_write
-from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs
 
 DAYS = ["2026-11-01", "2026-11-02"]
@@ -200,7 +200,7 @@ def test_corrupted_replica_is_found_by_verify_and_repaired(lake):
     cat = lake.catalog
     _, parts = cat.writes.read_replicas("orders", ["2026-11-01"])
     victim = parts[0].buckets[1][0]
-    (name, _), = copy_mod.replica_files(victim.path)
+    (name, _), = replica_dir.replica_files(victim.path)
     path = fs.local_path(fs.join(victim.path, name))
     with open(path, "r+b") as f:  # flip bytes in the middle of the file, same size
         f.seek(100)

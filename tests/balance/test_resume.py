@@ -6,6 +6,7 @@ import pytest
 from balance_lake import Killed, assert_whole, fingerprint, kill_at, replica_dirs, rows
 
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs
 
 STEPS = ["planned", "unstable", "cloned", "switched", "finished", "dropping", "dropped"]
@@ -16,8 +17,8 @@ def every_bucket_has_a_good_replica(catalog):
         _, parts = catalog.writes.read_replicas(t.qualified_name)
         for p in parts:
             for seq, bucket in enumerate(p.buckets):
-                good = [r for r in bucket if copy_mod.replica_checksum(
-                    [(n, copy_mod.sha256_file(fs.join(r.path, n))) for n, _ in copy_mod.replica_files(r.path)]) == r.checksum]
+                good = [r for r in bucket if replica_dir.replica_checksum(
+                    [(n, copy_mod.sha256_file(fs.join(r.path, n))) for n, _ in replica_dir.replica_files(r.path)]) == r.checksum]
                 assert good, f"{t.name}/{p.value} bucket {seq} has no verified replica with intact files"
 
 

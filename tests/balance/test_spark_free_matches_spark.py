@@ -18,7 +18,7 @@ from airflow_colocate.planner.clones import clone_plan
 from airflow_colocate.jobs.runners import local_runner, session_runner
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.spark.write_job import run_write
-from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs, layout
 from airflow_colocate.storage.place import write_id_for
 
@@ -44,7 +44,7 @@ def _layout(catalog, table: str, partition: str, plan) -> dict[int, list[tuple]]
     for seq, bucket in enumerate(part.buckets):
         replicas = []
         for r in sorted(bucket, key=lambda r: r.backend_id):
-            names = [n for n, _ in copy_mod.replica_files(r.path)]
+            names = [n for n, _ in replica_dir.replica_files(r.path)]
             ids, schemas = [], set()
             for n in names:
                 t = pq.read_table(fs.local_path(fs.join(r.path, n)))
@@ -104,7 +104,7 @@ def test_local_runner_reports_what_the_spark_clone_job_reports(lake, spark):
     assert len(plan.copies) == 2 and len(plan.verifies) == 8
     # the first copy's source goes bad (same size, other bytes): its copy and its verify must fail
     corrupt = plan.copies[0].src
-    (name, _), = copy_mod.replica_files(corrupt)
+    (name, _), = replica_dir.replica_files(corrupt)
     with open(fs.local_path(fs.join(corrupt, name)), "r+b") as f:
         f.seek(64)
         data = f.read(8)

@@ -1,7 +1,7 @@
 """Issue 31: a query's fixed cost is cut without checking less.
 
 The replica check lists each directory once and a partition's buckets as one task
-(spark.listing): it must judge every directory exactly as storage.copy.check_replica does. The
+(spark.listing): it must judge every directory exactly as storage.replica_dir.check_replica does. The
 driver's phases are recorded (spark.timing). And one session running several queries, with a
 commit, a corrupted replica and a backend marked down between them, sees each change in the very
 next query: nothing the session keeps (the registration, the parsed query's shape, the context's
@@ -27,7 +27,7 @@ from airflow_colocate.spark.join_job import run_join
 from airflow_colocate.spark import listed_views, listing
 from airflow_colocate.spark.listing import judge_replicas
 from airflow_colocate.spark.timing import DriverClock, phases_line
-from airflow_colocate.storage.copy import check_replica
+from airflow_colocate.storage.replica_dir import check_replica
 
 DAY = "2026-11-01"
 COLUMNS = [("id", "bigint"), ("v", "string"), ("dt", "date")]

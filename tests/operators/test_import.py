@@ -23,7 +23,7 @@ from airflow_colocate.jobs.bulk_import import commit_partition, finish_import, i
 from airflow_colocate.planner.reads import read_table
 from airflow_colocate.spark.import_job import run_import
 from airflow_colocate.spark.register import register_tables
-from airflow_colocate.storage.copy import replica_checksum
+from airflow_colocate.storage.replica_dir import replica_checksum
 from test_write_operator import COLUMNS, read_back
 from test_write_killed import kill_everything
 

@@ -14,7 +14,7 @@ from spark_helpers import make_plan
 from airflow_colocate.core.contract import Source
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import layout
-from airflow_colocate.storage.copy import replica_checksum
+from airflow_colocate.storage.replica_dir import replica_checksum
 from airflow_colocate.storage.place import (
     bucket_tasks,
     place_bucket,

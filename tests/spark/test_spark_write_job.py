@@ -116,7 +116,7 @@ def test_write_buckets_replicas_and_read_back(spark, orders):
             files = sorted(os.listdir(fs.local_path(r.path)))
             assert files == r.files and len(files) == 1
             digests.append([sha(fs.join(r.path, f)) for f in files])
-            from airflow_colocate.storage.copy import replica_checksum
+            from airflow_colocate.storage.replica_dir import replica_checksum
 
             assert replica_checksum(list(zip(files, digests[-1]))) == r.checksum
             assert r.bytes == sum(os.path.getsize(fs.local_path(fs.join(r.path, f))) for f in files)

@@ -15,6 +15,8 @@ from colocate_testing import replica_and_source, tmp_area_files
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
+from airflow_colocate.storage import durability
 from airflow_colocate.storage import fs
 
 SIZES = {"empty": 0, "small": 40_000, "large": copy_mod.SMALL_COPY + 12_345}
@@ -51,10 +53,10 @@ def test_a_batch_copy_is_the_general_copy_without_a_file_object(tmp_path, monkey
         (replica / NAME).as_uri(), len(data), want)
     # an OS path in the backend's tmp area, named like the general path's (gc reads its start time)
     assert os.path.dirname(staged.tmp) == str(root / "_colocate" / "tmp")
-    assert os.path.basename(staged.tmp).startswith(NAME + copy_mod.TMP_MARK)
-    assert copy_mod.tmp_time(os.path.basename(staged.tmp)) is not None
+    assert os.path.basename(staged.tmp).startswith(NAME + replica_dir.TMP_MARK)
+    assert replica_dir.tmp_time(os.path.basename(staged.tmp)) is not None
     assert open(staged.tmp, "rb").read() == data and os.listdir(replica) == []  # nothing under the final name yet
-    copy_mod.make_durable([staged.tmp])
+    durability.make_durable([staged.tmp])
     copy_mod.publish(staged)
     assert (replica / NAME).read_bytes() == data and tmp_area_files(root) == []
 

@@ -17,6 +17,8 @@ from airflow_colocate.core.contract import CloneTask
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark.clone_job import clone_task
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
+from airflow_colocate.storage import durability
 from airflow_colocate.storage import layout
 
 SIZES = {"small": 40_000, "large": copy_mod.SMALL_COPY + 12_345}
@@ -25,7 +27,7 @@ SIZES = {"small": 40_000, "large": copy_mod.SMALL_COPY + 12_345}
 def _stage(src, replica, root, expect):
     staged = copy_mod.stage_file(src.as_uri(), (replica / "part-0.parquet").as_uri(), expect_sha256=expect,
                                  root=root.as_uri())
-    copy_mod.make_durable([staged.tmp])
+    durability.make_durable([staged.tmp])
     copy_mod.publish(staged)
     return staged
 
@@ -133,7 +135,7 @@ def test_a_clone_whose_source_is_truncated_under_it_marks_the_source_bad_and_lea
     digest = hashlib.sha256(data).hexdigest()
     task = CloneTask(key="1:1:3:2", table="default.orders", partition_id=1, partition="2026-11-01", version=1,
                      bucket_seq=3, backend_id=2, src_backend_id=1, src=src_dir, dst=dst_dir,
-                     checksum=copy_mod.replica_checksum([(name, digest)]), bytes=len(data), rows=10,
+                     checksum=replica_dir.replica_checksum([(name, digest)]), bytes=len(data), rows=10,
                      files={name: digest}, sizes={name: len(data)}, root=dst_root.as_uri())
     real = os.copy_file_range
 

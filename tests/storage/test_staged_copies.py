@@ -15,8 +15,10 @@ import pytest
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs, layout, sweep
-from airflow_colocate.storage.copy import check_replica, copy_file, replica_problem
+from airflow_colocate.storage.copy import copy_file
+from airflow_colocate.storage.replica_dir import check_replica, replica_problem
 
 
 def _backend(tmp_path, name="be1"):
@@ -51,7 +53,7 @@ def test_a_copy_is_staged_in_the_tmp_area_then_renamed(tmp_path, monkeypatch):
     assert (n, digest) == (5000, hashlib.sha256(src.read_bytes()).hexdigest())
     ((tmp_uri, listing),) = seen
     assert tmp_uri.startswith(layout.tmp_dir(root.as_uri()) + "/part-0.parquet.tmp-")
-    assert copy_mod.tmp_time(fs.basename(tmp_uri)) == pytest.approx(time.time(), abs=60)
+    assert replica_dir.tmp_time(fs.basename(tmp_uri)) == pytest.approx(time.time(), abs=60)
     assert listing == []  # nothing in the replica directory while the bytes were written
     assert sorted(os.listdir(replica)) == ["part-0.parquet"]
     assert os.listdir(root / "_colocate" / "tmp") == []
@@ -107,7 +109,7 @@ def test_a_killed_copy_leaves_its_temporary_file_only_in_the_tmp_area(tmp_path):
     proc.wait()
     assert os.listdir(replica) == []
     (left,) = os.listdir(area)
-    assert copy_mod.is_tmp_name(left)
+    assert replica_dir.is_tmp_name(left)
     assert sweep.stale_temps(root.as_uri(), older_than_seconds=3600) == []  # a running copy is young
     assert sweep.stale_temps(root.as_uri(), older_than_seconds=0) == [fs.join(layout.tmp_dir(root.as_uri()), left)]
 
@@ -208,4 +210,4 @@ def test_an_append_carries_a_base_replica_only_if_it_holds_its_recorded_files(tm
     with pytest.raises(ColocateError, match=r"cannot append to bucket 3: its base replica .* holds \d+ bytes, the "
                                             r"catalog recorded \d+; nothing was placed"):
         place_bucket(task)
-    assert not fs.exists(task["replicas"][0][1]) or copy_mod.replica_files(task["replicas"][0][1]) == []
+    assert not fs.exists(task["replicas"][0][1]) or replica_dir.replica_files(task["replicas"][0][1]) == []

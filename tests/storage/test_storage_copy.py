@@ -9,8 +9,10 @@ import pytest
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs
-from airflow_colocate.storage.copy import copy_file, copy_replica, replica_checksum, sha256_file
+from airflow_colocate.storage.copy import copy_file, copy_replica, sha256_file
+from airflow_colocate.storage.replica_dir import replica_checksum
 
 
 def test_copy_file_returns_size_and_checksum(tmp_path):
@@ -113,7 +115,7 @@ def test_copy_replica_refuses_a_source_with_unknown_files(tmp_path):
     with pytest.raises(ColocateError, match=r"holds files that are no part of it: \.p0\.crc, p2\.tmp-abc"):
         copy_replica(src, (tmp_path / "dst").as_uri())
     assert not (tmp_path / "dst").exists()
-    assert copy_mod.replica_files(src) == [(".p0.crc", 1), ("p0", 4), ("p1", 3), ("p2.tmp-abc", 4)]
+    assert replica_dir.replica_files(src) == [(".p0.crc", 1), ("p0", 4), ("p1", 3), ("p2.tmp-abc", 4)]
 
 
 def test_copy_replica_checks_expected_files(tmp_path):
