@@ -138,7 +138,7 @@ def age(cat, shape: Shape, clock: Clock) -> None:
         return
     clock.t = write_time(shape.days, 0) + timedelta(hours=3)
     for t in range(shape.tables):
-        cat.schemas.set_retention(f"t{t}", shape.days - dropped)
+        cat.partitions.set_retention(f"t{t}", shape.days - dropped)
     cat.partitions.expire(today=FIRST_DAY + timedelta(days=shape.days))
 
 

@@ -60,7 +60,7 @@ def digest(rows: list[dict]) -> tuple[int, str]:
 
 def check(catalog: Catalog, table: str, root: Path, values: list[str]) -> int:
     """Every partition committed, each replica's bytes as recorded, rows equal to the source."""
-    _, parts = catalog.writes.read_replicas(table, values)
+    _, parts = catalog.reads.replicas(table, values)
     bad = 0
     for p in parts:
         rows: list[dict] = []

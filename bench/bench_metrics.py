@@ -4,7 +4,7 @@
 
 Builds (once: an existing ``--db`` file is reused) bench/bench_catalog.py's catalog at ``--scale``
 percent (at 100%: 10 tables x 1,095 daily partitions x 64 buckets x 3 replicas, about 2.1 million
-replica rows, on SQLite), then times ``catalog.health.metrics()`` plus the Prometheus rendering in
+replica rows, on SQLite), then times ``catalog.metrics.read()`` plus the Prometheus rendering in
 a fresh child process per round (after imports, as bench_catalog.py times its operations): first
 with every group stable, then with a backend marked down and the group unstable (the event log is
 read for when it became unstable). Prints the median and every round.
@@ -31,7 +31,7 @@ def child(url: str) -> None:
 
     started = time.perf_counter()
     cat = Catalog(url, actor="bench")
-    text = render(cat.health.metrics())
+    text = render(cat.metrics.read())
     seconds = time.perf_counter() - started
     cat.dispose()
     print(json.dumps({"seconds": seconds, "lines": len(text.splitlines())}))

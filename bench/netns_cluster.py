@@ -511,7 +511,7 @@ def smoke_driver(info: dict, work: Path, rows: int, catalog_url: str | None = No
                             "backend_hosts": plan.backend_hosts, "phases": report.phases}
 
         for t in "AB":  # the same replica files, read as plain parquet: Spark shuffles both sides
-            _, parts = cat.writes.read_replicas(t)
+            _, parts = cat.reads.replicas(t)
             days = [spark.read.parquet(*[b[0].path for b in p.buckets if b[0].rows]).withColumn("dt", F.lit(p.value).cast("date"))
                     for p in parts]
             df = days[0]

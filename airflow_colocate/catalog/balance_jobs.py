@@ -18,9 +18,12 @@ from airflow_colocate.catalog.jobs import job_view
 from airflow_colocate.catalog.rows import (active_job, bucket_maps, full_name, groups_of_tables, map_of,
                                            verified_backends)
 from airflow_colocate.catalog.session import CatalogSession
+from airflow_colocate.catalog.snapshot import cluster_snapshot
 from airflow_colocate.catalog.stability import find_problems, record_check
 from airflow_colocate.catalog.summary import chunks, fetch, touch_tables, tracking
 from airflow_colocate.model.views import (
+    DEFAULT_RELOCATE_DELAY,
+    ClusterSnapshot,
     ACTIVE,
     BALANCE_KINDS,
     DEFAULT_GRACE,
@@ -64,6 +67,10 @@ class BalanceJobs:
 
     def __init__(self, db: CatalogSession):
         self.db = db
+
+    def snapshot(self, *, relocate_delay: timedelta = DEFAULT_RELOCATE_DELAY) -> ClusterSnapshot:
+        """Everything the balance planner reads, in one consistent transaction (``catalog.snapshot``)."""
+        return self.db.tx(lambda s: cluster_snapshot(s, self.db.now(), relocate_delay))
 
     def active(self) -> list[JobView]:
         def run(s: Session) -> list[JobView]:

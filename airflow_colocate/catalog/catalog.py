@@ -4,9 +4,9 @@ One :class:`Catalog` per process holds the engine and hands out one small reposi
 all sharing its transactions and event log::
 
     catalog.backends.add(...)      catalog.groups.get(...)      catalog.tables.create(...)
-    catalog.writes.begin(...)      catalog.health.check_group(...)
+    catalog.writes.begin(...)      catalog.reads.replicas(...)  catalog.health.check_group(...)
     catalog.balance.create(...)    catalog.jobs.list(...)
-    catalog.schemas.alter(...)     catalog.partitions.drop(...)
+    catalog.schemas.alter(...)     catalog.partitions.drop(...)  catalog.metrics.read()
 
 Every public method that changes state runs in one transaction, writes one event row with it, and
 is retried from the start if it lost a race with another writer (serialization failure on
@@ -27,7 +27,9 @@ from airflow_colocate.catalog.checks import normalize_root
 from airflow_colocate.catalog.groups import Groups
 from airflow_colocate.catalog.health import Health
 from airflow_colocate.catalog.jobs import Jobs
+from airflow_colocate.catalog.metrics import Metrics
 from airflow_colocate.catalog.partitions import Partitions
+from airflow_colocate.catalog.reads import Reads
 from airflow_colocate.catalog.rows import DEFAULT_DB
 from airflow_colocate.catalog.schemas import Schemas
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
@@ -45,11 +47,13 @@ class Catalog(CatalogSession):
         self.groups = Groups(self)
         self.tables = Tables(self)
         self.writes = Writes(self)
+        self.reads = Reads(self)
         self.health = Health(self)
         self.balance = BalanceJobs(self)
         self.jobs = Jobs(self)
         self.partitions = Partitions(self)
         self.schemas = Schemas(self)
+        self.metrics = Metrics(self)
 
 
 __all__ = ["Catalog", "DEFAULT_DB", "DEFAULT_RETENTION", "FLAGS", "normalize_root"]

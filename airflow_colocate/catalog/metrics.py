@@ -80,6 +80,17 @@ class CatalogMetrics:
     tables: tuple[TableMetrics, ...] = ()  # every live table
 
 
+class Metrics:
+    """``catalog.metrics``: the catalog's state as a dashboard reads it."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def read(self) -> CatalogMetrics:
+        """Groups, backends, balance jobs and the oldest re-hash (aggregates only, one transaction)."""
+        return self.db.tx(lambda s: collect(s, self.db.now()))
+
+
 def collect(s: Session, now: datetime) -> CatalogMetrics:
     backends = list(s.scalars(select(m.Backend).order_by(m.Backend.id)))
     alive = {b.id for b in backends if b.state == "alive"}

@@ -18,12 +18,20 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.checks import check_duration
+from airflow_colocate.catalog.checks import (
+    check_cgs,
+    check_counts,
+    check_duration,
+    check_partition_of,
+    check_replication_vs_backends,
+)
 from airflow_colocate.catalog.rows import partition_view, table_row, table_view
+from airflow_colocate.catalog.schemas import check_retention, check_retention_of
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.catalog.summary import tracking
-from airflow_colocate.model.views import PartitionView
-from airflow_colocate.core.errors import AlreadyExists, Conflict, NotFound
+from airflow_colocate.model.views import PartitionView, TableView
+from airflow_colocate.core import naming
+from airflow_colocate.core.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
 from airflow_colocate.core.times import utc
 
 # How long a dropped partition stays recoverable (like a dropped table's).
@@ -57,13 +65,70 @@ class Partitions:
     def __init__(self, db: CatalogSession):
         self.db = db
 
-    def list(self, ref: str | int, *, dropped: bool = False, db: str | None = None) -> list[PartitionView]:
-        """The committed partitions, or (``dropped``) those in the recycle bin."""
+    def list(self, ref: str | int, *, dropped: bool = False, empty: bool = False,
+             db: str | None = None) -> list[PartitionView]:
+        """The committed partitions, or (``dropped``) those in the recycle bin; ``empty`` adds the
+        partitions that were added but have no committed version yet."""
         def run(s: Session) -> list[PartitionView]:
             t = table_row(s, ref, db)
             q = select(m.Partition).where(m.Partition.table_id == t.id)
-            q = q.where(m.Partition.dropped_at.is_not(None)) if dropped else q.where(m.Partition.visible_version > 0)
+            if dropped:
+                q = q.where(m.Partition.dropped_at.is_not(None))
+            else:
+                q = q.where(m.Partition.dropped_at.is_(None) if empty else m.Partition.visible_version > 0)
             return [partition_view(p) for p in s.scalars(q.order_by(m.Partition.value))]
+
+        return self.db.tx(run)
+
+    def add(self, ref: str, value: str, *, bucket_num: int | None = None,
+                      replication_num: int | None = None, db: str | None = None,
+                      if_not_exists: bool = False) -> PartitionView:
+        """Add a partition, checked against the group schema: bucket count and replication number."""
+        naming.check_partition_value(value)
+
+        def run(s: Session) -> PartitionView:
+            t = table_row(s, ref, db)
+            label = table_view(s, t).qualified_name
+            if not t.partition_cols:
+                if value != "all":
+                    raise InvalidArgument(f"table {label} is not partitioned: its single partition is called 'all', not {value!r}")
+            check_partition_of(t, value)
+            existing = s.scalar(select(m.Partition).where(m.Partition.table_id == t.id, m.Partition.value == value))
+            if existing is not None:
+                if if_not_exists:
+                    return partition_view(existing)
+                raise AlreadyExists(f"partition {value!r} of {label} already exists")
+            buckets = t.bucket_num if bucket_num is None else bucket_num
+            replicas = t.replication_num if replication_num is None else replication_num
+            check_counts(buckets, replicas)
+            if t.group_id is not None:
+                g = s.get(m.ColocateGroup, t.group_id)
+                dist_types = [dict(map(tuple, t.columns))[c] for c in t.dist_cols]
+                check_cgs(g, f"partition {value} of table {label}", dist_types, buckets, replicas)
+            else:
+                check_replication_vs_backends(s, replicas)
+            p = m.Partition(table_id=t.id, value=value, bucket_num=buckets, replication_num=replicas,
+                            visible_version=0, next_version=1, created_at=self.db.now())
+            s.add(p)
+            s.flush()
+            self.db.event(s, "partition.add", f"{label}/{value}", bucket_num=buckets, replication_num=replicas)
+            return partition_view(p)
+
+        return self.db.tx(run)
+
+    def set_retention(self, ref: str | int, days: int | None, *, db: str | None = None) -> TableView:
+        """Keep partitions dated within ``days`` (None: keep every partition)."""
+        check_retention(days)
+
+        def run(s: Session) -> TableView:
+            t = table_row(s, ref, db)
+            label = table_view(s, t).qualified_name
+            check_retention_of(t, label, days)
+            if t.retention_days == days:
+                return table_view(s, t)
+            self.db.event(s, "table.set_retention", label, id=t.id, old=t.retention_days, new=days)
+            t.retention_days = days
+            return table_view(s, t)
 
         return self.db.tx(run)
 

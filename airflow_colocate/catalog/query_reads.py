@@ -26,7 +26,7 @@ _PARAMS = 500  # bound values a statement takes at most (SQLite's old limit is 9
 
 
 class QueryReads(NamedTuple):
-    """What :meth:`Writes.read_query` read in its one transaction (detached views)."""
+    """What :meth:`Reads.query` read in its one transaction (detached views)."""
     reads: dict[str, tuple[TableView, list[PartitionReplicas]]]  # by the name the caller gave
     groups: dict[str, GroupView]  # by group id ("dbId.grpId"), with bucket maps
     backends: list[BackendView]
@@ -114,7 +114,7 @@ def _check_committed(s: Session, view: TableView, by_value: dict[str, tuple], wa
 
 def _replicas(s: Session, bucket_num: dict[int, int], pids: list[int]) -> dict[int, tuple[tuple[ReplicaView, ...], ...]]:
     """The verified replicas of each partition's visible version, per bucket, in replica id order
-    (what read_replicas returns), for every table of the query at once."""
+    (what Reads.replicas returns), for every table of the query at once."""
     buckets: dict[int, list[list[ReplicaView]]] = {pid: [[] for _ in range(bucket_num[pid])] for pid in pids}
     R = m.Replica
     for i in range(0, len(pids), _PARAMS):

@@ -197,19 +197,3 @@ class Schemas:
                                        .order_by(m.TableSchema.version))]
 
         return self.db.tx(run)
-
-    def set_retention(self, ref: str | int, days: int | None, *, db: str | None = None) -> TableView:
-        """Keep partitions dated within ``days`` (None: keep every partition)."""
-        check_retention(days)
-
-        def run(s: Session) -> TableView:
-            t = table_row(s, ref, db)
-            label = table_view(s, t).qualified_name
-            check_retention_of(t, label, days)
-            if t.retention_days == days:
-                return table_view(s, t)
-            self.db.event(s, "table.set_retention", label, id=t.id, old=t.retention_days, new=days)
-            t.retention_days = days
-            return table_view(s, t)
-
-        return self.db.tx(run)

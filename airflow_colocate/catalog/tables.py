@@ -17,7 +17,6 @@ from airflow_colocate.catalog.checks import (
     check_columns,
     check_counts,
     check_duration,
-    check_partition_of,
     check_replication_vs_backends,
 )
 from airflow_colocate.catalog.groups import create_group, maybe_remove_group
@@ -25,13 +24,12 @@ from airflow_colocate.catalog.rows import (
     DEFAULT_DB,
     find_group,
     group_view,
-    partition_view,
     table_row,
     table_view,
 )
 from airflow_colocate.catalog.schemas import check_retention, record_version
 from airflow_colocate.catalog.session import CatalogSession
-from airflow_colocate.model.views import PartitionView, TableView
+from airflow_colocate.model.views import TableView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
     AlreadyExists,
@@ -294,48 +292,4 @@ class Tables:
                         progress={}, created_at=self.db.now(), updated_at=self.db.now()))
         self.db.event(s, "table.purge", label, id=t.id, replicas=replicas)
         maybe_remove_group(self.db, s, group_id)
-
-    def add_partition(self, ref: str, value: str, *, bucket_num: int | None = None,
-                      replication_num: int | None = None, db: str | None = None,
-                      if_not_exists: bool = False) -> PartitionView:
-        """Add a partition, checked against the group schema: bucket count and replication number."""
-        naming.check_partition_value(value)
-
-        def run(s: Session) -> PartitionView:
-            t = table_row(s, ref, db)
-            label = table_view(s, t).qualified_name
-            if not t.partition_cols:
-                if value != "all":
-                    raise InvalidArgument(f"table {label} is not partitioned: its single partition is called 'all', not {value!r}")
-            check_partition_of(t, value)
-            existing = s.scalar(select(m.Partition).where(m.Partition.table_id == t.id, m.Partition.value == value))
-            if existing is not None:
-                if if_not_exists:
-                    return partition_view(existing)
-                raise AlreadyExists(f"partition {value!r} of {label} already exists")
-            buckets = t.bucket_num if bucket_num is None else bucket_num
-            replicas = t.replication_num if replication_num is None else replication_num
-            check_counts(buckets, replicas)
-            if t.group_id is not None:
-                g = s.get(m.ColocateGroup, t.group_id)
-                dist_types = [dict(map(tuple, t.columns))[c] for c in t.dist_cols]
-                check_cgs(g, f"partition {value} of table {label}", dist_types, buckets, replicas)
-            else:
-                check_replication_vs_backends(s, replicas)
-            p = m.Partition(table_id=t.id, value=value, bucket_num=buckets, replication_num=replicas,
-                            visible_version=0, next_version=1, created_at=self.db.now())
-            s.add(p)
-            s.flush()
-            self.db.event(s, "partition.add", f"{label}/{value}", bucket_num=buckets, replication_num=replicas)
-            return partition_view(p)
-
-        return self.db.tx(run)
-
-    def partitions(self, ref: str, *, db: str | None = None) -> list[PartitionView]:
-        def run(s: Session) -> list[PartitionView]:
-            t = table_row(s, ref, db)
-            return [partition_view(p) for p in s.scalars(select(m.Partition).where(
-                m.Partition.table_id == t.id, m.Partition.dropped_at.is_(None)).order_by(m.Partition.value))]
-
-        return self.db.tx(run)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from sqlalchemy import bindparam, delete, insert, or_, select, update
@@ -21,15 +21,11 @@ from airflow_colocate.catalog.rows import (
     table_row,
     table_view,
 )
-from airflow_colocate.catalog.query_reads import QueryReads, query_reads
 from airflow_colocate.catalog.session import CatalogSession
-from airflow_colocate.catalog.summary import VISIBLE, tracking
+from airflow_colocate.catalog.summary import tracking
 from airflow_colocate.model.views import (
     GarbageItem,
-    PartitionReplicas,
     PartitionView,
-    ReplicaView,
-    TableView,
     WriteTicket,
 )
 from airflow_colocate.core import naming
@@ -309,20 +305,6 @@ class Writes:
 
         self.db.tx(run)
 
-    def read_replicas(self, ref: str | int, partitions: Sequence[str] | None = None, *,
-                      db: str | None = None) -> tuple[TableView, list[PartitionReplicas]]:
-        """The visible version of each requested partition (all committed ones by default) with its
-        verified replicas per bucket; the caller chooses one replica per bucket."""
-        return self.db.tx(lambda s: _table_replicas(s, ref, partitions, db))
-
-    def read_query(self, tables: Mapping[str, Sequence[str] | None]) -> QueryReads:
-        """Everything a query's read planning needs, in ONE read transaction: each table's replicas
-        (as :meth:`read_replicas`, by the name given), their groups with bucket maps, the backends,
-        the flags. One snapshot instead of six transactions: the tables, groups and backends
-        agree with each other, and a query pays one connection checkout and commit. Nothing is
-        cached across calls (a commit or a backend marked down shows in the very next query)."""
-        return self.db.tx(lambda s: query_reads(s, tables))
-
     def garbage(self, *, grace: timedelta = timedelta(hours=1), stale_after: timedelta = timedelta(hours=24)) -> list[GarbageItem]:
         """Files no reader needs: aborted and superseded versions older than ``grace``, and writes
         still in staging after ``stale_after`` (their job died). Also marks those stale writes
@@ -399,40 +381,6 @@ class Writes:
             self.db.event(s, "gc", "catalog", versions=len(done), items=len(items))
 
         self.db.tx(run)
-
-
-def _table_replicas(s: Session, ref: str | int, partitions: Sequence[str] | None,
-                    db: str | None) -> tuple[TableView, list[PartitionReplicas]]:
-    t = table_row(s, ref, db)
-    view = table_view(s, t)
-    q = (select(m.Partition.id, m.Partition.value, m.Partition.bucket_num, m.Partition.visible_version)
-         .where(m.Partition.table_id == t.id).order_by(m.Partition.value))
-    parts = {}
-    if partitions is None:
-        parts = {p.value: p for p in s.execute(q)}
-    else:  # only the partitions asked for: a 30-day read of a 3-year table loads 30 rows
-        for i in range(0, len(partitions), 500):
-            parts.update((p.value, p) for p in s.execute(q.where(m.Partition.value.in_(list(partitions[i:i + 500])))))
-    wanted = list(partitions) if partitions is not None else [v for v, p in parts.items() if p.visible_version]
-    for value in wanted:
-        p = parts.get(value)
-        if p is None or not p.visible_version:
-            have = ", ".join(s.scalars(select(m.Partition.value).where(
-                m.Partition.table_id == t.id, m.Partition.visible_version > 0).order_by(m.Partition.value))) or "none"
-            raise NotFound(f"partition {value!r} of {view.qualified_name} has no committed data; committed partitions: {have}")
-    buckets: dict[int, list[list[ReplicaView]]] = {parts[v].id: [[] for _ in range(parts[v].bucket_num)] for v in wanted}
-    ids = list(buckets)
-    for i in range(0, len(ids), 500):
-        q = (select(m.Replica.partition_id, m.Replica.bucket_seq, m.Replica.backend_id, m.Replica.path, m.Replica.rows,
-                    m.Replica.bytes, m.Replica.checksum, m.Replica.state, m.Replica.id, m.Replica.files)
-             .join(m.Partition, VISIBLE).where(m.Replica.partition_id.in_(ids[i:i + 500]), m.Replica.state == "verified")
-             .order_by(m.Replica.id))
-        found = s.connection().execute(q).all()  # plain rows: no ORM loading for thousands of them
-        for pid, seq, be, path, rows, size, checksum, state, rid, files in found:
-            buckets[pid][seq].append(ReplicaView(seq, be, path, rows, size, checksum, state, rid,
-                                                 None if files is None else tuple((n, int(b)) for n, b in files)))
-    return view, [PartitionReplicas(value=v, version=parts[v].visible_version,
-                                    buckets=tuple(tuple(b) for b in buckets[parts[v].id])) for v in wanted]
 
 
 def _recorded_files(r) -> list[list] | None:

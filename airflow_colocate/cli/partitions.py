@@ -24,7 +24,7 @@ def partition() -> None:
 @click.option("--replication", type=params.INT, help="Replication number (default: the table's).")
 @pass_env
 def add_partition(env: Env, table: str, value: str, buckets: int | None, replication: int | None) -> str:
-    p = env.catalog().tables.add_partition(table, value, bucket_num=buckets, replication_num=replication, db=env.db)
+    p = env.catalog().partitions.add(table, value, bucket_num=buckets, replication_num=replication, db=env.db)
     return f"partition {p.value} added to {table} ({p.bucket_num} buckets, replication_num {p.replication_num})"
 
 

@@ -67,7 +67,7 @@ def alter(env: Env, table: str, colocate_with: str | None, replication: int | No
     if schema:
         t = catalog.schemas.alter(table, add=add_columns, drop=drop_columns, widen=widen_columns, db=env.db)
     if retention_days is not None:
-        t = catalog.schemas.set_retention(table, retention_days or None, db=env.db)
+        t = catalog.partitions.set_retention(table, retention_days or None, db=env.db)
     retention = f"{t.retention_days} days" if t.retention_days else "none"
     return (f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}, "
             f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}")
@@ -119,7 +119,7 @@ def list_(env: Env, include_dropped: bool) -> Table:
 def show(env: Env, table: str) -> Report:
     catalog = env.catalog()
     t = catalog.tables.get(table, db=env.db)
-    parts = catalog.tables.partitions(table, db=env.db)
+    parts = catalog.partitions.list(table, db=env.db, empty=True)
     lost = catalog.tables.unavailable(t.id, limit=max(len(parts), 1))
     settings = Fields(f"table {t.qualified_name} (id {t.id})", [
         ("columns", ", ".join(f"{n} {ty}" for n, ty in t.columns)),

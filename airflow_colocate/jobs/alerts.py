@@ -39,7 +39,7 @@ def _took(delta: timedelta) -> str:
 def overdue(catalog, threshold: timedelta) -> list[str]:
     """One line per group unstable and per backend down for longer than ``threshold``: who, how
     long, since when, and the recorded reason."""
-    mx = catalog.health.metrics()
+    mx = catalog.metrics.read()
     lines = []
     for g in mx.groups:
         if g.stable or g.unstable_since is None:

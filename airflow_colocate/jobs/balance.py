@@ -139,7 +139,7 @@ def group_ids(catalog, refs: Sequence[str] | None) -> set[int] | None:
 def plan(catalog, options: BalanceOptions | None = None) -> list[GroupPlan]:
     """What a run would do now (the dry run): one plan per group in scope."""
     options = options or BalanceOptions()
-    snapshot = catalog.health.placement_snapshot(relocate_delay=options.delay)
+    snapshot = catalog.balance.snapshot(relocate_delay=options.delay)
     return plan_balance(snapshot, strategy=options.strategy, threshold=options.threshold,
                         groups=group_ids(catalog, options.groups), cross_group=options.cross_group)
 

@@ -103,7 +103,7 @@ def imported(catalog: Catalog, table: str, values: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for value, plan in last.items():
         try:
-            _, parts = catalog.writes.read_replicas(t.qualified_name, [value])
+            _, parts = catalog.reads.replicas(t.qualified_name, [value])
         except NotFound:
             continue
         if parts[0].version == plan["version"]:  # still the visible version

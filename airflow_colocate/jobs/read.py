@@ -43,12 +43,12 @@ def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
 def plan_query_reads(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *, disabled: bool = False,
                      executor_hosts: Sequence[str] | None = None) -> tuple[JoinReads, list]:
     """:func:`read_plans` and the backends it read (a join's plan names their hosts): ONE catalog
-    read transaction (``catalog.writes.read_query``), not one per table, group, backends, flags.
+    read transaction (``catalog.reads.query``), not one per table, group, backends, flags.
     Nothing is cached: the next query sees a commit or a backend marked down."""
     from airflow_colocate.spark.register import view_names
 
     views = view_names(list(tables))
-    got = catalog.writes.read_query(tables)
+    got = catalog.reads.query(tables)
     reads = {views[name]: got.reads[name] for name in tables}
     available = {b.id for b in got.backends if b.state == "alive"}
     disabled = disabled or got.flags["disable_colocate_join"]

@@ -70,7 +70,7 @@ def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retent
             raise SchemaMismatch(f"table {t.qualified_name} already exists and differs from this task: " + "; ".join(diffs)
                                  + " (alter the table with 'colocate table alter', or fix the task)")
     if retention_days is not None and catalog.tables.get(table).retention_days != retention_days:
-        catalog.schemas.set_retention(table, retention_days)
+        catalog.partitions.set_retention(table, retention_days)
 
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "orc")
@@ -92,7 +92,7 @@ def source_of(catalog: Catalog, *, path: str | None = None, fmt: str = "parquet"
     available = {b.id for b in catalog.backends.list() if b.state == "alive"}
     read = []
     for name, parts in (tables or {}).items():
-        view, replicas = catalog.writes.read_replicas(name, parts)
+        view, replicas = catalog.reads.replicas(name, parts)
         read.append(read_table(view, replicas, available=available, name=name.rpartition(".")[2], bucketed=False))
     return Source(query=query, tables=read)
 

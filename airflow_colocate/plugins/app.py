@@ -312,7 +312,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
              description="Scrape with a bearer token (`authorization: {type: Bearer, credentials: <token>}` in "
                          "Prometheus' scrape config). The names are in docs/operations.md.")
     def metrics(catalog: ReadCatalog) -> PlainTextResponse:
-        return PlainTextResponse(render_metrics(catalog.health.metrics()), media_type=CONTENT_TYPE)
+        return PlainTextResponse(render_metrics(catalog.metrics.read()), media_type=CONTENT_TYPE)
 
     @app.post("/group_stable", response_model=GroupResponse, responses=WRITE_ERRORS, summary="Mark a group stable")
     def group_stable(catalog: AdminCatalog, db_id: DbId, group_id: GrpId) -> dict:
@@ -354,7 +354,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     @app.post("/tables/{table}/retention", response_model=TableDetail, responses=WRITE_ERRORS,
               summary="Set a table's retention (the maintenance DAG drops partitions dated older)")
     def set_retention(catalog: AdminCatalog, table: TableRef, body: Annotated[RetentionBody, Body()]) -> dict:
-        catalog.schemas.set_retention(table, body.retention_days)
+        catalog.partitions.set_retention(table, body.retention_days)
         return _table_answer(catalog, table)
 
     @app.get("/guide", response_class=HTMLResponse, include_in_schema=False)

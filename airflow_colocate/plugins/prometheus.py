@@ -1,4 +1,4 @@
-"""The catalog's metrics (:meth:`Health.metrics`) in Prometheus' text exposition format (0.0.4),
+"""The catalog's metrics (:meth:`Metrics.read`) in Prometheus' text exposition format (0.0.4),
 served at ``/api/colocate/metrics``: what a Prometheus, a Grafana Agent or any OpenMetrics scraper
 reads without an exporter of its own. The names are listed in docs/operations.md."""
 

@@ -126,7 +126,7 @@ def kill_at(step_name):
 
 def rows(catalog: Catalog, table: str) -> dict[str, list[tuple]]:
     """Every row of every committed partition, read from each bucket's first verified replica."""
-    _, parts = catalog.writes.read_replicas(table)
+    _, parts = catalog.reads.replicas(table)
     out = {}
     for p in parts:
         got = []
@@ -142,7 +142,7 @@ def fingerprint(catalog: Catalog) -> dict[tuple[str, str, int], str]:
     """(table, partition, bucket) -> replica checksum, across every table of every group."""
     out = {}
     for t in catalog.tables.list():
-        _, parts = catalog.writes.read_replicas(t.qualified_name)
+        _, parts = catalog.reads.replicas(t.qualified_name)
         for p in parts:
             for seq, bucket in enumerate(p.buckets):
                 sums = {r.checksum for r in bucket}
@@ -160,7 +160,7 @@ def assert_whole(catalog: Catalog, group: str = "g") -> None:
     for t in catalog.tables.list():
         if t.group_name != g.name:
             continue
-        _, parts = catalog.writes.read_replicas(t.qualified_name)
+        _, parts = catalog.reads.replicas(t.qualified_name)
         for p in parts:
             for seq, bucket in enumerate(p.buckets):
                 assert sorted(r.backend_id for r in bucket) == sorted(g.bucket_map[seq]), (t.name, p.value, seq)

@@ -43,7 +43,7 @@ def _balance(lake, **kwargs):
 def _verified(lake) -> dict[str, str]:
     """What a reader sees: every verified replica's path and checksum."""
     return {r.path: r.checksum for t in lake.catalog.tables.list()
-            for p in lake.catalog.writes.read_replicas(t.qualified_name)[1] for bucket in p.buckets for r in bucket}
+            for p in lake.catalog.reads.replicas(t.qualified_name)[1] for bucket in p.buckets for r in bucket}
 
 
 def _drift(lake) -> list[str]:

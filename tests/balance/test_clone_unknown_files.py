@@ -39,7 +39,7 @@ def test_a_source_with_a_stray_file_is_cloned_clean_then_repaired(lake):
     the rest; the repairs leave no stray file anywhere and every row as written."""
     before = _load(lake)
     cat = lake.catalog
-    _, (part,) = cat.writes.read_replicas("orders")
+    _, (part,) = cat.reads.replicas("orders")
     for bucket in part.buckets:
         for r in bucket:
             _stray(r.path)
@@ -47,7 +47,7 @@ def test_a_source_with_a_stray_file_is_cloned_clean_then_repaired(lake):
     summary = lake.run()
     assert [j.state for j in summary["jobs"]] == ["done"]
     be4 = lake.names["be4"]
-    moved = [r for b in cat.writes.read_replicas("orders")[1][0].buckets for r in b if r.backend_id == be4]
+    moved = [r for b in cat.reads.replicas("orders")[1][0].buckets for r in b if r.backend_id == be4]
     assert moved
     for r in moved:  # the clone holds exactly the replica's files, recorded with their sizes
         assert r.files is not None and replica_dir.replica_files(r.path) == sorted(r.files)
@@ -57,7 +57,7 @@ def test_a_source_with_a_stray_file_is_cloned_clean_then_repaired(lake):
     summary = lake.run(verify=True)  # the replicas that did not move still hold their stray file
     assert summary["verified_bad"]
     assert_whole(cat)
-    for b in cat.writes.read_replicas("orders")[1][0].buckets:
+    for b in cat.reads.replicas("orders")[1][0].buckets:
         for r in b:
             assert not [n for n, _ in replica_dir.replica_files(r.path) if not replica_dir.is_data_name(n)], r.path
     assert {t: rows(cat, t) for t in before} == before
@@ -66,7 +66,7 @@ def test_a_source_with_a_stray_file_is_cloned_clean_then_repaired(lake):
 def test_verify_reports_a_temporary_file_and_balance_repairs_it(lake):
     before = _load(lake)
     cat = lake.catalog
-    _, (part,) = cat.writes.read_replicas("lineitem")
+    _, (part,) = cat.reads.replicas("lineitem")
     victim = part.buckets[2][0]
     stray = _stray(victim.path)
     summary = lake.run(verify=True)
@@ -81,7 +81,7 @@ def test_verify_reports_a_temporary_file_and_balance_repairs_it(lake):
 def test_a_clone_into_a_directory_with_leftovers_removes_them(lake):
     _load(lake)
     cat = lake.catalog
-    _, (part,) = cat.writes.read_replicas("orders")
+    _, (part,) = cat.reads.replicas("orders")
     src = part.buckets[0][0]
     be4 = lake.add_backend("be4")
     dst = layout.replica_dir(be4.root_uri, "default", "orders", cat.tables.get("orders").id, DAY, 1, 0)
@@ -137,7 +137,7 @@ def test_a_killed_clones_temporary_files_are_gone_after_gc(lake, monkeypatch):
     cat = lake.catalog
     monkeypatch.setenv("COLOCATE_CATALOG_URL", str(cat.engine.url))
     monkeypatch.setenv("COLOCATE_HOME", str(lake.root / "home"))
-    _, (part,) = cat.writes.read_replicas("orders")
+    _, (part,) = cat.reads.replicas("orders")
     src = max((r for b in part.buckets for r in b), key=lambda r: r.bytes)
     be4 = lake.add_backend("be4")
     dst = layout.replica_dir(be4.root_uri, "default", "orders", cat.tables.get("orders").id, DAY, 1, src.bucket_seq)

@@ -153,7 +153,7 @@ def test_killed_balance_never_adds_rows_and_gc_leaves_no_unknown_file(spark, tmp
     def unregistered() -> set[Path]:
         """Files on be4 that no verified replica lists: what a killed copy left in place."""
         listed = {(Path(r.path.removeprefix("file://")), n) for t in ("orders", "lines")
-                  for p in cat.writes.read_replicas(t)[1] for bucket in p.buckets for r in bucket for n, _ in r.files or ()}
+                  for p in cat.reads.replicas(t)[1] for bucket in p.buckets for r in bucket for n, _ in r.files or ()}
         return {f for f in new.rglob("*") if f.is_file() and f.relative_to(new).parts[0] != "_colocate"
                 and len(f.relative_to(new).parts) > 1 and (f.parent, f.name) not in listed}
 
@@ -188,7 +188,7 @@ def test_killed_balance_never_adds_rows_and_gc_leaves_no_unknown_file(spark, tmp
     assert temps(backends) == []
     recorded = {}
     for t in ("orders", "lines"):
-        for p in cat.writes.read_replicas(t)[1]:
+        for p in cat.reads.replicas(t)[1]:
             for bucket in p.buckets:
                 for r in bucket:
                     assert r.files is not None, r.path  # every write and clone records its files

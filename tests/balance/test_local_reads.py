@@ -126,7 +126,7 @@ def plain_spark_rows(lake: Lake, spark) -> list[tuple]:
     from pyspark.sql import functions as F
 
     for table, view in (("orders", "plain_o"), ("lineitem", "plain_l")):
-        _, parts = lake.catalog.writes.read_replicas(table)
+        _, parts = lake.catalog.reads.replicas(table)
         days = [spark.read.parquet(*[b[0].path for b in p.buckets if b[0].rows]).withColumn("dt", F.lit(p.value))
                 for p in parts]
         df = days[0]

@@ -119,7 +119,7 @@ def test_maintenance_dag_verify_marks_a_tampered_replica_bad_and_balance_repairs
     cat = lake_env.catalog
     dag = DagBag(dag_folder=str(DAGS)).get_dag("colocate_maintenance")
     before, sums = {t: rows(cat, t) for t in ("orders", "lineitem")}, fingerprint(cat)
-    _, (part,) = cat.writes.read_replicas("orders")
+    _, (part,) = cat.reads.replicas("orders")
     b, c = [seq for seq, replicas in enumerate(part.buckets) if replicas[0].rows][:2]
     victim, other = part.buckets[b][0].path, part.buckets[c][0].path
     (name, _), = replica_dir.replica_files(victim)

@@ -17,7 +17,7 @@ def test_sampling_finds_a_deleted_and_a_truncated_file_and_balance_repairs_them(
     for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
         lake.write("orders", day, range(200))
     want = rows(lake.catalog, "orders")
-    _, parts = lake.catalog.writes.read_replicas("orders")
+    _, parts = lake.catalog.reads.replicas("orders")
     by_backend: dict[int, list] = {}
     for p in parts:
         for bucket in p.buckets:

@@ -60,7 +60,7 @@ def test_a_failed_join_records_the_replicas_it_left_next_to_its_report(lake):
     events = {e.subject: e.detail["reason"] for e in cat.events(kind="replica.bad")}
     assert events == {b.path: f"read check: {b.reason}" for b in bad}
     assert _drift(cat) == []
-    assert cat.writes.read_replicas("orders")[1][0].buckets[1] == ()  # never chosen again
+    assert cat.reads.replicas("orders")[1][0].buckets[1] == ()  # never chosen again
 
 
 def test_a_finished_join_records_its_bad_replicas_and_reads_avoid_them(lake):
@@ -81,4 +81,4 @@ def test_a_finished_join_records_its_bad_replicas_and_reads_avoid_them(lake):
     # and balance repairs the bad replica from the good one: the group is stable again
     summary = lake.run()
     assert [j.state for j in summary["jobs"]] == ["done"] and cat.health.check_group("g").stable
-    assert item.path in [r.path for r in cat.writes.read_replicas("lineitem")[1][0].buckets[2]]
+    assert item.path in [r.path for r in cat.reads.replicas("lineitem")[1][0].buckets[2]]

@@ -34,7 +34,7 @@ def _build(root, url):
         for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
             lake.write(table, day, range(400))
     # one bucket's survivors all marked bad (a read found a stray file): its clones copy from a bad source
-    _, parts = cat.writes.read_replicas("a", ["2026-11-02"])
+    _, parts = cat.reads.replicas("a", ["2026-11-02"])
     bucket = parts[0].buckets[1]
     cat.health.mark_replicas_bad([BadReplica(r.id, "default.a", "2026-11-02", 1, r.backend_id, r.path,
                                              "read check: a stray file") for r in bucket

@@ -65,7 +65,7 @@ def test_backend_down_is_relocated_after_the_delay_and_the_group_is_whole_again(
     # its 12 stale copies go; then, empty again, it receives its share like a new backend
     assert summary["dropped"] >= 12 and [j.kind for j in summary["jobs"]] == ["balance"]
     assert {d for d in replica_dirs(lake.root) if "/be2/" in d} == {
-        fs.local_path(r.path) for t in before for p in cat.writes.read_replicas(t)[1] for b in p.buckets for r in b
+        fs.local_path(r.path) for t in before for p in cat.reads.replicas(t)[1] for b in p.buckets for r in b
         if r.backend_id == be2 and r.rows}
     assert_whole(cat)
 
@@ -135,7 +135,7 @@ def test_size_strategy_balances_bytes_against_capacity(lake):
 
     def bytes_per_backend():
         out = {be: 0 for be in lake.names.values()}
-        _, parts = cat.writes.read_replicas("events")
+        _, parts = cat.reads.replicas("events")
         for b in parts[0].buckets:
             for r in b:
                 out[r.backend_id] += r.bytes
@@ -198,7 +198,7 @@ def test_corrupted_replica_is_found_by_verify_and_repaired(lake):
     before = load(lake)
     sums = fingerprint(lake.catalog)
     cat = lake.catalog
-    _, parts = cat.writes.read_replicas("orders", ["2026-11-01"])
+    _, parts = cat.reads.replicas("orders", ["2026-11-01"])
     victim = parts[0].buckets[1][0]
     (name, _), = replica_dir.replica_files(victim.path)
     path = fs.local_path(fs.join(victim.path, name))
@@ -267,7 +267,7 @@ def test_write_during_a_balance_ends_up_fully_replicated(lake):
     assert job.state == "done" and "late" in pending
     assert cat.groups.get("g").bucket_map != old_map
     # both writes went to the old map, and were cloned onto the new one
-    assert {r.backend_id for b in cat.writes.read_replicas("orders", ["2026-11-03"])[1][0].buckets for r in b} >= {lake.names["be4"]}
+    assert {r.backend_id for b in cat.reads.replicas("orders", ["2026-11-03"])[1][0].buckets for r in b} >= {lake.names["be4"]}
     assert_whole(cat)
     got = rows(cat, "orders")
     assert len(got["2026-11-03"]) == 200 and len(got["2026-11-04"]) == 100

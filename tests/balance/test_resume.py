@@ -14,7 +14,7 @@ STEPS = ["planned", "unstable", "cloned", "switched", "finished", "dropping", "d
 
 def every_bucket_has_a_good_replica(catalog):
     for t in catalog.tables.list():
-        _, parts = catalog.writes.read_replicas(t.qualified_name)
+        _, parts = catalog.reads.replicas(t.qualified_name)
         for p in parts:
             for seq, bucket in enumerate(p.buckets):
                 good = [r for r in bucket if replica_dir.replica_checksum(
@@ -61,7 +61,7 @@ def test_killed_after_each_step_then_resumed(loaded, step):
     if step == "finished":  # its changes are done: stable now; the marks of what it left wait for the next run
         assert (jobs[0].state, jobs[0].step) == ("running", "finished")
         assert cat.health.check_group("g").stable
-        assert cat.health.placement_snapshot().groups[0].redundant > 0
+        assert cat.balance.snapshot().groups[0].redundant > 0
 
     summary = lake.run()
     assert [j for j in cat.jobs.list(kinds=["balance"]) if j.state == "running"] == []
@@ -75,6 +75,6 @@ def test_killed_after_each_step_then_resumed(loaded, step):
     assert {t: rows(cat, t) for t in before_rows} == before_rows
     # nothing left behind: exactly the catalog's replicas are on disk
     on_disk = replica_dirs(lake.root)
-    in_catalog = {fs.local_path(r.path) for t in cat.tables.list() for p in cat.writes.read_replicas(t.qualified_name)[1]
+    in_catalog = {fs.local_path(r.path) for t in cat.tables.list() for p in cat.reads.replicas(t.qualified_name)[1]
                   for b in p.buckets for r in b if r.rows}
     assert on_disk == in_catalog

@@ -39,7 +39,7 @@ def test_murmur3_is_sparks_hash(spark):
 def _layout(catalog, table: str, partition: str, plan) -> dict[int, list[tuple]]:
     """bucket seq -> per replica (backend, file names with the write id as W, ids, rows, schema)."""
     write_id = write_id_for(plan)
-    _, (part,) = catalog.writes.read_replicas(table, [partition])
+    _, (part,) = catalog.reads.replicas(table, [partition])
     out = {}
     for seq, bucket in enumerate(part.buckets):
         replicas = []

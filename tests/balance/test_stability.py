@@ -39,7 +39,7 @@ def test_check_names_table_partition_bucket_and_backend(small):
     cat = small.catalog
     health = cat.health.check_group("g")
     assert health.stable and health.reason is None and health.problems == 0
-    _, parts = cat.writes.read_replicas("orders")
+    _, parts = cat.reads.replicas("orders")
     victim = parts[0].buckets[2][1]
     rid = next(r.replica_id for r in cat.health.replicas_to_verify() if r.path == victim.path)
     cat.health.record_verify([VerifyResult(rid, ok=False, error="checksum differs")])
@@ -124,6 +124,6 @@ def test_switch_waits_for_every_added_replica_and_drops_wait_for_the_grace(small
     rid = next(r.replica_id for r in cat.health.replicas_to_verify() if r.backend_id == be4)
     cat.health.record_verify([VerifyResult(rid, ok=False, error="bit rot")])
     assert cat.balance.take_droppable() == []
-    _, parts = cat.writes.read_replicas("orders")
+    _, parts = cat.reads.replicas("orders")
     assert src in {r.backend_id for r in parts[0].buckets[0]}  # kept, verified, as the repair's source
     assert "replica.drop_start" in [e.kind for e in cat.events(limit=3)]

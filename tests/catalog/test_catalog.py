@@ -111,19 +111,19 @@ def test_type_position_matters(catalog, backends):
 
 def test_partition_add_is_checked_against_the_group(catalog, backends):
     create_orders(catalog)
-    catalog.tables.add_partition("orders", "2026-11-01")
+    catalog.partitions.add("orders", "2026-11-01")
     before = snapshot(catalog)
     with pytest.raises(SchemaMismatch, match="bucket count is 4, the group needs 8"):
-        catalog.tables.add_partition("orders", "2026-11-02", bucket_num=4)
+        catalog.partitions.add("orders", "2026-11-02", bucket_num=4)
     with pytest.raises(SchemaMismatch, match="replication_num is 1, the group needs 2"):
-        catalog.tables.add_partition("orders", "2026-11-02", replication_num=1)
+        catalog.partitions.add("orders", "2026-11-02", replication_num=1)
     with pytest.raises(AlreadyExists):
-        catalog.tables.add_partition("orders", "2026-11-01")
+        catalog.partitions.add("orders", "2026-11-01")
     for bad in ("../etc", "a/b", "..", ".hidden", "x y", "", "2026-11-01/../../x"):
         with pytest.raises(InvalidArgument, match="invalid partition value"):
-            catalog.tables.add_partition("orders", bad)
+            catalog.partitions.add("orders", bad)
     assert snapshot(catalog) == before
-    assert [p.value for p in catalog.tables.partitions("orders")] == ["2026-11-01"]
+    assert [p.value for p in catalog.partitions.list("orders", empty=True)] == ["2026-11-01"]
 
 
 def test_replication_change_of_group_table_is_refused(catalog, backends):
@@ -260,7 +260,7 @@ def test_unknown_things_are_named(catalog, backends):
     with pytest.raises(NotFound, match="unknown backend 'be9': known backends are be1"):
         catalog.backends.get("be9")
     with pytest.raises(NotFound):
-        catalog.tables.add_partition("nope", "2026-11-01")
+        catalog.partitions.add("nope", "2026-11-01")
     with pytest.raises(InvalidArgument, match="'o_nokey' is not a column"):
         catalog.tables.create("t", ORDERS, ["o_nokey"], bucket_num=4)
 

@@ -21,7 +21,7 @@ def _create_tables(url: str, worker: int, barrier, results) -> None:
     for i in range(TABLES_PER_WORKER):
         cat.tables.create(f"t_{worker}_{i}", [("k", "bigint"), ("dt", "date")], ["k"], bucket_num=4,
                          replication_num=2, partition_cols=["dt"], colocate_with="g_race")
-        cat.tables.add_partition(f"t_{worker}_{i}", "2026-11-01")
+        cat.partitions.add(f"t_{worker}_{i}", "2026-11-01")
         cat.groups.set_stable("g_race", True)
     # everyone tries to take the same name: exactly one may win
     try:
@@ -53,7 +53,7 @@ def test_racing_writers_lose_nothing(catalog, backends):
     # version: 1 at creation, +1 per table joining, +1 per manual mark: a lost read-modify-write shows here
     assert g.version == 1 + expected_tables + WORKERS * TABLES_PER_WORKER
     assert len(catalog.tables.list()) == expected_tables
-    assert sum(len(catalog.tables.partitions(t.name)) for t in catalog.tables.list()) == WORKERS * TABLES_PER_WORKER
+    assert sum(len(catalog.partitions.list(t.name, empty=True)) for t in catalog.tables.list()) == WORKERS * TABLES_PER_WORKER
     events = catalog.events(limit=10_000)
     assert sum(e.kind == "table.create" for e in events) == expected_tables
     assert sum(e.kind == "group.create" for e in events) == 1

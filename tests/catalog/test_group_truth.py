@@ -82,11 +82,11 @@ def test_unstable_since_follows_every_way_the_flag_changes(lake):
     assert lake.groups.outlook("g").unstable_since is None
 
     lake.clock.now = T0 + timedelta(minutes=40)  # a replica a read found bad (no group event)
-    _, parts = lake.writes.read_replicas("orders", ["2026-11-01"])
+    _, parts = lake.reads.replicas("orders", ["2026-11-01"])
     r = parts[0].buckets[0][0]
     lake.health.mark_replicas_bad([BadReplica(r.id, "default.orders", "2026-11-01", 0, r.backend_id, r.path, "test")])
     assert lake.groups.outlook("g").unstable_since == T0 + timedelta(minutes=40)
-    mx = next(x for x in lake.health.metrics().groups if x.group == f"{g.db_id}_g")
+    mx = next(x for x in lake.metrics.read().groups if x.group == f"{g.db_id}_g")
     assert mx.unstable_since == T0 + timedelta(minutes=40)  # the metrics read the column
 
 
@@ -127,7 +127,7 @@ def test_outlook_relocation_time_and_joins_shuffle(lake):
 def test_unavailable_partitions_of_a_replication_1_table(lake):
     assert lake.tables.unavailable("loose").count == 0 and lake.tables.availability().total == 0
     loose = lake.tables.get("loose")
-    _, parts = lake.writes.read_replicas("loose", None)
+    _, parts = lake.reads.replicas("loose", None)
     holder = parts[0].buckets[1][0].backend_id  # bucket 1's only copy
     name = next(b.name for b in lake.backends.list() if b.id == holder)
     lake.backends.set_state(name, "down", reason="disk pulled")
@@ -139,7 +139,7 @@ def test_unavailable_partitions_of_a_replication_1_table(lake):
     assert lake.tables.unavailable("orders").count == 0
     every = lake.tables.availability()
     assert set(every.tables) == {loose.id} and every.by_backend == {holder: 3}
-    mx = lake.health.metrics()
+    mx = lake.metrics.read()
     assert {t.table: t.unavailable_partitions for t in mx.tables} == {
         "default.orders": 0, "default.items": 0, "default.loose": 3}
     assert next(b for b in mx.backends if b.name == name).unavailable_partitions == 3
@@ -153,7 +153,7 @@ def test_unavailable_partitions_of_a_replication_1_table(lake):
     lake.partitions.drop("loose", "2026-11-02")
     assert lake.tables.unavailable("loose").partitions == ("2026-11-01", "2026-11-03")  # a dropped one is not read
     lake.backends.set_state(name, "alive", reason="back")
-    assert lake.tables.unavailable("loose").count == 0 and lake.health.metrics().tables[-1].unavailable_partitions == 0
+    assert lake.tables.unavailable("loose").count == 0 and lake.metrics.read().tables[-1].unavailable_partitions == 0
 
 
 def test_a_group_partition_is_unavailable_only_where_its_alive_copy_is_gone(lake):
@@ -163,7 +163,7 @@ def test_a_group_partition_is_unavailable_only_where_its_alive_copy_is_gone(lake
     assert [sorted(r) for r in lake.groups.get("g").bucket_map][0] == [1, 2]
     lake.backends.set_state("be1", "down", reason="x")
     assert lake.tables.unavailable("orders").count == 0
-    _, parts = lake.writes.read_replicas("orders", ["2026-11-02"])
+    _, parts = lake.reads.replicas("orders", ["2026-11-02"])
     r = next(r for r in parts[0].buckets[0] if r.backend_id == 2)
     lake.health.mark_replicas_bad([BadReplica(r.id, "default.orders", "2026-11-02", 0, 2, r.path, "test")])
     got = lake.tables.unavailable("orders")
@@ -181,13 +181,13 @@ def test_unavailable_agrees_with_the_replicas_for_every_down_set(lake):
     of fewer buckets and a bad replica in the mix: the summaries' shortcuts and the SQL agree."""
     from itertools import combinations
 
-    lake.tables.add_partition("loose", "2026-11-04", bucket_num=1)
+    lake.partitions.add("loose", "2026-11-04", bucket_num=1)
     commit(lake, "loose", "2026-11-04")
-    _, parts = lake.writes.read_replicas("orders", ["2026-11-03"])
+    _, parts = lake.reads.replicas("orders", ["2026-11-03"])
     r = parts[0].buckets[4][0]
     lake.health.mark_replicas_bad([BadReplica(r.id, "default.orders", "2026-11-03", 4, r.backend_id, r.path, "t")])
     names = {b.id: b.name for b in lake.backends.list()}
-    replicas = {t: lake.writes.read_replicas(t, None)[1] for t in ("orders", "items", "loose")}
+    replicas = {t: lake.reads.replicas(t, None)[1] for t in ("orders", "items", "loose")}
     for down in [*combinations(sorted(names), 1), *combinations(sorted(names), 2)]:
         for be in names:
             lake.backends.set_state(names[be], "down" if be in down else "alive", reason="test")

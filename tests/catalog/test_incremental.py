@@ -186,7 +186,7 @@ def test_a_drop_of_replicas_invalidates_its_group_only(two):
     done = cat.balance.finish(job.id, grace=timedelta(minutes=10))
     assert done.done and done.health.stable
     assert cat.balance.close(job.id, grace=timedelta(minutes=10)) == len(needs)
-    assert cat.health.placement_snapshot().groups[0].redundant == 0  # marked: no longer counted as redundant
+    assert cat.balance.snapshot().groups[0].redundant == 0  # marked: no longer counted as redundant
     assert reused(cat) == {"g1": True, "g2": True}
     assert drift(cat) == []
     cat.clock.t += timedelta(minutes=11)

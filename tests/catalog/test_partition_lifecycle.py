@@ -33,22 +33,22 @@ def cat(catalog_url, tmp_path):
 
 
 def test_drop_recover_and_purge(cat):
-    before = cat.writes.read_replicas("a")[1]
+    before = cat.reads.replicas("a")[1]
     sizes = cat.tx(summary.stored)
     cat.partitions.drop("a", DAYS[1])
-    assert [p.value for p in cat.writes.read_replicas("a")[1]] == [DAYS[0], DAYS[2], DAYS[3]]
+    assert [p.value for p in cat.reads.replicas("a")[1]] == [DAYS[0], DAYS[2], DAYS[3]]
     assert [(p.value, p.dropped_version) for p in cat.partitions.list("a", dropped=True)] == [(DAYS[1], 1)]
     assert DAYS[1] not in [p.value for p in cat.partitions.list("a")]
     assert cat.tx(summary.drift) == [] and cat.tx(summary.stored) != sizes
     assert cat.health.check_group("g").stable
     with pytest.raises(ColocateError, match="no committed data"):
-        cat.writes.read_replicas("a", [DAYS[1]])
+        cat.reads.replicas("a", [DAYS[1]])
     with pytest.raises(ColocateError, match="recycle bin.*partition recover"):
         cat.writes.begin("a", DAYS[1])
     with pytest.raises(ColocateError, match="already in the recycle bin"):
         cat.partitions.drop("a", DAYS[1])
     cat.partitions.recover("a", DAYS[1])
-    assert cat.writes.read_replicas("a")[1] == before
+    assert cat.reads.replicas("a")[1] == before
     assert cat.tx(summary.stored) == sizes and cat.tx(summary.drift) == []
     with pytest.raises(ColocateError, match="not in the recycle bin"):
         cat.partitions.recover("a", DAYS[1])
@@ -66,7 +66,7 @@ def test_drop_recover_and_purge(cat):
     assert garbage and all(f"/dt={DAYS[2]}/" in g.uri or DAYS[2] in g.uri for g in garbage)
     cat.writes.forget_garbage(garbage)
     write(cat, "a", DAYS[2], salt="anew")  # a purged partition can be written again
-    assert cat.writes.read_replicas("a", [DAYS[2]])[1][0].version == 2
+    assert cat.reads.replicas("a", [DAYS[2]])[1][0].version == 2
     assert cat.tx(summary.drift) == []
 
 
@@ -85,7 +85,7 @@ def test_force_drop_and_a_write_racing_a_drop(cat):
 
 
 def test_retention_drops_exactly_the_older_partitions(cat):
-    cat.schemas.set_retention("a", 3)
+    cat.partitions.set_retention("a", 3)
     for day in DAYS[4:]:
         write(cat, "a", day)
     done = cat.partitions.expire(today=date(2026, 11, 10))

@@ -123,7 +123,7 @@ def test_no_operation_scans_the_replicas_table(lake_url, tmp_path):
     cat.partitions.drop("t2", days[0])
     cat.partitions.recover("t2", days[0])
     step("a bad replica, and the check that reports it")
-    victim = cat.writes.read_replicas("t1", [days[3]])[1][0].buckets[5][0]
+    victim = cat.reads.replicas("t1", [days[3]])[1][0].buckets[5][0]
     step(None)
     rid = cat.tx(lambda s: s.scalar(select(m.Replica.id).where(m.Replica.path == victim.path)))
     step("a bad replica, and the check that reports it")

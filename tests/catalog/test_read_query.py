@@ -1,4 +1,4 @@
-"""Issue 31: a query's catalog reads are ONE read transaction (catalog.writes.read_query), and it
+"""Issue 31: a query's catalog reads are ONE read transaction (catalog.reads.query), and it
 reads exactly what the separate calls it replaces read: each table's replicas, their groups with
 bucket maps, the backends, the flags. Nothing is cached across calls: a commit, a backend marked
 down and a flag set show in the very next one (SQLite and PostgreSQL)."""
@@ -41,7 +41,7 @@ def _counting(cat: Catalog) -> list[int]:
 
 
 def _separately(cat: Catalog) -> tuple:
-    reads = {name: cat.writes.read_replicas(name, parts) for name, parts in TABLES.items()}
+    reads = {name: cat.reads.replicas(name, parts) for name, parts in TABLES.items()}
     groups = {v.group_id: cat.groups.get(v.group_id) for v, _ in reads.values() if v.group_id}
     return reads, groups, cat.backends.list(), cat.flags()
 
@@ -50,7 +50,7 @@ def test_one_transaction_reads_what_the_separate_calls_read(cat):
     want = _separately(cat)
     calls, statements = _counting(cat), []
     event.listen(cat.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
-    got = cat.writes.read_query(TABLES)
+    got = cat.reads.query(TABLES)
     assert len(calls) == 1
     # set statements, not one per table or group: tables, partitions, replicas, 3 for the groups,
     # backends, flags (plus SQLite's BEGIN when the session starts one)
@@ -70,17 +70,17 @@ def test_one_transaction_reads_what_the_separate_calls_read(cat):
 
 
 def test_the_next_call_sees_a_commit_a_backend_down_and_a_flag(cat):
-    before = cat.writes.read_query(TABLES)
+    before = cat.reads.query(TABLES)
     write(cat, "a", DAYS[1], salt="again")
     loose = {r.backend_id for p in before.reads["loose"][1] for b in p.buckets for r in b}
     be = next(b for b in before.backends if b.id not in loose)  # loose (one replica) stays readable
     cat.backends.set_state(be.id, "down", reason="pulled")
     cat.set_flag("disable_colocate_join", True)
-    after = cat.writes.read_query(TABLES)
+    after = cat.reads.query(TABLES)
     assert after.reads["a"][1][1].version == before.reads["a"][1][1].version + 1
     assert next(b for b in after.backends if b.id == be.id).state == "down"
     assert after.flags["disable_colocate_join"] and not before.flags["disable_colocate_join"]
-    assert after == cat.writes.read_query(TABLES) and after[1:] == _separately(cat)[1:]
+    assert after == cat.reads.query(TABLES) and after[1:] == _separately(cat)[1:]
     decided, _ = plan_query_reads(cat, TABLES)
     assert all(decided.reasons.values())  # the flag: nothing read colocated
 
@@ -88,16 +88,16 @@ def test_the_next_call_sees_a_commit_a_backend_down_and_a_flag(cat):
 def test_a_missing_partition_or_table_is_refused_by_name(cat):
     with pytest.raises(NotFound, match=r"partition '2026-12-01' of default.a has no committed data; "
                                        r"committed partitions: 2026-11-01, 2026-11-02, 2026-11-03"):
-        cat.writes.read_query({"b": None, "a": ["2026-12-01"]})
+        cat.reads.query({"b": None, "a": ["2026-12-01"]})
     with pytest.raises(NotFound, match=r"unknown table default.nope: 'colocate table list' shows the tables"):
-        cat.writes.read_query({"a": None, "nope": None})
+        cat.reads.query({"a": None, "nope": None})
 
 
 def test_the_statements_split_at_the_bound_value_limit_and_read_the_same(cat, monkeypatch):
     want = _separately(cat)
     monkeypatch.setattr(query_reads, "_PARAMS", 2)  # every table's partitions and replicas in chunks
-    got = cat.writes.read_query(TABLES)
+    got = cat.reads.query(TABLES)
     assert (got.reads, got.groups, got.backends, got.flags) == want
-    both = cat.writes.read_query({"a": [DAYS[2]], "default.a": DAYS[:2]})  # one table, two names
-    assert both.reads["a"] == cat.writes.read_replicas("a", [DAYS[2]])
-    assert both.reads["default.a"] == cat.writes.read_replicas("a", DAYS[:2])
+    both = cat.reads.query({"a": [DAYS[2]], "default.a": DAYS[:2]})  # one table, two names
+    assert both.reads["a"] == cat.reads.replicas("a", [DAYS[2]])
+    assert both.reads["default.a"] == cat.reads.replicas("a", DAYS[:2])

@@ -29,11 +29,11 @@ def test_partition_value_must_be_a_date_for_a_date_column(catalog, backends, val
     create_orders(catalog)
     before = snapshot(catalog)
     with pytest.raises(InvalidArgument, match=r"for column o_orderdate of type date .*expected '2026-11-01'"):
-        catalog.tables.add_partition("orders", value)
+        catalog.partitions.add("orders", value)
     with pytest.raises(InvalidArgument, match="of type date"):
         catalog.writes.begin("orders", value)
     assert snapshot(catalog) == before
-    assert catalog.tables.add_partition("orders", "2026-02-28").value == "2026-02-28"
+    assert catalog.partitions.add("orders", "2026-02-28").value == "2026-02-28"
 
 
 @pytest.mark.parametrize("col_type,good,bad", [

@@ -46,7 +46,7 @@ def test_each_change_is_a_version_and_an_event_and_moves_nothing(cat):
     assert history[3].change == ({"op": "drop", "column": "note", "old": "string"},)
     assert [e.kind for e in cat.events(limit=3, kind="table.alter_schema")] == ["table.alter_schema"] * 3
     assert cat.groups.get("g").bucket_map == before_map
-    assert cat.writes.read_replicas("t")[1][0].version == 1  # no file rewritten, no new partition version
+    assert cat.reads.replicas("t")[1][0].version == 1  # no file rewritten, no new partition version
     assert cat.tx(summary.drift) == []
 
 
@@ -100,11 +100,11 @@ def test_widening_rules():
 def test_retention_at_create_and_alter(cat):
     t = cat.tables.create("r", COLUMNS, ["id"], bucket_num=2, partition_cols=["dt"], retention_days=30)
     assert t.retention_days == 30
-    assert cat.schemas.set_retention("r", 3).retention_days == 3
-    assert cat.schemas.set_retention("r", None).retention_days is None
+    assert cat.partitions.set_retention("r", 3).retention_days == 3
+    assert cat.partitions.set_retention("r", None).retention_days is None
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ColocateError, match="invalid retention"):
-            cat.schemas.set_retention("r", bad)
+            cat.partitions.set_retention("r", bad)
     with pytest.raises(ColocateError, match="not partitioned"):
         cat.tables.create("u", COLUMNS, ["id"], bucket_num=2, retention_days=3)
     assert [e.kind for e in cat.events(limit=2, kind="table.set_retention")] == ["table.set_retention"] * 2

@@ -152,7 +152,7 @@ def compare(cat: Catalog, step: str) -> dict[str, int]:
         assert (list(got.reasons), got.problems) == want, step
         again = cat.health.check_group(g.group_id)
         assert again.reused and (list(again.reasons), again.problems) == want, step
-    snap = cat.health.placement_snapshot()
+    snap = cat.balance.snapshot()
     assert {g.grp_id: (g.bucket_bytes, g.repairs, g.redundant) for g in snap.groups} == want_groups, step
     assert snap.other_bytes == want_other, step
     loads = {be: (v["replicas"], v["bytes"]) for be, v in cat.backends.loads().items() if v["replicas"]}
@@ -324,19 +324,19 @@ def test_old_copies_count_and_drop_only_where_the_bucket_is_whole(catalog_url, t
     cat.balance.register_clones(job, [CloneResult(str(i), n.partition_id, n.version, 0, z, y, n.path, True, n.rows, n.bytes,
                                           n.checksum) for i, n in enumerate(needs)])
     assert cat.balance.switch_map(job).switched
-    assert cat.health.placement_snapshot().groups[0].redundant == 3
-    _, parts = cat.writes.read_replicas("a", [DAYS[1]])
+    assert cat.balance.snapshot().groups[0].redundant == 3
+    _, parts = cat.reads.replicas("a", [DAYS[1]])
     on_x = next(r for r in parts[0].buckets[0] if r.backend_id == x)
     rid = next(r.replica_id for r in cat.health.replicas_to_verify() if r.path == on_x.path)
     cat.health.record_verify([VerifyResult(rid, ok=False, error="mismatch")])
     cat.backends.set_state(next(b.name for b in cat.backends.list() if b.id == x), "down")
     compare(cat, "bad copy on a down backend")
-    assert cat.health.placement_snapshot().groups[0].redundant == 2  # via the per-partition query
+    assert cat.balance.snapshot().groups[0].redundant == 2  # via the per-partition query
     done = cat.balance.finish(job, grace=timedelta(0))
     assert done.done and cat.balance.close(job, grace=timedelta(0)) == 2
     compare(cat, "finished")
     clock.t += timedelta(minutes=1)
-    kept = cat.writes.read_replicas("a", [DAYS[1]])[1][0].buckets[0]
+    kept = cat.reads.replicas("a", [DAYS[1]])[1][0].buckets[0]
     assert {r.backend_id for r in kept} == {y, z}  # be_y's copy of the day not whole on the map stays verified
     cat.dispose()
 

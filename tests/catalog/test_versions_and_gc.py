@@ -56,9 +56,9 @@ def test_commit_flips_version_and_gc_removes_superseded(clocked):
     t1, r1 = commit(cat, b"one")
     cat.writes.commit(t1.job_id, r1)
     t2, r2 = commit(cat, b"two")
-    assert cat.tables.partitions("orders")[0].visible_version == 1  # staging is invisible
+    assert cat.partitions.list("orders", empty=True)[0].visible_version == 1  # staging is invisible
     cat.writes.commit(t2.job_id, r2)
-    assert cat.tables.partitions("orders")[0].visible_version == 2
+    assert cat.partitions.list("orders", empty=True)[0].visible_version == 2
     old_dirs = [r.path for r in r1.replicas]
     assert cat.writes.garbage() == []  # superseded, but readers get an hour of grace
     now[0] += timedelta(hours=2)
@@ -79,7 +79,7 @@ def test_report_that_disagrees_is_refused_and_aborts(clocked):
     r1.replicas[0].checksum = "0" * 64
     with pytest.raises(ColocateError, match="bucket 0 replicas differ.*previous version stays visible|previous version stays visible"):
         cat.writes.commit(t1.job_id, r1)
-    assert cat.tables.partitions("orders")[0].visible_version == 0
+    assert cat.partitions.list("orders", empty=True)[0].visible_version == 0
     assert cat.jobs.get(t1.job_id).state == "failed"
     t2, r2 = commit(cat)
     r2.replicas.pop()
@@ -152,9 +152,9 @@ def test_commit_writes_commits_many_in_one_transaction_and_refuses_each_bad_one_
     assert [out[t.job_id].visible_version for t, _ in good] == [1, 1]
     assert isinstance(out[bad_ticket.job_id], ColocateError) and "replicas differ" in str(out[bad_ticket.job_id])
     assert isinstance(out[999_999], NotFound)
-    visible = {p.value: p.visible_version for p in cat.tables.partitions("orders")}
+    visible = {p.value: p.visible_version for p in cat.partitions.list("orders", empty=True)}
     assert visible == {"2026-11-01": 1, "2026-11-02": 0, "2026-11-03": 1}
     assert [j.state for j in cat.jobs.list(kinds=["write"], limit=10) if j.id == bad_ticket.job_id] == ["failed"]
     again = cat.writes.commit_many([(good[0][0].job_id, good[0][1])])  # committed already: refused, nothing changes
     assert isinstance(again[good[0][0].job_id], Conflict)
-    assert {p.value: p.visible_version for p in cat.tables.partitions("orders")} == visible
+    assert {p.value: p.visible_version for p in cat.partitions.list("orders", empty=True)} == visible

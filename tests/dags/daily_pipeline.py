@@ -19,7 +19,7 @@ def load_dag(dag_id: str):
 
 def partition_rows(catalog, table: str, value: str) -> list[dict]:
     """Every row of one committed partition, read file by file from the first replica of each bucket."""
-    _, parts = catalog.writes.read_replicas(table, [value])
+    _, parts = catalog.reads.replicas(table, [value])
     rows = []
     for bucket in parts[0].buckets:
         for f in Path(bucket[0].path.removeprefix("file://")).glob("*.parquet"):
@@ -32,7 +32,7 @@ def check_day(catalog, spark, landing: Path, ds: str) -> None:
     computation over the landed files."""
     for table in ("orders", "lineitem"):
         landed = sum(pq.read_metadata(f).num_rows for f in (landing / table).glob("*.parquet"))
-        assert sum(1 for p in catalog.tables.partitions(table) if p.value == ds) == 1
+        assert sum(1 for p in catalog.partitions.list(table, empty=True) if p.value == ds) == 1
         assert len(partition_rows(catalog, table, ds)) == landed > 0
     spark.read.parquet(str(landing / "orders")).createOrReplaceTempView("ref_o")
     spark.read.parquet(str(landing / "lineitem")).createOrReplaceTempView("ref_l")

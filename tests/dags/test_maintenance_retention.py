@@ -39,7 +39,7 @@ def commit_fake_write(cat: Catalog, table: str, partition: str) -> None:
 
 
 def files_of(cat: Catalog, table: str, value: str) -> list[Path]:
-    return [Path(b[0].path.removeprefix("file://")) for p in cat.writes.read_replicas(table, [value])[1] for b in p.buckets]
+    return [Path(b[0].path.removeprefix("file://")) for p in cat.reads.replicas(table, [value])[1] for b in p.buckets]
 
 
 def test_retention_drops_exactly_the_older_partitions_then_gc_erases_them(airflow_db, tmp_path, monkeypatch):

@@ -40,7 +40,7 @@ def fake_write(cat: Catalog, table: str, partition: str) -> None:
 
 
 def paths(cat: Catalog) -> dict[int, list[str]]:
-    _, parts = cat.writes.read_replicas("t")
+    _, parts = cat.reads.replicas("t")
     out: dict[int, list[str]] = {}
     for p in parts:
         for bucket in p.buckets:

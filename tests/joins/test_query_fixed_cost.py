@@ -143,7 +143,7 @@ def test_one_session_sees_a_commit_a_bad_replica_and_a_backend_down_in_the_next_
     assert _view_index(spark, "orders") == listed["orders"] and _view_index(spark, "lines") != listed["lines"]
 
     # a stray file in a replica the last query read: the next query reads the bucket's other replica
-    read = cat.writes.read_replicas("orders", [DAY])[1][0].buckets[0][0]
+    read = cat.reads.replicas("orders", [DAY])[1][0].buckets[0][0]
     Path(read.path.removeprefix("file://"), "part-99999-stray.c000.snappy.parquet").write_bytes(b"PAR1")
     after_stray, _ = _query(spark, cat, work)
     assert after_stray["rows"] == 1000
@@ -151,7 +151,7 @@ def test_one_session_sees_a_commit_a_bad_replica_and_a_backend_down_in_the_next_
         ("orders", 0, read.path)]
     assert after_stray["marked_bad"]
     assert _view_index(spark, "orders") != listed["orders"]  # listed again, without the bad replica
-    left = cat.writes.read_replicas("orders", [DAY])[1][0].buckets[0]
+    left = cat.reads.replicas("orders", [DAY])[1][0].buckets[0]
     assert read.path not in {r.path for r in left}
 
     # a backend down (not the one holding orders' last good bucket 0): the group is not read colocated

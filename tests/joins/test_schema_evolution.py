@@ -112,7 +112,7 @@ def plain_views(spark, cat: Catalog, prefix: str = "ref_") -> None:
     from pyspark.sql import functions as F
 
     for t in "ABC":
-        view, parts = cat.writes.read_replicas(t)
+        view, parts = cat.reads.replicas(t)
         data = ", ".join(f"`{n}` {ty}" for n, ty in view.columns if n != "dt")
         frames = [spark.read.schema(data).parquet(*[b[0].path for b in p.buckets if b]).withColumn("dt", F.lit(p.value).cast("date"))
                   for p in parts]
@@ -169,7 +169,7 @@ def test_drop_recover_and_a_read_started_before_the_drop(spark, evolved, tmp_pat
     # A read planned before a drop (and a purge, and gc within its grace) still reads its rows.
     sql = SQL1.format(A="A", B="B", C="C")
     plan, _ = prepare_join(cat, sql, {t: None for t in "ABC"})
-    paths = [b[0].path for p in cat.writes.read_replicas("C", [DAYS[3]])[1] for b in p.buckets if b]
+    paths = [b[0].path for p in cat.reads.replicas("C", [DAYS[3]])[1] for b in p.buckets if b]
     cat.partitions.drop("C", DAYS[3], force=True)
     gc(cat, grace=timedelta(hours=1))
     assert all(_exists(p) for p in paths)

@@ -70,7 +70,7 @@ def committed(catalog) -> list[str]:
 
 def _visible(catalog, day) -> bool:
     try:
-        catalog.writes.read_replicas("orders", [day])
+        catalog.reads.replicas("orders", [day])
         return True
     except Exception:
         return False
@@ -80,7 +80,7 @@ def assert_complete(catalog, root: Path, day: str) -> None:
     """The visible version holds exactly the source rows, and every replica of a bucket is
     byte-identical (the checksum the catalog recorded)."""
     assert read_back(catalog, day) == source_rows(root, day)
-    _, parts = catalog.writes.read_replicas("orders", [day])
+    _, parts = catalog.reads.replicas("orders", [day])
     for bucket in parts[0].buckets:
         assert len(bucket) == 2
         for r in bucket:
@@ -135,7 +135,7 @@ def test_import_12_partitions_one_spark_job_failed_partition_rerun(colocate_env,
 
     # Spark reads every imported partition back as a bucketed table, with the on-read bucket guard
     # (each row's pmod(hash(o_orderkey), 4) is its bucket): the same rows as the source
-    view, parts = catalog.writes.read_replicas("orders", DAYS)
+    view, parts = catalog.reads.replicas("orders", DAYS)
     register_tables(spark, [read_table(view, parts, available={b.id for b in catalog.backends.list()}, name="imported")])
     got = sorted(tuple(r) for r in spark.sql(
         "SELECT o_orderkey, o_custkey, o_totalprice, o_orderstatus, CAST(dt AS STRING) FROM imported").collect())

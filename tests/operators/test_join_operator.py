@@ -48,7 +48,7 @@ def test_sql_join_into_a_catalog_table_and_structured_join(loaded, tmp_path):
     assert result["joins"][0]["exchanges_left"] == 0 and result["joins"][0]["exchanges_right"] == 0
     assert result["output"]["rows"] == 3 and result["output"]["version"] == 1
     expected = {f"{p}-PRIO": sum(i for i in range(300) if (i // 3) % 3 == p) for p in range(3)}
-    _, parts = cat.writes.read_replicas("revenue")
+    _, parts = cat.reads.replicas("revenue")
     got = {}
     for bucket in parts[0].buckets:
         for f in Path(bucket[0].path.removeprefix("file://")).glob("*.parquet"):

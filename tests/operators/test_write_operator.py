@@ -42,7 +42,7 @@ def write_op(source: Path, partition: str, mode: str = "overwrite", **kw) -> Col
 
 def read_back(catalog, partition: str) -> list[tuple]:
     """Rows of the visible version, read from each bucket's first replica with pyarrow."""
-    _, parts = catalog.writes.read_replicas("orders", [partition])
+    _, parts = catalog.reads.replicas("orders", [partition])
     rows = []
     for bucket in parts[0].buckets:
         directory = Path(bucket[0].path.removeprefix("file://"))
@@ -62,7 +62,7 @@ def test_write_overwrite_append_and_replicas(colocate_env, spark, tmp_path):
     result = write_op(src, "2026-11-01").execute(context={})
     assert result["rows"] == 3000 and result["version"] == 1 and result["replicas"] == 8
     group = catalog.groups.get("g_orders")
-    _, parts = catalog.writes.read_replicas("orders", ["2026-11-01"])
+    _, parts = catalog.reads.replicas("orders", ["2026-11-01"])
     for seq, replicas in enumerate(parts[0].buckets):
         assert sorted(r.backend_id for r in replicas) == sorted(group.bucket_map[seq])
         assert len({r.checksum for r in replicas}) == 1
@@ -118,5 +118,5 @@ def test_bad_inputs_commit_nothing(colocate_env, spark, tmp_path):
         catalog.backends.set_state(backend.name, "down")
     with pytest.raises(ColocateError, match="needs 2 alive backends"):
         write_op(src, "2026-11-01").execute(context={})
-    assert catalog.tables.partitions("orders")[0].visible_version == 1
+    assert catalog.partitions.list("orders", empty=True)[0].visible_version == 1
     assert read_back(catalog, "2026-11-01") == before

@@ -137,7 +137,7 @@ def test_backends_with_load_and_capacity(client, as_user, demo):
     held: Counter = Counter()
     count: Counter = Counter()
     for t in demo.tables.list():
-        for p in demo.writes.read_replicas(t.qualified_name)[1]:
+        for p in demo.reads.replicas(t.qualified_name)[1]:
             for bucket in p.buckets:
                 for rep in bucket:
                     held[rep.backend_id] += rep.bytes

@@ -395,7 +395,7 @@ def test_every_link_on_the_embedded_page_works_with_a_real_click(api_server, bro
     run_id = "manual__2026-11-24T14:00:00+00:00"
     actor = task_actor("colocate_maintenance", "balance", run_id)
     as_task = Catalog(api_server.cat.url, actor=actor)  # a change made by a task: Recent changes links it
-    as_task.schemas.set_retention("orders", 400)
+    as_task.partitions.set_retention("orders", 400)
     as_task.dispose()
     task_page = f"/dags/colocate_maintenance/runs/{quote(run_id, safe='')}/tasks/balance"
     links = [("the API link", 'header a[href$="/api/colocate/docs"]', "/api/colocate/docs"),

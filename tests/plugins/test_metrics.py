@@ -181,17 +181,17 @@ def test_the_figures_follow_the_catalog(lake):
     from airflow_colocate.core.contract import BadReplica
     from airflow_colocate.plugins.prometheus import render
 
-    m = lake.health.metrics()
+    m = lake.metrics.read()
     orders = next(g for g in m.groups if g.group == "1_g_orders")
     assert orders.stable and orders.under_replicated == 0 and orders.bad_replicas == 0
     assert sum(b.bytes for b in m.backends) == 6 * 2 * 2000 + 3 * 500
-    _, parts = lake.writes.read_replicas("orders", ["2026-11-01"])
+    _, parts = lake.reads.replicas("orders", ["2026-11-01"])
     r = parts[0].buckets[2][0]
     before = lake.now()
     lake.health.mark_replicas_bad([BadReplica(r.id, "default.orders", "2026-11-01", 2, r.backend_id, r.path,
                                               "test: flipped byte")])
     lake.health.check_groups()
-    m = lake.health.metrics()
+    m = lake.metrics.read()
     orders = next(g for g in m.groups if g.group == "1_g_orders")
     assert not orders.stable and orders.bad_replicas == 1 and orders.under_replicated == 1
     assert orders.unstable_since is not None and orders.unstable_since >= before.replace(microsecond=0)

@@ -35,7 +35,7 @@ def test_schema_change_and_retention_through_the_api(client, as_user, demo):
 
 
 def test_the_page_shows_retention_and_dropped_partitions(demo):
-    demo.schemas.set_retention("orders", 90)
+    demo.partitions.set_retention("orders", 90)
     demo.partitions.drop("orders", "2026-11-01")
     html = render_page(demo, None)
     row = html[html.index('<table id="tables">'):]

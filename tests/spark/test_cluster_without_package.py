@@ -159,7 +159,7 @@ def colocate_cli(env: dict[str, str], *argv: str) -> dict:
 def replica_rows(catalog, table: str, partition: str) -> tuple[list[tuple], set[int]]:
     """Every row of the visible version, read from every replica with pyarrow; each bucket's
     replicas must hold the same rows. Also: the backends holding them."""
-    _, parts = catalog.writes.read_replicas(table, [partition])
+    _, parts = catalog.reads.replicas(table, [partition])
     rows, backends = [], set()
     for bucket in parts[0].buckets:
         copies = []
@@ -264,7 +264,7 @@ def _steps(catalog, env, cluster, spark, tmp_path, took):
     # verify (operator): every replica, the clones on be4 included, re-hashed and row-checked: none bad
     with step("verify", took):
         verified = ColocateVerifyOperator(task_id="verify", conf=CONF).execute(context={})
-    replicas = sum(len(b) for t, d in before for b in catalog.writes.read_replicas(t, [d])[1][0].buckets)
+    replicas = sum(len(b) for t, d in before for b in catalog.reads.replicas(t, [d])[1][0].buckets)
     assert verified["bad"] == [] and verified["replicas"] == replicas == 3 * 4 * 2
     assert verified["rows"] == 2 * (1200 + 6500)  # both replicas of every bucket
     assert all(g["stable"] for g in verified["groups"])
