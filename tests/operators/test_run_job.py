@@ -163,11 +163,12 @@ def test_the_runs_hook_has_the_operators_other_settings(monkeypatch):
         spark_binary="spark3-submit", properties_file="/p.conf", yarn_queue="q", deploy_mode="client",
         post_submit_commands=["true"], conf={"spark.x": "1"}, jars="/j.jar", env_vars={"A": "1"},
         application_args=["--master", "local[1]"])
-    ours = vars(SparkSubmitHook(**op._hook_kwargs()))
-    theirs = vars(op._get_hook())
-    assert set(ours) == set(theirs)
-    differ = {k for k in ours if k not in ("_log",) and ours[k] != theirs[k]}
-    assert differ == set(), differ
+    for op in (op, ColocateWriteOperator(task_id="bare", table="t", source="/x")):  # every setting, then none
+        ours = vars(SparkSubmitHook(**op._hook_kwargs()))
+        theirs = vars(op._get_hook())
+        assert set(ours) == set(theirs)
+        differ = {k for k in ours if k not in ("_log",) and ours[k] != theirs[k]}
+        assert differ == set(), differ
 
 
 def test_a_failed_job_raises_its_own_line_and_aborts_once(fake_spark, tmp_path):
