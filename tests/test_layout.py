@@ -333,9 +333,43 @@ def long_modules(root_dir: Path, reasons: dict[str, str], limit: int = MAX_LINES
     for rel, lines in sorted(sizes.items()):
         if lines > limit and not reasons.get(rel):
             out.append(f"{rel} has {lines} lines (over {limit}): split it or say why in ARCHITECTURE.md's Long modules")
-    for rel in sorted(reasons):
+    for rel in sorted(r for r in reasons if ": " not in r):  # "path: function" entries are functions
         if sizes.get(rel, 0) <= limit:
             out.append(f"ARCHITECTURE.md's Long modules names {rel}, which is not over {limit} lines: drop the entry")
+    return out
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def function_lengths(root_dir: Path) -> dict[str, int]:
+    """``path: Qualified.name`` -> lines of its body, its docstring left out (the docstring says
+    why; the body is what a reader follows), for every function of the package."""
+    out = {}
+    for path, _ in modules(root_dir).values():
+        rel = str(path.relative_to(root_dir))
+
+        def visit(node: ast.AST, prefix: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    body = child.body
+                    documented = (len(body) > 1 and isinstance(body[0], ast.Expr)
+                                  and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str))
+                    out[f"{rel}: {prefix}{child.name}"] = child.end_lineno - body[1 if documented else 0].lineno + 1
+                    visit(child, f"{prefix}{child.name}.")
+                elif isinstance(child, ast.ClassDef):
+                    visit(child, f"{prefix}{child.name}.")
+
+        visit(ast.parse(path.read_text()), "")
+    return out
+
+
+def long_functions(lengths: dict[str, int], reasons: dict[str, str], limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """A function over ``limit`` lines without a reason, and a reason for one no longer that long."""
+    out = [f"{name} has {n} lines (over {limit}): split it or say why in ARCHITECTURE.md's Long modules"
+           for name, n in sorted(lengths.items()) if n > limit and not reasons.get(name)]
+    out += [f"ARCHITECTURE.md's Long modules names {name}, which is not over {limit} lines: drop the entry"
+            for name in sorted(reasons) if ": " in name and lengths.get(name, 0) <= limit]
     return out
 
 
@@ -494,6 +528,23 @@ def test_core_needs_only_the_standard_library():
 def test_no_module_uses_a_private_name_of_another_folder():
     found = private_imports(PACKAGE)
     assert not found, "private names used across folders (make them public or move them):\n" + "\n".join(found)
+
+
+def test_long_functions_are_counted_without_their_docstring_and_need_a_reason(tmp_path):
+    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/low/__init__.py": "",
+                             "pkg/low/a.py": 'def f():\n    """Why."""\n    x = 1\n    return x\n\n\n'
+                                             'class C:\n    def g(self):\n        a = 1\n        b = 2\n        return a + b\n'})
+    lengths = function_lengths(root)
+    assert lengths == {"low/a.py: f": 2, "low/a.py: C.g": 3}
+    assert long_functions(lengths, {"low/a.py: f": "gone"}, limit=2) == [
+        "low/a.py: C.g has 3 lines (over 2): split it or say why in ARCHITECTURE.md's Long modules",
+        "ARCHITECTURE.md's Long modules names low/a.py: f, which is not over 2 lines: drop the entry",
+    ]
+
+
+def test_no_function_is_long_without_a_reason():
+    found = long_functions(function_lengths(PACKAGE), long_module_reasons(ARCHITECTURE.read_text()))
+    assert not found, "\n".join(found)
 
 
 def test_no_module_is_long_without_a_reason():

@@ -38,7 +38,6 @@ from airflow_colocate.model.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, 
 from airflow_colocate.core.contract import ClonePlan, CloneReport, VerifyTask
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
-from airflow_colocate.core.times import utc
 from airflow_colocate.jobs import metrics
 from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations, planned_bytes
 from airflow_colocate.jobs.health import waiting_to_relocate
@@ -361,22 +360,7 @@ class Balancer:
                 return out
             job = replace(job, step="switched")  # as recorded by switch_map, without reading it back
         if job.step == "switched":
-            for _ in range(opts.max_rounds):
-                result = self.catalog.balance.finish(job.id, grace=opts.grace)
-                if result.done:
-                    self.on_step("finished", job.id)
-                    if result.health is not None:
-                        self.echo(f"job {job.id} ({job.group}) finished; group "
-                                  f"{'stable' if result.health.stable else 'UNSTABLE: ' + (result.health.reason or '')}")
-                    break
-                needs, blocked = self.catalog.balance.clone_needs(job.id)
-                if not needs:
-                    out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq}: {b.why}" for b in blocked[:5]]
-                    break
-                added, size = self._clone_round(job, needs)
-                out.cloned, out.bytes = out.cloned + added, out.bytes + size
-                self.on_step("cloned", job.id)
-            job = self.catalog.jobs.get(job.id)
+            job = self._finish(job, out)
         if job.step == "finished" and job.state == "running":  # the group is stable: the marks of what it left
             dropping = self.catalog.balance.close(job.id, grace=opts.grace)
             self.echo(f"job {job.id} ({job.group}) closed: {dropping} replicas the map no longer names are dropped "
@@ -384,6 +368,25 @@ class Balancer:
             job = self.catalog.jobs.get(job.id)
         out.state, out.step = job.state, job.step
         return out
+
+    def _finish(self, job: JobView, out: JobOutcome) -> JobView:
+        """After the switch: clone the writes that landed meanwhile until the group is whole."""
+        for _ in range(self.options.max_rounds):
+            result = self.catalog.balance.finish(job.id, grace=self.options.grace)
+            if result.done:
+                self.on_step("finished", job.id)
+                if result.health is not None:
+                    self.echo(f"job {job.id} ({job.group}) finished; group "
+                              f"{'stable' if result.health.stable else 'UNSTABLE: ' + (result.health.reason or '')}")
+                break
+            needs, blocked = self.catalog.balance.clone_needs(job.id)
+            if not needs:
+                out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq}: {b.why}" for b in blocked[:5]]
+                break
+            added, size = self._clone_round(job, needs)
+            out.cloned, out.bytes = out.cloned + added, out.bytes + size
+            self.on_step("cloned", job.id)
+        return self.catalog.jobs.get(job.id)
 
     def drop_expired(self) -> int:
         """Delete the files of replicas whose grace period is over, then their rows."""
@@ -476,11 +479,6 @@ class Balancer:
         return waiting
 
 
-def run_balance(catalog, runner: Runner, options: BalanceOptions | None = None, **kwargs) -> dict:
-    """One balance run; see :class:`Balancer`."""
-    return Balancer(catalog, runner, options, **kwargs).run()
-
-
 def summary_json(summary: dict) -> dict:
     """The run summary as plain JSON (XCom, ``--json``)."""
     return {
@@ -496,4 +494,4 @@ def summary_json(summary: dict) -> dict:
 
 
 __all__ = ["Balancer", "BalanceOptions", "JobOutcome", "Runner", "describe_plans", "plan",
-           "run_balance", "session_runner", "summary_json"]
+           "session_runner", "summary_json"]

@@ -336,6 +336,20 @@ def _phase(clock: DriverClock | None, name: str):
     return clock.phase(name) if clock is not None else nullcontext()
 
 
+def _bucket_join(spark, plan: JoinPlan, clock: DriverClock | None) -> tuple[JoinPlan, BucketJoin | None]:
+    """How the colocated joins join inside a bucket (hash or sort-merge, against the executors'
+    memory), marked on the tables that build a hash join; None when no table is read bucketed."""
+    if not any(t.bucketed for t in plan.tables):
+        return plan, None
+    with _phase(clock, "plan"):
+        budget, budget_from = hash_budget(spark, plan)
+        choice = choose_bucket_join(plan.tables, budget, budget_from)
+        if choice.method == HASH:
+            choice = hash_or_not(spark, plan, choice)
+    log.info(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
+    return replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables]), choice
+
+
 def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
                    clock: DriverClock | None = None) -> JoinReport:
     """One attempt of :func:`run_join` on ``plan``'s replicas as they are."""
@@ -347,15 +361,7 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log.info(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
     fs.delete_file(bad_replicas_uri(plan))
-    choice = None
-    if any(t.bucketed for t in plan.tables):
-        with _phase(clock, "plan"):
-            budget, budget_from = hash_budget(spark, plan)
-            choice = choose_bucket_join(plan.tables, budget, budget_from)
-            if choice.method == HASH:
-                choice = hash_or_not(spark, plan, choice)
-        plan = replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables])
-        log.info(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
+    plan, choice = _bucket_join(spark, plan, clock)
     # For the job only: the caller's session keeps its settings and job group (session.scoped).
     conf, local_off = locality.settings(spark, plan.backend_hosts)  # read each replica where it lies, if possible
     if any(t.bucketed for t in plan.tables):
