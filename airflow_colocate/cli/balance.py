@@ -41,20 +41,19 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
     from airflow_colocate.jobs.balance import BalanceOptions
     from airflow_colocate.jobs.balance_outcome import CLI_HINT
 
-    catalog = env.catalog()
     options = BalanceOptions(strategy=strategy, threshold=threshold, relocate_delay=params.relocate_delay(relocate_delay_minutes),
                              relocate_delay_source=("COLOCATE_RELOCATE_DELAY_MINUTES" if relocate_delay_minutes is None
                                                     else "--relocate-delay-minutes"),
                              grace=timedelta(minutes=grace_minutes), groups=list(groups) or None, verify=verify,
                              relocate_now=relocate_now)
+    out = balance_run.start(env.catalog(), options, dry_run=dry_run, runner=runner, master=master,
+                            info=output.progress(), hint=CLI_HINT)
     if dry_run:
-        out = balance_run.dry_run(catalog, options, hint=CLI_HINT)
         blocks = ["dry run: nothing is changed", *out["lines"],
                   *([f"pending: {out['outcome'].removeprefix('dry run: ')}"] if out["outcome"] else [])]
         if out["moves"]:
             blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], out["moves"]))
         return Report(blocks, data=out["plans"])
-    out = _run(catalog, options, master) if runner == "spark" else _run_local(catalog, options)
     return Report([
         Table(["JobId", "Group", "Kind", "State", "Step", "Moves", "Cloned", "Bytes"],
               [[j["job_id"], j["group"], j["kind"], j["state"], j["step"], j["moves"], j["cloned"], j["bytes"]]
@@ -65,37 +64,6 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
               [[g["group_id"], g["group"], g["stable"], g["reason"]] for g in out["groups"]]),
         out["outcome"],
     ], data=out)
-
-
-def _run(catalog, options, master: str | None) -> dict:
-    """The balance run with a Spark session for its clone jobs; stop the session only if this
-    command started it (an embedding process, e.g. a test, keeps its own)."""
-    from pyspark.sql import SparkSession
-
-    from airflow_colocate.jobs import balance_run
-    from airflow_colocate.jobs.balance import session_runner
-    from airflow_colocate.jobs.balance_outcome import CLI_HINT
-    from airflow_colocate.spark.session import get_spark
-
-    owned = SparkSession.getActiveSession() is None
-    spark = get_spark("colocate-balance", master=master, conf={"spark.ui.enabled": "false"})
-    try:
-        if owned:
-            spark.sparkContext.setLogLevel("ERROR")
-        return balance_run.run(catalog, session_runner(spark), options, echo=output.progress(), hint=CLI_HINT)
-    finally:
-        if owned:
-            spark.stop()
-
-
-def _run_local(catalog, options) -> dict:
-    """The same balance run, cloning in this process with the clone job's own task function."""
-    from airflow_colocate.jobs import balance_run
-    from airflow_colocate.jobs.balance_outcome import CLI_HINT
-    from airflow_colocate.jobs.runners import local_runner
-
-    with local_runner() as runner:  # its worker processes stop with the run
-        return balance_run.run(catalog, runner, options, echo=output.progress(), hint=CLI_HINT)
 
 
 @click.group("jobs", cls=Group, help="Write, balance and gc jobs: list, cancel.")

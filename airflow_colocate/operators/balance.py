@@ -83,15 +83,15 @@ class ColocateBalanceOperator(ColocateSparkOperator):
                               relocate_now=_truthy(self.relocate_now))
 
     def execute(self, context) -> dict:
-        catalog = self.catalog
-        options = self._options()
+        dry_run = _truthy(self.dry_run)
         info = lambda line: self.log.info("colocate: %s", line)  # noqa: E731
         warn = lambda line: self.log.warning("colocate: %s", line)  # noqa: E731
-        if _truthy(self.dry_run):
-            if self.probe:  # a dry run changes nothing in the catalog, a probe's verdicts included
-                info("dry run: planned from the backend states the last probe recorded (no probe)")
-            balance_run.prepare(catalog, options, probe=False, info=info, warn=warn)
-            out = balance_run.dry_run(catalog, options)
+        if dry_run and self.probe:  # a dry run changes nothing in the catalog, a probe's verdicts included
+            info("dry run: planned from the backend states the last probe recorded (no probe)")
+        out = balance_run.start(self.catalog, self._options(), dry_run=dry_run, probe=self.probe,
+                                runner=lambda clone: self.run_job(context, clone), work_dir=self.work_dir,
+                                info=info, warn=warn)
+        if dry_run:
             for line in out.pop("lines"):
                 self.log.info("colocate plan: %s", line)
             out.pop("moves")
@@ -100,14 +100,8 @@ class ColocateBalanceOperator(ColocateSparkOperator):
             else:
                 out.pop("outcome")
             return out
-        balance_run.prepare(catalog, options, probe=self.probe, info=info, warn=warn)
-        out = balance_run.run(catalog, lambda clone: self.run_job(context, clone), options, work_dir=self.work_dir,
-                              echo=info)
         for g in out["groups"]:
-            if g["stable"]:
-                info(f"group {g['group']}: stable")
-            else:
-                warn(f"group {g['group']}: UNSTABLE: {g['reason']}")
+            (info if g["stable"] else warn)(f"group {g['group']}: " + ("stable" if g["stable"] else f"UNSTABLE: {g['reason']}"))
         info(out["outcome"])
         if balance_run.skipped(out):
             # skipped, not green: nothing was repaired because a relocation waits for its delay; the
