@@ -84,3 +84,19 @@ def test_a_down_backend_in_group_list_group_show_and_table_show(cli):
             row["JoinsShuffle"]) == (True, None, None, False, False)
     assert "joins:           colocated (no shuffle)" in cli("group", "show", "g")
     assert json.loads(cli("table", "show", "loose", "--json"))["unavailable_partitions"] == []
+
+
+def test_join_policy_readable_keeps_joins_bucketed_while_every_bucket_is_readable(cli):
+    assert "join policy readable" in cli("group", "set-join-policy", "g", "readable")
+    cli("backend", "mark-down", "be2", "--reason", "disk pulled")
+    cli("group", "check")
+    shown = json.loads(cli("group", "show", "g", "--json"))
+    assert shown["stable"] is False and shown["joins_shuffle"] is False and shown["join_policy"] == "readable"
+    text = cli("group", "show", "g")
+    assert "joins:           stay bucketed (join policy readable; 0 buckets read remotely)" in text
+    assert "join policy:     readable" in text
+    cli("backend", "mark-down", "be3", "--reason", "second disk")  # some bucket of orders now lives on be2+be3 only
+    shown = json.loads(cli("group", "show", "g", "--json"))
+    assert shown["joins_shuffle"] is True and "no verified replica on an alive backend" in shown["joins_shuffle_reason"]
+    events = [e for e in cli.catalog.events(limit=50) if e.kind == "group.join_policy"]
+    assert len(events) == 1 and events[0].detail["new"] == "readable"

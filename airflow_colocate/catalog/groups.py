@@ -14,6 +14,7 @@ from airflow_colocate.catalog.outlook import GroupOutlook, outlooks
 from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, slot_load
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
 from airflow_colocate.catalog.stability import bind_clock
+from airflow_colocate.model.reasons import JoinPolicy
 from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, GroupView
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import (
@@ -109,6 +110,19 @@ class Groups:
             g.version += 1
             self.db.event(s, "group.mark_stable" if stable else "group.mark_unstable", group_view(s, g).full_name,
                         reason=g.unstable_reason)
+            return group_view(s, g, with_map=True)
+
+        return self.db.tx(run)
+
+    def set_join_policy(self, ref: str, policy: str, *, db: str = DEFAULT_DB) -> GroupView:
+        """When the group's joins may stay bucketed (``model.reasons.JoinPolicy``), with its event."""
+        chosen = JoinPolicy.parse(policy).value
+
+        def run(s: Session) -> GroupView:
+            g = group_row(s, ref, db)
+            if g.join_policy != chosen:
+                self.db.event(s, "group.join_policy", group_view(s, g).full_name, old=g.join_policy, new=chosen)
+                g.join_policy = chosen
             return group_view(s, g, with_map=True)
 
         return self.db.tx(run)

@@ -90,6 +90,8 @@ class ColocateGroup(Base):
     generation: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     # When ``stable`` last turned false (None while stable, or not yet checked since 0007).
     unstable_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # When its joins may stay bucketed (model.reasons.JoinPolicy): "stable" (the seeds' rule) or "readable".
+    join_policy: Mapped[str] = mapped_column(String(16), default="stable", server_default=text("'stable'"))
     __table_args__ = (
         Index("uq_group_db_name", "db_id", "name", unique=True, postgresql_where=text("db_id IS NOT NULL"),
               sqlite_where=text("db_id IS NOT NULL")),

@@ -115,6 +115,8 @@ def outlook_lines(o: GroupOutlook, now: datetime, stable: bool) -> list[tuple[st
 
 
 def _joins(o: GroupOutlook, stable: bool) -> str:
+    if not o.joins_shuffle and not stable:
+        return f"stay bucketed (join policy readable; {o.remote_buckets} buckets read remotely)"
     if not o.joins_shuffle:
         return "colocated (no shuffle)"
     if not stable and Fallback.of(o.joins_shuffle_reason) is not Fallback.DISABLED:
@@ -154,7 +156,7 @@ def show_one(env: Env, group: str, relocate_delay_minutes: float | None) -> Repo
     unavailable = [lost[t] for t in g.table_ids if t in lost]
     state = "stable" if g.stable else f"UNSTABLE: {g.unstable_reason or 'marked unstable'}"
     blocks: list = [Fields(f"group {g.full_name} ({g.group_id})", [
-        ("state", state), *outlook_lines(o, catalog.now(), g.stable),
+        ("state", state), *outlook_lines(o, catalog.now(), g.stable), ("join policy", g.join_policy),
         ("tables", ", ".join(names.get(t, str(t)) for t in g.table_ids) or "(none)"),
         ("unavailable", "; ".join(f"{u.table}: {u.count} partitions" for u in unavailable) or "none")])]
     if not health.stable:
@@ -186,6 +188,17 @@ def _mark(stable: bool) -> click.Command:
         return f"group {g.full_name} ({g.group_id}) marked {'stable' if g.stable else 'unstable'}"
 
     return mark
+
+
+@group.command("set-join-policy", help="When the group's joins stay bucketed: 'stable' (only while the group is "
+               "stable, the default: Doris's rule) or 'readable' (also while it is unstable, as long as every bucket "
+               f"has a verified replica on an alive backend; only locality is lost). {GROUP_REF}")
+@click.argument("group")
+@click.argument("policy", type=params.Choice(["stable", "readable"]))
+@pass_env
+def set_join_policy(env: Env, group: str, policy: str) -> str:
+    g = env.catalog().groups.set_join_policy(group, policy, db=env.db)
+    return f"group {g.full_name} ({g.group_id}): join policy {g.join_policy}"
 
 
 mark_stable = _mark(True)

@@ -216,6 +216,8 @@ class JoinPlan(JsonMixin):
     # Memory budget (bytes) of one bucket's hash-join build side; None: derived from the job's Spark
     # conf (spark.colocate.join.hashBudget, else planner.join.default_hash_budget); 0: sort-merge only.
     hash_budget: int | None = None
+    # Lines the explain adds about the bucket reads (an unstable group read bucketed, its remote buckets).
+    read_notes: list[str] = field(default_factory=list)
 
 
 @dataclass

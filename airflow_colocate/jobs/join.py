@@ -23,15 +23,17 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
                  output_table: str | None = None, output_partition: str = "all", output_mode: str = "overwrite",
                  output_path: str | None = None, work_dir: str | Path | None = None,
                  job_name: str = "join", hash_budget: int | str | None = None,
-                 executor_hosts: Sequence[str] | None = None) -> tuple[JoinPlan, WriteTicket | None]:
+                 executor_hosts: Sequence[str] | None = None,
+                 join_policy: str | None = None) -> tuple[JoinPlan, WriteTicket | None]:
     """Plan the reads (colocated or fallback, with reasons) and, for a catalog output, its write.
     ``hash_budget`` (bytes or ``512m``; 0: sort-merge only) overrides the job's memory-derived budget
     for a bucket's hash-join build side (planner.join.choose_bucket_join). ``executor_hosts``: the
     hosts that run Spark executors; each bucket then reads a replica on one of them when it has one
-    (placement.replica_choice), so its task can run where its files are (spark.locality)."""
+    (placement.replica_choice), so its task can run where its files are (spark.locality).
+    ``join_policy`` overrides the group's for this join (``model.reasons.JoinPolicy``)."""
     budget = None if hash_budget is None else parse_size(hash_budget, "hash_budget")
     decided, backends = plan_query_reads(catalog, tables, disabled=disable_colocate_join,
-                                         executor_hosts=executor_hosts)
+                                         executor_hosts=executor_hosts, policy=join_policy)
     work = str(work_dir or default_work_dir())
     ticket = None
     output = None
@@ -43,7 +45,7 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
         job_id = f"{job_name}-{catalog.now().strftime('%Y%m%dT%H%M%S%f')}"
     plan = JoinPlan(job_id=job_id, query=query, tables=decided.tables, reasons=decided.reasons, groups=decided.groups,
                     require_colocate=require_colocate, report_uri=f"{work.rstrip('/')}/{job_id}/report.json",
-                    output_path=output_path, output=output, hash_budget=budget,
+                    output_path=output_path, output=output, hash_budget=budget, read_notes=list(decided.notes),
                     backend_hosts={b.root_uri: b.host for b in backends if b.state == "alive"})
     return plan, ticket
 

@@ -41,7 +41,7 @@ def read_plans(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *,
 
 
 def plan_query_reads(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], *, disabled: bool = False,
-                     executor_hosts: Sequence[str] | None = None) -> tuple[JoinReads, list]:
+                     executor_hosts: Sequence[str] | None = None, policy: str | None = None) -> tuple[JoinReads, list]:
     """:func:`read_plans` and the backends it read (a join's plan names their hosts): ONE catalog
     read transaction (``catalog.reads.query``), not one per table, group, backends, flags.
     Nothing is cached: the next query sees a commit or a backend marked down."""
@@ -54,7 +54,7 @@ def plan_query_reads(catalog: Catalog, tables: Mapping[str, Sequence[str] | None
     disabled = disabled or got.flags["disable_colocate_join"]
     decided = plan_reads(reads, got.groups, available=available, disabled=disabled,
                          hosts={b.id: b.host for b in got.backends}, executor_hosts=executor_hosts,
-                         names={b.id: b.name for b in got.backends})
+                         names={b.id: b.name for b in got.backends}, policy=policy)
     return decided, got.backends
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from airflow_colocate.core.errors import InvalidArgument
+
 
 class Fallback(Enum):
     """The kinds of fallback, each with the sentence people read and the tag metrics carry."""
@@ -37,10 +39,32 @@ class Fallback(Enum):
         return None
 
 
+class JoinPolicy(Enum):
+    """When a group's joins may stay bucketed. ``stable`` is the seeds' (Doris's) rule: only while the
+    group is stable. ``readable`` keeps the bucket join while the group is unstable as long as every
+    bucket of every table a query reads has a verified replica on an alive backend: a bucket join
+    needs each bucket's rows of every table at the committed version, from any good replica; only
+    locality is lost (a bucket read from another backend than its map names is read remotely)."""
+
+    STABLE = "stable"
+    READABLE = "readable"
+
+    @classmethod
+    def parse(cls, value: str | JoinPolicy | None) -> JoinPolicy:
+        if isinstance(value, JoinPolicy):
+            return value
+        try:
+            return cls(str(value or "stable").strip().lower())
+        except ValueError:
+            raise InvalidArgument(f"invalid join policy {value!r}: expected 'stable' (joins shuffle while the group is "
+                             f"unstable, the default) or 'readable' (joins stay bucketed while every bucket has a "
+                             f"verified replica on an alive backend)") from None
+
+
 def tag_of(reason: str | None) -> str:
     """A reason as one of a few values (a metric's tags must not explode a time series database)."""
     kind = Fallback.of(reason)
     return kind.tag if kind else "other"
 
 
-__all__ = ["Fallback", "tag_of"]
+__all__ = ["Fallback", "JoinPolicy", "tag_of"]

@@ -99,6 +99,7 @@ class GroupView:
     version: int
     table_ids: tuple[int, ...] = ()
     bucket_map: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
+    join_policy: str = "stable"  # model.reasons.JoinPolicy: when its joins may stay bucketed
 
     @property
     def group_id(self) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from airflow_colocate.core.contract import ReadPartition, ReadReplica, ReadTable
 from airflow_colocate.core.errors import PlacementError
-from airflow_colocate.model.reasons import Fallback
+from airflow_colocate.model.reasons import Fallback, JoinPolicy
 from airflow_colocate.model.rules import group_join_fallback
 from airflow_colocate.model.views import GroupView, PartitionReplicas, ReplicaView, TableView
 from airflow_colocate.placement.replica_choice import choose_replicas
@@ -60,45 +60,99 @@ class JoinReads:
     groups: dict[str, str]  # alias -> group id or ''
     group: str | None  # the group read colocated, if any
     chosen: list[int] | None  # backend per bucket seq for that group
+    notes: tuple[str, ...] = ()  # what the explain says about the bucket reads (an unstable group read bucketed)
 
 
 def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]], groups: Mapping[str, GroupView],
                *, available: Collection[int], disabled: bool, hosts: Mapping[int, str] | None = None,
-               executor_hosts: Collection[str] | None = None, names: Mapping[int, str] | None = None) -> JoinReads:
+               executor_hosts: Collection[str] | None = None, names: Mapping[int, str] | None = None,
+               policy: str | None = None) -> JoinReads:
     """Register every table of the query; tables of the best-represented stable group bucketed,
     reading bucket *b* of all of them from one backend (spread over ``hosts``, backend id -> host,
     preferring backends on ``executor_hosts``: placement.replica_choice). ``names``: backend id ->
-    name, for the reason a group's join shuffles (``model.rules.group_join_fallback``)."""
+    name, for the reason a group's join shuffles (``model.rules.group_join_fallback``). ``policy``
+    overrides the group's join policy for this query (``model.reasons.JoinPolicy``)."""
     in_group = Counter(view.group_id for view, _ in reads.values() if view.group_id)
     group_id = in_group.most_common(1)[0][0] if in_group else None
     chosen, group_reason = None, ""
+    effective = JoinPolicy.parse(policy or groups[group_id].join_policy) if group_id is not None else JoinPolicy.STABLE
     if disabled:
         group_reason = Fallback.DISABLED.because()
     elif group_id is not None:
         chosen, group_reason = _choose_group(reads, group_id, groups[group_id], available=available, hosts=hosts,
-                                             executor_hosts=executor_hosts, names=names or {})
+                                             executor_hosts=executor_hosts, names=names or {},
+                                             policy=effective)
     reasons = {alias: _table_reason(view, group_id, group_reason, disabled) for alias, (view, _) in reads.items()}
     tables = [read_table(view, parts, available=available, chosen=chosen if not reasons[alias] else None,
                          name=alias, bucketed=not reasons[alias])
               for alias, (view, parts) in reads.items()]
+    notes = () if group_reason or group_id is None else _remote_note(groups[group_id], tables, reasons, effective)
     return JoinReads(tables=tables, reasons=reasons,
                      groups={alias: view.group_id or "" for alias, (view, _) in reads.items()},
-                     group=group_id if not group_reason else None, chosen=chosen)
+                     group=group_id if not group_reason else None, chosen=chosen, notes=notes)
 
 
-def _choose_group(reads, group_id: str, g: GroupView, *, available, hosts, executor_hosts, names) -> tuple[list[int] | None, str]:
-    """The backend per bucket seq that the group's tables read, or why the group's join shuffles."""
+def _choose_group(reads, group_id: str, g: GroupView, *, available, hosts, executor_hosts, names,
+                  policy: JoinPolicy) -> tuple[list[int] | None, str]:
+    """The backend per bucket seq that the group's tables read, or why the group's join shuffles.
+    Under ``JoinPolicy.READABLE`` a bucket whose chosen backend lacks its replica reads another
+    verified one on an alive backend (``read_table``), and no backend may be chosen at all."""
     mapped = {b for ids in g.bucket_map for b in ids}
+    readable = policy is JoinPolicy.READABLE
     reason = group_join_fallback(disabled=False, stable=g.stable, unstable_reason=g.unstable_reason,
-                                 mapped=mapped, alive=available, names=names)
+                                 mapped=mapped, alive=available, names=names, policy=policy,
+                                 unreadable=_unreadable(reads, group_id, available) if readable else None)
     if reason:
         return None, reason
     try:
         chosen = choose_replicas(g.bucket_map, available, hosts=hosts, executor_hosts=executor_hosts)
     except PlacementError as exc:
-        return None, Fallback.NOT_STABLE.because(str(exc))
-    reason = _missing_replica(reads, group_id, chosen)
+        return (None, "") if readable else (None, Fallback.NOT_STABLE.because(str(exc)))
+    reason = "" if readable else _missing_replica(reads, group_id, chosen)
     return (None, reason) if reason else (chosen, "")
+
+
+def _unreadable(reads, group_id: str, available: Collection[int]) -> str | None:
+    """The first bucket of the group's tables that no verified replica on an alive backend holds."""
+    for view, parts in reads.values():
+        if view.group_id != group_id:
+            continue
+        for p in parts:
+            for seq, replicas in enumerate(p.buckets):
+                if not any(r.backend_id in available for r in replicas):
+                    held = ", ".join(sorted({str(r.backend_id) for r in replicas})) or "none"
+                    return (f"{view.qualified_name}/{p.value} bucket {seq} has no verified replica on an alive "
+                            f"backend (replicas on backend ids {held})")
+    return None
+
+
+def _remote_note(g: GroupView, tables: Sequence[ReadTable], reasons: Mapping[str, str],
+                 policy: JoinPolicy) -> tuple[str, ...]:
+    """For a group read bucketed while it is not stable (join policy ``readable``): which buckets
+    read a replica other than their map's first backend, and which of those read off every
+    backend their map names (their tasks read remotely)."""
+    first, off = set(), set()
+    for t in tables:
+        if reasons.get(t.name):
+            continue
+        for p in t.partitions:
+            for seq, cands in enumerate(p.candidates):
+                if cands and seq < len(g.bucket_map) and g.bucket_map[seq]:
+                    if cands[0].backend_id != g.bucket_map[seq][0]:
+                        first.add(seq)
+                    if cands[0].backend_id not in g.bucket_map[seq]:
+                        off.add(seq)
+    if g.stable and not off:
+        return ()
+
+    def listed(seqs: set[int]) -> str:
+        ordered = sorted(seqs)
+        return (": " + ", ".join(map(str, ordered[:20])) + (", ..." if len(ordered) > 20 else "")) if ordered else ""
+
+    state = "stable" if g.stable else f"not stable ({g.unstable_reason or 'marked unstable'})"
+    return (f"bucket reads: group {g.full_name} is {state} and stays bucketed (join policy "
+            f"{policy.value}); {len(first)} of {g.bucket_num} buckets read a replica other than their map's "
+            f"first{listed(first)}; {len(off)} read off their map's backends (remote){listed(off)}",)
 
 
 def _table_reason(view: TableView, group_id: str | None, group_reason: str, disabled: bool) -> str:

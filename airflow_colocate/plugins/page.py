@@ -265,6 +265,9 @@ def outlook_lines(g: dict, now: datetime) -> list[tuple[str, Markup]]:
         out.append(("relocation-countdown", Markup('relocation starts <span class="rel" data-at="{}">{}</span> '
                                                    '({}): its buckets leave {}').format(
             at.isoformat(timespec="seconds"), relative(at, now), when(at, now), off)))
+    if not g.get("joins_shuffle") and not g["stable"]:
+        out.append(("joins-bucketed", Markup("joins stay bucketed ({} buckets read remotely)").format(
+            g.get("remote_buckets", 0))))
     if g.get("joins_shuffle"):
         why = g.get("joins_shuffle_reason") or "colocated joins are off for this group"
         # an unstable group's reasons are listed next to it already: the planner's words go to the tooltip

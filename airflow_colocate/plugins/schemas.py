@@ -89,6 +89,11 @@ class Group(BaseModel):
     joins_shuffle: bool = Field(description="joins on its tables fall back to a shuffle join now: colocate join is "
                                             "disabled, the group is unstable, or its map names a backend not alive")
     joins_shuffle_reason: str | None = Field(description="the join planner's reason; null when joins are colocated")
+    join_policy: str = Field("stable", description="when its joins stay bucketed: 'stable' (only while the group is "
+                                                   "stable, the seeds' rule) or 'readable' (while every bucket has a "
+                                                   "verified replica on an alive backend)")
+    remote_buckets: int = Field(0, description="under 'readable', while unstable: buckets none of whose map's "
+                                               "backends is alive (their reads are remote)")
 
 
 class UnavailableTable(BaseModel):

@@ -392,7 +392,7 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
                 explains = [explain_join(j, plan) for j in planned_joins(df)]
         except Exception as exc:
             raise ColocateError(f"the join query failed to plan: {str(exc).strip().splitlines()[0]}") from exc
-        text = explain_text(explains, choice)
+        text = "\n".join([explain_text(explains, choice), *plan.read_notes])
         # The operator's summary prints the explain from the report (which also reaches a task log
         # in cluster deploy mode, where this driver's log does not): printed here too it read twice.
         for line in text.splitlines():

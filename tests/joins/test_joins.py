@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError, PlacementError
 from airflow_colocate.jobs.join import join_in_session
 
 pytestmark = pytest.mark.spark
@@ -194,3 +194,37 @@ def test_explain_names_tables_and_keys_without_spark_attribute_ids(spark, tpch_c
     assert ("orders.o_orderkey = lineitem.l_orderkey" in first), text
     assert "  exchanges: 0 left, 0 right" in first.splitlines()
     assert "colocate: false, reason: " in second and "flags" in second and "flags.f_orderkey" in second, text
+
+
+def test_a_join_stays_bucketed_through_a_down_backend_under_the_readable_policy(spark, tpch_catalog, plain):
+    """Join policy 'readable': with be2 down (the group unstable, checked) every bucket still has a
+    verified replica on an alive backend (replication 2), so the join stays bucketed, with no
+    Exchange, and returns plain Spark's rows; the explain says which buckets read elsewhere than
+    their map's first backend. With be2 and be3 down some bucket has no replica left on an alive
+    backend: no join can read it, bucketed or not, so the outlook says joins shuffle and the query
+    is refused naming that bucket. The seeds' rule ('stable', the default) shuffles throughout."""
+    q = "SELECT o.o_orderkey, l.l_linenumber FROM {o} o JOIN {l} l ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey"
+    ours, ref = q.format(o="orders", l="lineitem"), q.format(o="ref_orders", l="ref_lineitem")
+    tpch_catalog.backends.set_state("be2", "down", reason="disk pulled")
+    tpch_catalog.health.check_group("g_tpch")
+    try:
+        assert not same_rows(spark, ours, ref, BOTH, tpch_catalog)["colocate"]  # the group's policy: the seeds'
+        result = same_rows(spark, ours, ref, BOTH, tpch_catalog, join_policy="readable")  # this run only
+        assert result["colocate"] and exchanges(result) == [0], result["explain"]
+        assert "is not stable" in result["explain"] and "stays bucketed (join policy readable)" in result["explain"]
+        tpch_catalog.groups.set_join_policy("g_tpch", "readable")  # the group's own policy now
+        outlook = tpch_catalog.groups.outlook("g_tpch")
+        assert not outlook.joins_shuffle and outlook.join_policy == "readable"
+        assert same_rows(spark, ours, ref, BOTH, tpch_catalog)["colocate"]
+
+        tpch_catalog.backends.set_state("be3", "down", reason="second disk")
+        outlook = tpch_catalog.groups.outlook("g_tpch")
+        assert outlook.joins_shuffle and "has a bucket with no verified replica on an alive backend" in (
+            outlook.joins_shuffle_reason), outlook
+        with pytest.raises(PlacementError, match=r"bucket \d+ has no verified replica on an alive backend"):
+            join_in_session(spark, tpch_catalog, ours, BOTH)
+    finally:
+        tpch_catalog.groups.set_join_policy("g_tpch", "stable")
+        tpch_catalog.backends.set_state("be3", "alive")
+        tpch_catalog.backends.set_state("be2", "alive")
+        tpch_catalog.health.check_group("g_tpch")
