@@ -86,28 +86,39 @@ def w_colocated(way: str) -> bool:
     return way in ("colocated", "columnar")
 
 
-def generate(spark, root: Path, rows: int, buckets: int) -> None:
-    """Plain parquet (one file a day), Spark bucketBy tables and the colocated lake, once per volume."""
-    done = root / "_done"
-    if done.exists():
-        return
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    t0 = time.perf_counter()
+def write_plain(spark, out: Path, table: str, rows: int) -> None:
+    """Table ``table`` of the seeds as plain parquet under ``out``: ``rows`` rows a day, one file a day (dt=...)."""
     days = ", ".join(f"DATE'{d}'" for d in DAYS)
-    for t in "ABC":
-        df = spark.sql(f"SELECT {COLUMNS[t]}, element_at(array({days}), int(g / {rows}) + 1) AS dt "
-                       f"FROM (SELECT id AS g, id % {rows} AS k FROM range({rows * len(DAYS)}))")
-        df.repartition(len(DAYS), "dt").write.partitionBy("dt").parquet(str(root / "plain" / t))
-        spark.sql(f"DROP TABLE IF EXISTS s{t}")  # registered by a smaller volume of this run
-        (spark.read.parquet(str(root / "plain" / t)).repartition(buckets, "id").write.partitionBy("dt")
-         .bucketBy(buckets, "id").sortBy("id").option("path", str(root / "bucketby" / t)).saveAsTable(f"s{t}"))
-        print(f"  {t}: plain and bucketBy written ({time.perf_counter() - t0:.0f} s)", flush=True)
+    df = spark.sql(f"SELECT {COLUMNS[table]}, element_at(array({days}), int(g / {rows}) + 1) AS dt "
+                   f"FROM (SELECT id AS g, id % {rows} AS k FROM range({rows * len(DAYS)}))")
+    df.repartition(len(DAYS), "dt").write.partitionBy("dt").parquet(str(out))
+
+
+def lake_catalog(root: Path) -> Catalog:
+    """A new SQLite catalog under ``root`` with three backends in local folders (``lake/be1..be3``)."""
     cat = Catalog(f"sqlite:///{root / 'catalog.db'}", actor="bench")
     cat.init()
     for i in range(1, 4):
         (root / "lake" / f"be{i}").mkdir(parents=True)
         cat.backends.add((root / "lake" / f"be{i}").as_uri(), name=f"be{i}")
+    return cat
+
+
+def generate(spark, root: Path, rows: int, buckets: int) -> None:
+    """Plain parquet (one file a day), Spark bucketBy tables and the colocated lake, once per volume."""
+    if (root / "_done").exists():
+        return
+    done = root / "_done"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    t0 = time.perf_counter()
+    for t in "ABC":
+        write_plain(spark, root / "plain" / t, t, rows)
+        spark.sql(f"DROP TABLE IF EXISTS s{t}")  # registered by a smaller volume of this run
+        (spark.read.parquet(str(root / "plain" / t)).repartition(buckets, "id").write.partitionBy("dt")
+         .bucketBy(buckets, "id").sortBy("id").option("path", str(root / "bucketby" / t)).saveAsTable(f"s{t}"))
+        print(f"  {t}: plain and bucketBy written ({time.perf_counter() - t0:.0f} s)", flush=True)
+    cat = lake_catalog(root)
     for t in "ABC":
         cat.tables.create(t, SCHEMA[t], ["id"], bucket_num=buckets, replication_num=1, partition_cols=["dt"],
                          colocate_with="g_seeds")
