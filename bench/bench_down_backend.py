@@ -127,7 +127,7 @@ def main() -> None:
     if a.volume < 1 or a.rounds < 1 or a.buckets < 1:
         ap.error("--volume, --rounds and --buckets must be at least 1")
     spark = get_spark("bench-down-backend", master=a.master,
-                      conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(a.buckets)})
+                      conf={"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": str(a.buckets)})
     spark.sparkContext.setLogLevel("ERROR")
     try:
         run_volume(spark, a.volume, a.rounds, a.buckets)
