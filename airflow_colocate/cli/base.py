@@ -142,6 +142,7 @@ class Env:
     catalog_url: str | None
     db: str
     actor: str | None = None  # --actor; else the catalog's default ($COLOCATE_ACTOR, then the OS user)
+    verbose: bool = False  # --verbose: a refusal's whole message after its one line
     _catalog: Catalog | None = field(default=None, repr=False)
 
     def catalog(self, *, check_schema: bool = True) -> Catalog:

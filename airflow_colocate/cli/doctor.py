@@ -45,11 +45,11 @@ EXIT_PROBLEMS = 1
 @click.option("--conn", "conn_id", metavar="CONN_ID",
               help="Read the catalog URL from this Airflow connection, as a task would (default: --catalog, "
                    "$COLOCATE_CATALOG_URL, the embedded catalog).")
-@click.option("--timeout", type=params.INT, default=int(PROBE_TIMEOUT), show_default=True,
+@click.option("--timeout", type=params.SECONDS, default=PROBE_TIMEOUT, show_default=True,
               help="Seconds to wait for the backend probes.")
 @json_option
 @pass_env
-def doctor(env: Env, master: str | None, conn_id: str | None, timeout: int) -> Report:
+def doctor(env: Env, master: str | None, conn_id: str | None, timeout: float) -> Report:
     problems: list[str] = []
     facts = {
         "package": package_facts(),

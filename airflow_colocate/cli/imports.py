@@ -18,7 +18,7 @@ from airflow_colocate.cli.output import Report, Table, json_option
     "Spark job: bucket, place and replicate every partition, then commit each partition's version. A partition "
     "already imported from the same files is skipped, so a re-run after a failure finishes the rest."))
 @click.argument("table")
-@click.argument("source")
+@click.argument("source", type=params.URI)
 @click.option("--format", "fmt", type=click.Choice(["parquet", "orc"]), default="parquet", show_default=True,
               help="File format of the dataset.")
 @click.option("--partitions", help="Only these partition values, comma separated (default: every folder).")

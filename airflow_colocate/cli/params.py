@@ -13,31 +13,73 @@ from datetime import timedelta
 
 import click
 
+from airflow_colocate.core import validate
 from airflow_colocate.core.errors import InvalidArgument
 
 
 class Int(click.ParamType):
+    """An integer in ``[minimum, maximum]``; by default anything a 64-bit column holds."""
+
     name = "integer"
 
+    def __init__(self, minimum: int | None = -validate.MAX_ID - 1, maximum: int = validate.MAX_ID):
+        self.minimum, self.maximum = minimum, maximum
+
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
         try:
-            return int(value)
+            number = value if isinstance(value, int) else int(value)
         except ValueError:
-            self.fail(f"invalid int value: {value!r}", param, ctx)
+            self.fail(f"invalid int value: {validate.shown(value)}", param, ctx)
+        try:
+            return validate.integer(number, "value", minimum=self.minimum, maximum=self.maximum)
+        except InvalidArgument as exc:
+            self.fail(str(exc).replace("invalid value ", "", 1), param, ctx)
 
 
 class Float(click.ParamType):
+    """A finite number in ``[minimum, maximum]`` (``nan`` and ``inf`` are refused)."""
+
     name = "float"
 
+    def __init__(self, minimum: float | None = None, maximum: float | None = None):
+        self.minimum, self.maximum = minimum, maximum
+
     def convert(self, value, param, ctx):
-        if isinstance(value, float):
-            return value
         try:
-            return float(value)
+            number = value if isinstance(value, float) else float(value)
         except ValueError:
-            self.fail(f"invalid float value: {value!r}", param, ctx)
+            self.fail(f"invalid float value: {validate.shown(value)}", param, ctx)
+        try:
+            return validate.number(number, "value", minimum=self.minimum, maximum=self.maximum)
+        except InvalidArgument as exc:
+            self.fail(str(exc).replace("invalid value ", "", 1), param, ctx)
+
+
+class Text(click.ParamType):
+    """Free text a person types (``--reason``): one printable line, at most ``max_len`` characters."""
+
+    name = "text"
+
+    def __init__(self, what: str, max_len: int):
+        self.what, self.max_len = what, max_len
+
+    def convert(self, value, param, ctx):
+        try:
+            return validate.free_text(value, self.what, max_len=self.max_len)
+        except InvalidArgument as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Uri(click.ParamType):
+    """A root or source URI or path: not empty (an unset variable), printable, one line."""
+
+    name = "uri"
+
+    def convert(self, value, param, ctx):
+        try:
+            return validate.uri(value, param.human_readable_name if param is not None else "URI")
+        except InvalidArgument as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class Choice(click.Choice):
@@ -55,17 +97,23 @@ class Actor(click.ParamType):
     name = "name"
 
     def convert(self, value, param, ctx):
-        from airflow_colocate.core.actor import check_actor
-
         try:
-            return check_actor(value)
-        except ValueError as exc:
+            return validate.actor(value)
+        except InvalidArgument as exc:
             self.fail(str(exc), param, ctx)
 
 
-INT = Int()
+INT = Int()  # buckets, replication: their own checks say what is wrong with 0 or -1
+COUNT = Int(minimum=0)  # --limit, --sample, --retention-days
+ID = Int(minimum=1)  # a job id
 FLOAT = Float()
+FRACTION = Float(minimum=0.0)  # --threshold: a fraction of the average, 0 = none
+HOURS = Float(minimum=0.0, maximum=validate.MAX_HOURS)
+MINUTES = Float(minimum=0.0, maximum=validate.MAX_HOURS * 60)
+SECONDS = Float(minimum=0.001, maximum=validate.MAX_HOURS * 3600)  # a timeout: 0 or less is no time at all
 ACTOR = Actor()
+REASON = Text("reason", validate.MAX_REASON)
+URI = Uri()
 
 
 def boolean(text: str) -> bool:
@@ -96,4 +144,5 @@ def relocate_delay(minutes: float | None) -> timedelta:
     """``--relocate-delay-minutes``, or ``$COLOCATE_RELOCATE_DELAY_MINUTES`` (default 30) when not given."""
     from airflow_colocate.jobs.health import relocate_delay_from_env
 
-    return relocate_delay_from_env() if minutes is None else timedelta(minutes=minutes)
+    return relocate_delay_from_env() if minutes is None else validate.duration(minutes, "--relocate-delay-minutes",
+                                                                               unit="minutes")
