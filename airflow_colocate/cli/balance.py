@@ -41,6 +41,8 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
     from airflow_colocate.jobs.balance_outcome import CLI_HINT, outcome_line, pending_line
 
     catalog = env.catalog()
+    for name in groups:  # a group that does not exist is refused before Spark starts
+        catalog.groups.get(name)  # as the balance resolves it (jobs/balance.py: group_ids)
     options = BalanceOptions(strategy=strategy, threshold=threshold, relocate_delay=params.relocate_delay(relocate_delay_minutes),
                              relocate_delay_source=("COLOCATE_RELOCATE_DELAY_MINUTES" if relocate_delay_minutes is None
                                                     else "--relocate-delay-minutes"),

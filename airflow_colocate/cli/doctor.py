@@ -30,6 +30,7 @@ import click
 from airflow_colocate.cli import output, params
 from airflow_colocate.cli.base import Command, Env, pass_env
 from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option
+from airflow_colocate.core.errors import summary
 
 DISTRIBUTION = "airflow-colocate"
 PROBE_TIMEOUT = 10.0  # seconds for all backends together: a hung mount must not hang the doctor
@@ -232,7 +233,7 @@ def backend_facts(catalog, problems: list[str], timeout: float) -> list[dict]:
         row = {"id": b.id, "name": b.name, "host": b.host, "root": b.root_uri, "state": b.state,
                "reachable": False, "marker": None, "error": None}
         try:
-            probe_root(b.root_uri, marker=marker)
+            probe_root(b.root_uri, marker=marker, tidy=True)
             row["reachable"] = True
         except Exception as exc:
             row["error"] = " ".join(str(exc).split())
@@ -309,7 +310,7 @@ def executor_facts(master: str, problems: list[str]) -> dict:
         slices = max(1, min(8, sc.defaultParallelism))
         seen = sc.parallelize(range(slices), slices).mapPartitions(_executor_probe()).collect()
     except Exception as exc:
-        facts["error"] = " ".join(str(exc).split())[:500]
+        facts["error"] = summary(exc, 500)[0]  # a JVM's message: its exception's line, not the stack trace
         problems.append(f"a Spark job on {master} failed: {facts['error']}")
         return facts
     finally:

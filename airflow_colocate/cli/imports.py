@@ -26,14 +26,13 @@ from airflow_colocate.cli.output import Report, Table, json_option
 @json_option
 @pass_env
 def import_(env: Env, table: str, source: str, fmt: str, partitions: str | None, master: str | None) -> Report:
-    from airflow_colocate.jobs.bulk_import import find_partitions
+    from airflow_colocate.jobs.import_checks import check_import
 
     catalog = env.catalog()
     t = catalog.tables.get(table, db=env.db)
-    if len(t.partition_cols) == 1:  # bad input is refused before Spark starts
-        col = t.partition_cols[0]
-        find_partitions(source, col, {n.lower(): ty for n, ty in t.columns}[col.lower()])
-    out = _run(catalog, t.qualified_name, source, fmt, params.names(partitions) or None, master)
+    wanted = params.names(partitions) or None
+    check_import(t, source, fmt, wanted)  # partitions and columns: refused before Spark starts or anything changes
+    out = _run(catalog, t.qualified_name, source, fmt, wanted, master)
     head = (f"imported {len(out['committed'])} of {out['partitions']} partitions into {out['table']} "
             f"({len(out['skipped'])} skipped: already imported from the same files; {len(out['failed'])} NOT "
             f"committed): {out['rows']} rows, {out['bytes']} bytes in {out['seconds']:.1f}s")

@@ -132,7 +132,11 @@ def size(text: str | None) -> int | None:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*", text.lower())
     if not match or float(match.group(1)) <= 0:
         raise InvalidArgument(f"invalid capacity {text!r}: expected a positive size such as 1048576, 500G or 2T")
-    return int(float(match.group(1)) * 1024 ** " kmgtp".index(match.group(2) or " "))
+    out = int(float(match.group(1)) * 1024 ** " kmgtp".index(match.group(2) or " "))
+    if not 0 < out <= validate.MAX_ID:  # 0.0000001 rounds to 0; the catalog's column holds 63 bits
+        raise InvalidArgument(f"invalid capacity {validate.shown(text)}: expected a positive size of at most 8E "
+                              f"such as 1048576, 500G or 2T")
+    return out
 
 
 def names(text: str | None) -> list[str]:

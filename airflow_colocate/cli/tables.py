@@ -60,14 +60,17 @@ def alter(env: Env, table: str, colocate_with: str | None, replication: int | No
         raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group), --replication N, "
                               "--add-column 'NAME TYPE', --drop-column NAME, --widen-column 'NAME TYPE' or --retention-days N")
     catalog = env.catalog()
-    if colocate_with is not None:
-        t = catalog.tables.alter_colocate_with(table, colocate_with, db=env.db)
-    if replication is not None:
-        t = catalog.tables.set_replication_num(table, replication, db=env.db)
-    if schema:
-        t = catalog.schemas.alter(table, add=add_columns, drop=drop_columns, widen=widen_columns, db=env.db)
-    if retention_days is not None:
-        t = catalog.schemas.set_retention(table, retention_days or None, db=env.db)
+    name = catalog.tables.get(table, db=env.db).qualified_name
+    with catalog.atomic("table.alter", name):  # every option or none, one event
+        if colocate_with is not None:
+            t = catalog.tables.alter_colocate_with(table, colocate_with, db=env.db)
+        if replication is not None:
+            t = catalog.tables.set_replication_num(table, replication, db=env.db)
+        if schema:
+            t = catalog.schemas.alter(table, add=add_columns, drop=drop_columns, widen=widen_columns, db=env.db)
+        if retention_days is not None:
+            t = catalog.schemas.set_retention(table, retention_days or None, db=env.db)
+        t = catalog.tables.get(t.id)
     retention = f"{t.retention_days} days" if t.retention_days else "none"
     return (f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}, "
             f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}")
