@@ -22,8 +22,8 @@ class Int(click.ParamType):
 
     name = "integer"
 
-    def __init__(self, minimum: int | None = -validate.MAX_ID - 1, maximum: int = validate.MAX_ID):
-        self.minimum, self.maximum = minimum, maximum
+    def __init__(self, minimum: int | None = -validate.MAX_ID - 1, maximum: int = validate.MAX_ID, what: str = "value"):
+        self.minimum, self.maximum, self.what = minimum, maximum, what
 
     def convert(self, value, param, ctx):
         try:
@@ -31,7 +31,7 @@ class Int(click.ParamType):
         except ValueError:
             self.fail(f"invalid int value: {validate.shown(value)}", param, ctx)
         try:
-            return validate.integer(number, "value", minimum=self.minimum, maximum=self.maximum)
+            return validate.integer(number, self.what, minimum=self.minimum, maximum=self.maximum)
         except InvalidArgument as exc:
             self.fail(str(exc).replace("invalid value ", "", 1), param, ctx)
 
@@ -77,7 +77,7 @@ class Uri(click.ParamType):
 
     def convert(self, value, param, ctx):
         try:
-            return validate.uri(value, param.human_readable_name if param is not None else "URI")
+            return validate.uri(value, (param.name or "URI") if param is not None else "URI")
         except InvalidArgument as exc:
             self.fail(str(exc), param, ctx)
 
@@ -104,7 +104,8 @@ class Actor(click.ParamType):
 
 
 INT = Int()  # buckets, replication: their own checks say what is wrong with 0 or -1
-COUNT = Int(minimum=0)  # --limit, --sample, --retention-days
+COUNT = Int(minimum=0)  # --limit, --sample
+DAYS = Int(minimum=0, maximum=366 * 100, what="retention")  # --retention-days: 0 keeps all, a century at most
 ID = Int(minimum=1)  # a job id
 FLOAT = Float()
 FRACTION = Float(minimum=0.0)  # --threshold: a fraction of the average, 0 = none

@@ -28,7 +28,7 @@ def table() -> None:
 @click.option("--partition-by", help="Partition column(s), comma separated.")
 @click.option("--colocate-with", help="Group name; created from this table when missing.")
 @click.option("--if-not-exists", is_flag=True, help="Succeed without change when the table exists.")
-@click.option("--retention-days", type=params.COUNT, help="Drop partitions dated older than N days (the maintenance DAG applies it).")
+@click.option("--retention-days", type=params.DAYS, help="Drop partitions dated older than N days (the maintenance DAG applies it).")
 @pass_env
 def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int, replication: int,
            partition_by: str | None, colocate_with: str | None, if_not_exists: bool, retention_days: int | None) -> str:
@@ -51,7 +51,7 @@ def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int
               help="Drop a column from every read (its name cannot be taken again). Repeatable.")
 @click.option("--widen-column", "widen_columns", multiple=True, metavar="'NAME TYPE'",
               help="Widen a column losslessly: int->bigint, float->double, decimal precision up, date->timestamp_ntz. Repeatable.")
-@click.option("--retention-days", type=params.COUNT, help="Drop partitions dated older than N days; 0 keeps every partition.")
+@click.option("--retention-days", type=params.DAYS, help="Drop partitions dated older than N days; 0 keeps every partition.")
 @pass_env
 def alter(env: Env, table: str, colocate_with: str | None, replication: int | None, add_columns: tuple[str, ...],
           drop_columns: tuple[str, ...], widen_columns: tuple[str, ...], retention_days: int | None) -> str:
