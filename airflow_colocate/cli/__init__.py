@@ -60,22 +60,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("colocate: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # an unexpected failure still gets one line, with where to look
-        print(f"colocate: internal error: {type(exc).__name__}: {exc} (set COLOCATE_DEBUG=1 for a traceback)", file=sys.stderr)
+        text = printable(summary(exc)[0])
+        print(f"colocate: internal error: {type(exc).__name__}: {text} (set COLOCATE_DEBUG=1 for a traceback)", file=sys.stderr)
         if os.environ.get("COLOCATE_DEBUG"):
             raise
         return 1
     return 0
 
 
+def printable(text: str) -> str:
+    """``text`` with every control character and undecodable byte escaped: a hostile value a
+    message quotes never reaches the terminal raw, and always encodes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def refuse(message: str, *, verbose: bool) -> None:
     """A refusal as one stderr line; a library's multi-line message (a JVM's, pyarrow's) is
     summarised by its first line, the whole of it printed after with ``--verbose``."""
     line, cut = summary(message)
+    line = printable(line)
     if cut and not verbose:
         line += " (more in 'colocate --verbose ...')"
     print(f"colocate: error: {line}", file=sys.stderr)
     if cut and verbose:
-        print(message, file=sys.stderr)
+        print(message.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,7 +19,8 @@ MAX_REASON = 500  # a backend's state reason is "admin: <reason>" in a String(10
 MAX_ACTOR = 128  # events.actor is String(128)
 MAX_URI = 1024  # backends.root_uri is String(1024)
 MAX_HOURS = 24 * 366 * 100  # a century: beyond it a duration is a typo (and timedelta overflows at ~2.7 million years)
-MAX_SHOWN = 60  # how much of a refused value a refusal quotes
+MAX_SHOWN = 60
+MAX_ARGUMENT = 65_536  # any other argument: a column list, a name  # how much of a refused value a refusal quotes
 
 
 def shown(value: object) -> str:
@@ -91,6 +92,24 @@ def free_text(value: object, what: str, *, max_len: int, required: bool = True) 
     return text
 
 
+def argument(value: str, what: str, *, max_len: int = MAX_ARGUMENT) -> str:
+    """Any other text a command is given (a name, a column list, a filter): no undecodable bytes,
+    no control character but tab and line breaks, at most ``max_len`` characters. Refused here so
+    that it reaches neither the database (a driver that cannot encode it fails inside) nor a
+    terminal."""
+    if len(value) > max_len:
+        raise InvalidArgument(f"invalid {what} {shown(value)}: {len(value)} characters, at most {max_len}")
+    if any(_bad_char(c) for c in value):
+        raise InvalidArgument(f"invalid {what} {shown(value)}: it holds a control character or bytes that are not "
+                              f"UTF-8 text")
+    return value
+
+
+def _bad_char(c: str) -> bool:
+    code = ord(c)
+    return (code < 32 and c not in "\t\n\r") or 0x7F <= code < 0xA0 or 0xD800 <= code < 0xE000
+
+
 def reason(value: object, *, required: bool = False) -> str | None:
     """``--reason``: kept in the event log and shown with a state."""
     return free_text(value, "reason", max_len=MAX_REASON, required=required)
@@ -108,5 +127,5 @@ def uri(value: object, what: str = "URI") -> str:
     return text
 
 
-__all__ = ["MAX_ACTOR", "MAX_ID", "MAX_REASON", "MAX_URI", "actor", "duration", "free_text", "integer", "number",
+__all__ = ["MAX_ACTOR", "argument", "MAX_ID", "MAX_REASON", "MAX_URI", "actor", "duration", "free_text", "integer", "number",
            "reason", "shown", "uri"]
