@@ -11,10 +11,15 @@ to the import job's own check.
 
 from __future__ import annotations
 
+from pathlib import Path
+from urllib.parse import unquote
+
 from airflow_colocate.catalog.views import TableView
-from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
+from airflow_colocate.core import naming
+from airflow_colocate.core.errors import ColocateError, InvalidArgument, SchemaMismatch
 from airflow_colocate.core.sqltypes import comparable_type, widening_ok
 from airflow_colocate.storage import fs
+from airflow_colocate.storage.copy import subdirs
 
 FORMATS = ("parquet", "orc")
 
@@ -22,8 +27,6 @@ FORMATS = ("parquet", "orc")
 def check_import(table: TableView, source: str, fmt: str, partitions: list[str] | None) -> list[tuple[str, str]]:
     """(value, folder) of the partitions the import would load; refused when the table cannot take
     an import, a named partition has no folder, or the files' columns do not fit the table."""
-    from airflow_colocate.jobs.bulk_import import find_partitions
-
     if fmt not in FORMATS:
         raise InvalidArgument(f"import format {fmt!r} is not supported: use {' or '.join(FORMATS)}")
     if len(table.partition_cols) != 1:
@@ -41,6 +44,39 @@ def check_import(table: TableView, source: str, fmt: str, partitions: list[str] 
     if problems:
         raise SchemaMismatch(f"source {source} does not match table {table.qualified_name}: " + "; ".join(problems))
     return found
+
+
+def source_uri(path: str) -> str:
+    """A file URI as Spark reads it: not percent-encoded (``Path.as_uri`` writes ``dt%3D…``, a
+    folder Spark would not find)."""
+    return path if "://" in path else f"file://{Path(path).resolve()}"
+
+
+def find_partitions(root: str, column: str, col_type: str) -> list[tuple[str, str]]:
+    """(partition value, folder URI) of every ``<column>=<value>`` folder under ``root``, sorted."""
+    root = source_uri(root)
+    try:
+        if not fs.is_dir(root):
+            raise InvalidArgument(f"import source {root} is not a directory: give the root of a Hive-style "
+                                  f"dataset holding {column}=<value> folders")
+    except ColocateError:
+        raise
+    except Exception:
+        pass  # a scheme only Spark reads: the listing below says what is there
+    names = [n for n in subdirs(root) if not n.startswith((".", "_"))]
+    found = [(unquote(n.split("=", 1)[1]), fs.join(root, n)) for n in names if n.lower().startswith(column.lower() + "=")]
+    if not found:
+        other = sorted({n.split("=", 1)[0] for n in names if "=" in n})
+        hint = (f"it has folders of column {', '.join(other)}; the table's partition column is {column}" if other
+                else f"expected {root}/{column}=<value>/part-….parquet")
+        raise InvalidArgument(f"import source {root} holds no {column}=<value> folders ({hint})")
+    for value, folder in found:
+        try:
+            naming.check_partition_value(value)
+            naming.check_partition_literal(value, column, col_type)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"import source folder {folder}: {exc}") from None
+    return sorted(found)
 
 
 def schema_problems(table: TableView, folders: list[str], fmt: str) -> list[str]:
@@ -69,8 +105,8 @@ def schema_problems(table: TableView, folders: list[str], fmt: str) -> list[str]
             continue
         bad = [(t, f) for t, f in types.items() if t and not widening_ok(t, wanted[key][1])]
         if bad:
-            problems.append(f"column {wanted[key][0]!r}: source type {bad[0][0]} (e.g. {bad[0][1]}) cannot be written "
-                            f"to table type {wanted[key][1]} (only equal types or a lossless widening are allowed)")
+            problems.append(f"column {wanted[key][0]!r}: source type {bad[0][0]} cannot be written to table type "
+                            f"{wanted[key][1]} (e.g. {bad[0][1]}; only equal types or a lossless widening are allowed)")
     return problems
 
 
@@ -111,4 +147,4 @@ def _spark_type(t) -> str | None:
     return None
 
 
-__all__ = ["check_import", "schema_problems"]
+__all__ = ["FORMATS", "check_import", "find_partitions", "schema_problems", "source_uri"]
