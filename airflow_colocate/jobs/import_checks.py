@@ -103,7 +103,13 @@ def schema_problems(table: TableView, folders: list[str], fmt: str) -> list[str]
                             f"table {table.qualified_name} ('colocate table alter {table.qualified_name} "
                             f"--add-column ...' accepts it)")
             continue
-        bad = [(t, f) for t, f in types.items() if t and not widening_ok(t, wanted[key][1])]
+        known = {t: f for t, f in types.items() if t}
+        if len(known) > 1 and not any(all(widening_ok(o, t) for o in known) for t in known):
+            problems.append(f"column {names[key]!r} has types no lossless widening joins: "
+                            + ", ".join(f"{t} (e.g. {f})" for t, f in known.items())
+                            + "; rewrite the partitions of one type, or import them separately")
+            continue
+        bad = [(t, f) for t, f in known.items() if not widening_ok(t, wanted[key][1])]
         if bad:
             problems.append(f"column {wanted[key][0]!r}: source type {bad[0][0]} cannot be written to table type "
                             f"{wanted[key][1]} (e.g. {bad[0][1]}; only equal types or a lossless widening are allowed)")
