@@ -134,6 +134,9 @@ def test_a_library_message_is_one_line(lake, no_jvm):  # noqa: F811
             "\tat org.apache.spark.SparkContext$.createTaskScheduler(SparkContext.scala:3215)\n"
             "\tat org.apache.spark.SparkContext.<init>(SparkContext.scala:577)\n")
     assert summary(py4j) == ("org.apache.spark.SparkException: Could not parse Master URL: 'local[abc]'", True)
+    # the second: a master Spark cannot parse is refused before a JVM is asked to
+    for command in (["doctor"], ["verify"], ["balance"], ["import", "orders", str(lake.src)]):
+        assert_refused(lake, [*command, "--master", "local[abc]"], "invalid Spark master")
     assert not no_jvm
 
 

@@ -2,7 +2,7 @@
 free-text option and argument of every ``colocate`` command end in exit 0 or 2, never an internal
 error, and an exit 2 changes nothing (every catalog table, every file under the backend roots).
 
-Commands that would start Spark (balance without ``--dry-run``, verify, import, doctor --master)
+Commands that would start Spark (verify, import, doctor --master; balance runs ``--dry-run``)
 meet a stand-in that refuses as a command would (exit 2): whatever they did before it is checked
 to be nothing. ``doctor``, ``gc`` and ``backend probe`` exit 1 by design when they find a problem
 (a timeout too short for a backend); that exit is allowed for them alone, with its own lines and
@@ -30,7 +30,7 @@ PLACEHOLDER = {"table": "orders", "backend": "be1", "group": "g1", "value": "202
 REQUIRED = {"table create": ["--columns", "k bigint", "--distributed-by", "k", "--buckets", "2"],
             "backend reinit": ["--reason", "fuzz"], "balance": ["--dry-run"]}
 MAY_EXIT_1 = {"doctor", "gc", "backend probe"}  # their problem lines, by design
-SKIP = {("doctor", "conn_id"), ("doctor", "master")}  # Airflow's connection lookup; a real Spark job
+SKIP = {("doctor", "conn_id")}  # Airflow's connection lookup
 
 
 class SparkWouldStart(ColocateError):

@@ -29,7 +29,7 @@ from airflow_colocate.cli.output import Report, Table, json_option
 @click.option("--grace-minutes", type=params.MINUTES, default=10.0, show_default=True,
               help="Keep replicas the map dropped this long.")
 @click.option("--verify", is_flag=True, help="Re-hash replicas first; repair the ones that changed.")
-@click.option("--master", help="Spark master for the clone job (default $SPARK_MASTER or local[*]).")
+@click.option("--master", type=params.MASTER, help="Spark master for the clone job (default $SPARK_MASTER or local[*]).")
 @click.option("--runner", type=params.Choice(["spark", "local"]), default="spark", show_default=True,
               help="Run clones as a Spark job, or in this process (small lakes; every backend must be reachable here).")
 @json_option

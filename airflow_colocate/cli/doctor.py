@@ -41,7 +41,7 @@ EXIT_PROBLEMS = 1
     "Check this installation: package, catalog (URL, where it came from, schema), PySpark, Java, the locality "
     "jar, every backend (reachable, identity marker) and, with --master, what a Spark executor sees. "
     "Exit 0 when all is well, else 1 with one line per problem on stderr."))
-@click.option("--master", help="Also run a tiny Spark job on this master and report what its executors see "
+@click.option("--master", type=params.MASTER, help="Also run a tiny Spark job on this master and report what its executors see "
                                "(Python, pyarrow, whether they import this package).")
 @click.option("--conn", "conn_id", metavar="CONN_ID",
               help="Read the catalog URL from this Airflow connection, as a task would (default: --catalog, "

@@ -22,7 +22,7 @@ from airflow_colocate.cli.output import Report, Table, json_option
 @click.option("--format", "fmt", type=click.Choice(["parquet", "orc"]), default="parquet", show_default=True,
               help="File format of the dataset.")
 @click.option("--partitions", help="Only these partition values, comma separated (default: every folder).")
-@click.option("--master", help="Spark master for the import job (default $SPARK_MASTER or local[*]).")
+@click.option("--master", type=params.MASTER, help="Spark master for the import job (default $SPARK_MASTER or local[*]).")
 @json_option
 @pass_env
 def import_(env: Env, table: str, source: str, fmt: str, partitions: str | None, master: str | None) -> Report:

@@ -103,6 +103,26 @@ class Actor(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class Master(click.ParamType):
+    """``--master``: a Spark master URL, checked for its form before a JVM is asked to parse it
+    (``local``, ``local[4]``, ``local[*,2]``, ``local-cluster[2,1,1024]``, ``yarn``, or a URL
+    such as ``spark://host:7077`` or ``k8s://https://host``)."""
+
+    name = "url"
+    FORM = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|yarn"
+                      r"|[a-z][a-z0-9+.-]*://\S+")
+
+    def convert(self, value, param, ctx):
+        try:
+            text = validate.free_text(value, "master", max_len=validate.MAX_URI)
+        except InvalidArgument as exc:
+            self.fail(str(exc), param, ctx)
+        if not self.FORM.fullmatch(text or ""):
+            self.fail(f"invalid Spark master {validate.shown(value)}: expected local, local[N], local[*], "
+                      f"local[N,F], yarn or a URL such as spark://host:7077", param, ctx)
+        return text
+
+
 INT = Int()  # buckets, replication: their own checks say what is wrong with 0 or -1
 COUNT = Int(minimum=0)  # --limit, --sample
 DAYS = Int(minimum=0, maximum=366 * 100, what="retention")  # --retention-days: 0 keeps all, a century at most
@@ -115,6 +135,7 @@ SECONDS = Float(minimum=0.001, maximum=validate.MAX_HOURS * 3600)  # a timeout: 
 ACTOR = Actor()
 REASON = Text("reason", validate.MAX_REASON)
 URI = Uri()
+MASTER = Master()
 
 
 def boolean(text: str) -> bool:
