@@ -75,8 +75,8 @@ def duration(value: object, what: str, *, unit: str, minimum: float = 0.0) -> ti
 
 
 def free_text(value: object, what: str, *, max_len: int, required: bool = True) -> str | None:
-    """A reason, an actor, a name a person typed: one line of printable characters (no newline, tab
-    or terminal escape), stripped, 1 to ``max_len`` characters. ``required=False``: empty is None."""
+    """A reason, an actor, a name a person typed: one line of printable characters (no control
+    character such as a newline, tab or terminal escape; no line separator; no undecodable byte), stripped, 1 to ``max_len`` characters. ``required=False``: empty is None."""
     if value is None and not required:
         return None
     text = value.strip() if isinstance(value, str) else None
@@ -86,7 +86,7 @@ def free_text(value: object, what: str, *, max_len: int, required: bool = True) 
         return None
     if len(text) > max_len:
         raise InvalidArgument(f"invalid {what} {shown(value)}: {len(text)} characters, at most {max_len} fit")
-    if not text.isprintable():
+    if any(_breaks_line(c) for c in text):
         raise InvalidArgument(f"invalid {what} {shown(value)}: only printable characters on one line "
                               f"(no newline, tab or terminal escape)")
     return text
@@ -103,6 +103,16 @@ def argument(value: str, what: str, *, max_len: int = MAX_ARGUMENT) -> str:
         raise InvalidArgument(f"invalid {what} {shown(value)}: it holds a control character or bytes that are not "
                               f"UTF-8 text")
     return value
+
+
+ONE_LINE = "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$"  # what _breaks_line refuses, as a JSON schema pattern
+
+
+def _breaks_line(c: str) -> bool:
+    """A character free text may not hold: a control character (newline, tab, escape, C1), a line
+    or paragraph separator, or an undecodable byte (a lone surrogate)."""
+    code = ord(c)
+    return code < 32 or 0x7F <= code < 0xA0 or code in (0x2028, 0x2029) or 0xD800 <= code < 0xE000
 
 
 def _bad_char(c: str) -> bool:
