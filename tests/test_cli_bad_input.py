@@ -104,6 +104,7 @@ def test_refused_before_any_jvm(lake, no_jvm, tmp_path):  # noqa: F811
     # ours
     (["gc", "--stale-hours=-1", "--dry-run"], "must not be negative"),
     (["backend", "set-root", "be1", "file:///x\x07y"], "printable"),
+    (["backend", "probe", "be1", "nope"], "unknown backend 'nope'"),  # be1 was probed, nope ignored, exit 0
 ])
 def test_wrong_values_are_refused(lake, no_jvm, argv, words):  # noqa: F811
     err = assert_refused(lake, argv, words)

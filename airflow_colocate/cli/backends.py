@@ -97,6 +97,8 @@ def remove(env: Env, backend: str) -> str:
 def probe(env: Env, backends: tuple[str, ...], timeout: float, sample: int, relocate_delay_minutes: float | None) -> Table:
     from airflow_colocate.jobs.health import probe_backends
 
+    for name in backends:  # an unknown name is refused before any backend is probed
+        env.catalog().backends.get(name)
     results = probe_backends(env.catalog(), backends=list(backends) or None, timeout=timeout, sample=sample,
                              relocate_delay=params.relocate_delay(relocate_delay_minutes))
     from airflow_colocate.cli.maintenance import exit_if
