@@ -20,22 +20,31 @@ class JvmStarted(AssertionError):
     """Raised where Spark would start a JVM: the test's own failure, never a refusal (exit 1)."""
 
 
-@pytest.fixture
-def no_jvm(monkeypatch):
-    """Every way this package starts a JVM (its session builder, PySpark's gateway) fails instead;
-    the list of attempts tells a test whether one was tried."""
+def block_jvm(monkeypatch, refuse) -> None:
+    """Every way this package starts a JVM calls ``refuse`` instead: its session builder, and
+    PySpark's gateway launch under both names it is known by (a ``SparkContext`` calls the one
+    ``pyspark.core.context`` imported)."""
+    import pyspark.core.context
     import pyspark.java_gateway
 
     from airflow_colocate.spark import session
 
+    monkeypatch.setattr(session, "get_spark", refuse)
+    monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", refuse)
+    monkeypatch.setattr(pyspark.core.context, "launch_gateway", refuse)
+
+
+@pytest.fixture
+def no_jvm(monkeypatch):
+    """A JVM start fails the test (exit 1, never a refusal); the list of attempts tells a test
+    whether one was tried."""
     tried: list[str] = []
 
     def refuse(*args, **kwargs):
         tried.append(repr(args[:1]))
         raise JvmStarted("a JVM was about to start")
 
-    monkeypatch.setattr(session, "get_spark", refuse)
-    monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", refuse)
+    block_jvm(monkeypatch, refuse)
     return tried
 
 

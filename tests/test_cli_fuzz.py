@@ -16,7 +16,7 @@ import os
 import click
 import pyarrow as pa
 import pytest
-from bad_input import Lake
+from bad_input import Lake, block_jvm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -95,15 +95,11 @@ def fuzz_lake(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COLOCATE_HOME", str(tmp_path / "home"))
     for name in ("COLOCATE_CATALOG_URL", "COLOCATE_ACTOR", "COLOCATE_RELOCATE_DELAY_MINUTES"):
         monkeypatch.delenv(name, raising=False)
-    import pyspark.java_gateway
-
-    from airflow_colocate.spark import session
 
     def refuse(*args, **kwargs):
         raise SparkWouldStart("spark would start here (the test's stand-in)")
 
-    monkeypatch.setattr(session, "get_spark", refuse)
-    monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", refuse)
+    block_jvm(monkeypatch, refuse)
     lake = Lake(tmp_path, capsys).build()
     (lake.roots / "spare").mkdir()
     lake.good = lake.source("o_orderdate=2026-11-02", {"o_orderkey": pa.array([1], pa.int64()),
