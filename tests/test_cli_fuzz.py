@@ -17,14 +17,16 @@ import click
 import pyarrow as pa
 import pytest
 from bad_input import Lake, block_jvm
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from airflow_colocate.cli import cli as colocate_cli
 from airflow_colocate.cli import params
 from airflow_colocate.core.errors import ColocateError
 
-FREE = (click.types.StringParamType, params.Int, params.Float, params.Text, params.Uri, params.Actor)
+FREE = (click.types.StringParamType, params.Int, params.Float, params.Text, params.Uri, params.Actor, params.Master)
+ENVIRONMENT = [(["backend", "mark-down", "be2"], "$COLOCATE_ACTOR"),
+               (["group", "list"], "$COLOCATE_RELOCATE_DELAY_MINUTES")]  # read like the options they stand for
 PLACEHOLDER = {"table": "orders", "backend": "be1", "group": "g1", "value": "2026-11-02", "job_id": "1",
                "flag": "disable_colocate_join", "backends": "be1"}
 REQUIRED = {"table create": ["--columns", "k bigint", "--distributed-by", "k", "--buckets", "2"],
@@ -48,7 +50,7 @@ def _slots():
                 yield [*path, name], command
 
     out = [(["backend", "list"], "--" + p.name.replace("_", "-")) for p in colocate_cli.params
-           if isinstance(p, click.Option) and isinstance(p.type, FREE)]
+           if isinstance(p, click.Option) and isinstance(p.type, FREE)] + ENVIRONMENT
     for path, command in walk(colocate_cli, []):
         key = " ".join(path)
         for p in command.params:
@@ -71,6 +73,8 @@ VALUES = st.one_of(
 
 
 def _argv(path: list[str], slot: str, value: str, lake: Lake) -> list[str]:
+    if slot.startswith("$"):
+        return path
     command = colocate_cli
     for word in path:
         command = command.commands[word]
@@ -123,7 +127,14 @@ def test_no_exit_but_0_or_2_and_no_change_after_2(fuzz_lake, slot, value):
     path, name = slot
     argv = _argv(path, name, value, fuzz_lake)
     before = fuzz_lake.snapshot()
-    code, _, err = fuzz_lake.run(*argv)
+    if name.startswith("$"):
+        assume("\x00" not in value)  # no environment can hold one
+        os.environ[name[1:]] = value
+    try:
+        code, _, err = fuzz_lake.run(*argv)
+    finally:
+        if name.startswith("$"):
+            os.environ.pop(name[1:], None)
     shown = (argv[:8], err[-600:])
     assert "internal error" not in err, shown
     assert code in (0, 2) or (code == 1 and " ".join(path) in MAY_EXIT_1), (code, shown)
