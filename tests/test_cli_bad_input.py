@@ -4,6 +4,8 @@ two more, refused with exit 2 in one stderr line, the catalog (every table) and 
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 from bad_input import assert_refused, lake, no_jvm  # noqa: F401  (fixtures)
@@ -33,8 +35,6 @@ def test_several_options_are_one_transaction_and_one_event(lake):  # noqa: F811
     out = lake.ok("table", "alter", "solo", "--replication", "2", "--add-column", "x bigint", "--retention-days", "7")
     assert "replication_num 2" in out and "x bigint" in out and "retention 7 days" in out
     code, out, _ = lake.run("events", "--limit", "1", "--json")
-    import json
-
     event = json.loads(out)[0]
     assert event["Kind"] == "table.alter" and event["Subject"] == "default.solo"
     assert [c["kind"] for c in event["Detail"]["changes"]] == [
@@ -170,3 +170,18 @@ def test_validators():
     with pytest.raises(InvalidArgument, match="invalid source"):
         validate.uri("  ", "source")
     assert validate.duration("90", "delay", unit="minutes").total_seconds() == 5400
+
+
+def test_a_value_stored_before_the_checks_is_shown_escaped(lake):  # noqa: F811
+    """A reason written raw by an older release is printed escaped in a table, raw in JSON."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(f"sqlite:///{lake.home / 'catalog.db'}")
+    with engine.begin() as c:
+        c.execute(text("UPDATE backends SET state = 'down', state_reason = :r WHERE name = 'be1'"),
+                  {"r": "admin: " + HOSTILE})
+    engine.dispose()
+    out = lake.ok("backend", "list")
+    assert "\x1b" not in out and "ok\\n\\x1b[31mred" in out
+    row = json.loads(lake.ok("backend", "list", "--json"))[0]
+    assert HOSTILE in row["Reason"]  # the data itself is unchanged
