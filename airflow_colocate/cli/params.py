@@ -3,7 +3,9 @@
 Their refusals read as they did when the command was built on argparse (``invalid int value: 'x'``,
 ``invalid choice: 'weight' (choose from 'count', 'size')``): scripts and people already know them,
 and they say what would be right. Capacities and booleans are parsed inside the commands and
-refused as catalog errors (``invalid capacity ...``), as they always were.
+refused as catalog errors (``invalid capacity ...``), as they always were. Every number is then
+checked by :mod:`airflow_colocate.core.validate` (finite, in the option's range, an id within 64
+bits), so ``nan``, ``inf``, a negative duration or a 24-digit id is a refusal, never a crash.
 """
 
 from __future__ import annotations
