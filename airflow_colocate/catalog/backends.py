@@ -15,7 +15,7 @@ from airflow_colocate.catalog.checks import BACKEND_STATES, nested, normalize_ro
 from airflow_colocate.catalog.rows import backend_row, backend_view
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.model.views import ACTIVE, BackendView, Reason, RootChange, split_reason
-from airflow_colocate.core import naming
+from airflow_colocate.core import naming, validate
 from airflow_colocate.core.errors import (
     AlreadyExists,
     Conflict,
@@ -83,6 +83,7 @@ class Backends:
         re-clones them from the other replicas. Returns the backend and the number of replicas lost."""
         if not reason or not reason.strip():
             raise InvalidArgument("a re-initialisation needs a reason (e.g. 'disk sdb replaced'): it is kept in the event log")
+        reason = validate.reason(reason, required=True)
 
         def run(s: Session) -> tuple[BackendView, int]:
             row = backend_row(s, ref)
@@ -121,7 +122,7 @@ class Backends:
         or moves a bucket to or from the backend (a write, a clone: it would land on the disk that
         is being left)."""
         root = normalize_root(root_uri)
-        reason = (reason or "").strip() or None
+        reason = validate.reason(reason)
 
         def run(s: Session) -> RootChange:
             row = backend_row(s, ref)
@@ -181,7 +182,7 @@ class Backends:
         (with its reason), so a probe that reaches the disk again does not bring it back."""
         if state not in BACKEND_STATES:
             raise InvalidArgument(f"invalid backend state {state!r}: expected one of {', '.join(BACKEND_STATES)}")
-        reason = (reason or "").strip()
+        reason = validate.reason(reason) or ""
 
         def run(s: Session) -> tuple[BackendView, bool]:
             row = backend_row(s, ref)

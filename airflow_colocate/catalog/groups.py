@@ -16,7 +16,7 @@ from airflow_colocate.catalog.session import FLAGS, CatalogSession
 from airflow_colocate.catalog.stability import bind_clock
 from airflow_colocate.model.reasons import JoinPolicy
 from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, GroupView
-from airflow_colocate.core import naming
+from airflow_colocate.core import naming, validate
 from airflow_colocate.core.errors import (
     Conflict,
     InvalidArgument,
@@ -103,6 +103,8 @@ class Groups:
 
     def set_stable(self, ref: str, stable: bool, *, reason: str | None = None, db: str = DEFAULT_DB) -> GroupView:
         """Operator override; the next stability check replaces it if the replicas disagree."""
+        reason = validate.reason(reason)
+
         def run(s: Session) -> GroupView:
             g = group_row(s, ref, db)
             g.stable = bool(stable)

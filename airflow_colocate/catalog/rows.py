@@ -22,6 +22,7 @@ from airflow_colocate.model.views import (
     split_reason,
 )
 from airflow_colocate.core import naming
+from airflow_colocate.core.validate import MAX_ID
 from airflow_colocate.core.errors import NotFound
 from airflow_colocate.core.times import utc
 
@@ -42,11 +43,23 @@ def partition_view(p: m.Partition) -> PartitionView:
                          dropped_version=p.dropped_version, dropped_at=utc(p.dropped_at))
 
 
+def as_id(ref: object) -> int | None:
+    """``ref`` as a row id: an int, or ASCII digits, that a 64-bit column can hold; else None
+    (a name, or a number no row can have)."""
+    if isinstance(ref, bool):
+        return None
+    if isinstance(ref, str):
+        if not ref.isascii() or not ref.isdigit():
+            return None
+        ref = int(ref)
+    return ref if isinstance(ref, int) and 0 <= ref <= MAX_ID else None
+
+
 def backend_row(s: Session, ref: int | str) -> m.Backend:
     """A backend by id or name; an unknown one is refused with the list of known backends."""
     row = None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        row = s.get(m.Backend, int(ref))
+    if (key := as_id(ref)) is not None:
+        row = s.get(m.Backend, key)
     if row is None and isinstance(ref, str):
         row = s.scalar(select(m.Backend).where(m.Backend.name == ref))
     if row is None:
@@ -80,14 +93,14 @@ def find_group(s: Session, name: str, db_id: int) -> m.ColocateGroup | None:
 def group_row(s: Session, ref: str, db: str = DEFAULT_DB) -> m.ColocateGroup:
     """Resolve ``dbId.grpId``, a full name ``dbId_name``, or a name in ``db``."""
     row = None
-    if isinstance(ref, str) and ref.count(".") == 1 and all(p.isdigit() for p in ref.split(".")):
+    if isinstance(ref, str) and ref.count(".") == 1 and all(as_id(p) is not None for p in ref.split(".")):
         db_id, grp_id = (int(p) for p in ref.split("."))
         row = s.get(m.ColocateGroup, grp_id)
         if row is not None and (row.db_id or 0) != db_id:
             row = None
     elif isinstance(ref, str):
         head, _, rest = ref.partition("_")
-        if head.isdigit() and rest:
+        if as_id(head) is not None and rest:
             row = find_group(s, rest, int(head))
         if row is None and naming.is_name(ref):
             db_row = s.scalar(select(m.Database).where(m.Database.name == db))
@@ -126,7 +139,7 @@ def active_job(s: Session, grp_id: int, exclude: int | None = None) -> m.Job | N
 
 def table_row(s: Session, ref: str | int, db: str | None = None, *, state: str = "normal") -> m.Table:
     if isinstance(ref, int):
-        t = s.get(m.Table, ref)
+        t = s.get(m.Table, ref) if as_id(ref) is not None else None
         if t is None or t.state != state:
             raise NotFound(f"unknown table id {ref}")
         return t

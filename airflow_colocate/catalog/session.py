@@ -110,6 +110,7 @@ class CatalogSession:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.actor = actor or os.environ.get("COLOCATE_ACTOR") or _whoami()
         self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._atomic = threading.local()  # .session, .events: an atomic() block running on this thread
 
     def now(self) -> datetime:
         return self._clock()
@@ -130,7 +131,11 @@ class CatalogSession:
 
     def tx(self, fn: Callable[[Session], T], *, bulk: bool = False) -> T:
         """Run ``fn`` in one transaction, retried on serialization failures and deadlocks.
-        ``bulk``: a repair's registration-sized transaction, run with the cyclic collector paused."""
+        ``bulk``: a repair's registration-sized transaction, run with the cyclic collector paused.
+        Inside :meth:`atomic`, ``fn`` runs in the block's one transaction."""
+        outer = getattr(self._atomic, "session", None)
+        if outer is not None:
+            return fn(outer)
         delay = 0.01
         for attempt in range(_RETRIES):
             try:
@@ -144,7 +149,31 @@ class CatalogSession:
         raise AssertionError("unreachable")
 
     def event(self, s: Session, kind: str, subject: str, **detail) -> None:
+        events = getattr(self._atomic, "events", None)
+        if events is not None:
+            events.append((kind, subject, detail))
+            return
         s.add(m.Event(ts=self.now(), kind=kind, subject=subject, detail=detail, actor=self.actor))
+
+    @contextmanager
+    def atomic(self, kind: str, subject: str):
+        """Several changes (the repositories' own methods, called inside the block) as one
+        transaction with one event: all of them are committed or none. One change keeps its own
+        event; several make one ``kind`` event whose detail lists each change's kind and detail."""
+        if getattr(self._atomic, "session", None) is not None:
+            raise AssertionError("atomic() blocks do not nest")
+        events: list[tuple[str, str, dict]] = []
+        with self._sessions.begin() as session:
+            self._atomic.session, self._atomic.events = session, events
+            try:
+                yield session
+                self._atomic.events = None
+                if len(events) == 1:
+                    self.event(session, *events[0][:2], **events[0][2])
+                elif events:
+                    self.event(session, kind, subject, changes=[{"kind": k, **d} for k, _, d in events])
+            finally:
+                self._atomic.session = self._atomic.events = None
 
     def database_id(self, s: Session, name: str, *, create: bool = False) -> int:
         naming.check_name("database", name)

@@ -17,7 +17,8 @@ from airflow_colocate.catalog import DEFAULT_DB
 from airflow_colocate.cli import backends, balance, doctor, groups, imports, maintenance, params, partitions, tables, verify
 from airflow_colocate.cli.base import CONTEXT, Env, Group
 from airflow_colocate.cli.groups import GROUP_COLUMNS, MAP_COLUMNS
-from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core import validate
+from airflow_colocate.core.errors import ColocateError, summary
 
 __all__ = ["GROUP_COLUMNS", "MAP_COLUMNS", "cli", "main"]
 
@@ -27,9 +28,13 @@ __all__ = ["GROUP_COLUMNS", "MAP_COLUMNS", "cli", "main"]
 @click.option("--db", default=DEFAULT_DB, show_default=True, help="Database for bare table and group names.")
 @click.option("--actor", type=params.ACTOR, help="Who the event log names for this command's changes "
               "(default: $COLOCATE_ACTOR, else the OS user).")
+@click.option("--verbose", is_flag=True, help="After a refusal's one line, print the whole message a library gave "
+              "(e.g. a JVM's) on stderr.")
 @click.pass_context
-def cli(ctx: click.Context, catalog: str | None, db: str, actor: str | None) -> None:
-    ctx.obj = Env(catalog, db, actor)
+def cli(ctx: click.Context, catalog: str | None, db: str, actor: str | None, verbose: bool) -> None:
+    if actor is None and os.environ.get("COLOCATE_ACTOR"):  # checked like --actor, before anything is opened
+        actor = validate.actor(os.environ["COLOCATE_ACTOR"], "$COLOCATE_ACTOR")
+    ctx.obj = Env(catalog, db, actor, verbose=verbose)
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -49,18 +54,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.exceptions.Exit as exc:  # --help
         return exc.exit_code
     except (click.UsageError, ColocateError) as exc:
-        message = exc.message if isinstance(exc, click.UsageError) else str(exc)
-        print(f"colocate: error: {message}", file=sys.stderr)
+        refuse(exc.message if isinstance(exc, click.UsageError) else str(exc), verbose="--verbose" in args)
         return 2
     except (KeyboardInterrupt, click.Abort):
         print("colocate: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # an unexpected failure still gets one line, with where to look
-        print(f"colocate: internal error: {type(exc).__name__}: {exc} (set COLOCATE_DEBUG=1 for a traceback)", file=sys.stderr)
+        text = printable(summary(exc)[0])
+        print(f"colocate: internal error: {type(exc).__name__}: {text} (set COLOCATE_DEBUG=1 for a traceback)", file=sys.stderr)
         if os.environ.get("COLOCATE_DEBUG"):
             raise
         return 1
     return 0
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character and undecodable byte escaped: a hostile value a
+    message quotes never reaches the terminal raw, and always encodes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def refuse(message: str, *, verbose: bool) -> None:
+    """A refusal as one stderr line; a library's multi-line message (a JVM's, pyarrow's) is
+    summarised by its first line, the whole of it printed after with ``--verbose``."""
+    line, cut = summary(message)
+    line = printable(line)
+    if cut and not verbose:
+        line += " (more in 'colocate --verbose ...')"
+    print(f"colocate: error: {line}", file=sys.stderr)
+    if cut and verbose:
+        print(message.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,7 @@ def backend() -> None:
 
 
 @backend.command("add", help="Register a backend. ROOT is its root URI, e.g. file:///data/be1 or s3a://lake-be1/.")
-@click.argument("root")
+@click.argument("root", type=params.URI)
 @click.option("--name", help="Backend name (default: be<id>).")
 @click.option("--host", help="The machine the root is on: the name or address its Spark worker registers with "
               "(--host / SPARK_LOCAL_IP), so a bucket's task runs there; also the failure domain: backends on one "
@@ -62,7 +62,7 @@ def cancel_decommission(env: Env, backend: str) -> str:
 
 @backend.command("reinit", help="Write a new identity marker at a backend's root after its disk was replaced: the replicas it held are marked lost and the next balance re-clones them. With --keep-replicas, adopt an intact disk that has no marker (a backend added before 0.2). Logged in the event log with the reason.")
 @click.argument("backend", metavar="BACKEND")
-@click.option("--reason", required=True, help="Why, e.g. 'disk sdb replaced' (kept in the event log).")
+@click.option("--reason", type=params.REASON, required=True, help="Why, e.g. 'disk sdb replaced' (kept in the event log).")
 @click.option("--keep-replicas", is_flag=True, help="The disk still holds its replicas (adopt it, mark nothing lost).")
 @pass_env
 def reinit(env: Env, backend: str, reason: str, keep_replicas: bool) -> str:
@@ -85,18 +85,20 @@ def remove(env: Env, backend: str) -> str:
 
 @backend.command("probe", help="Heartbeat the backends; record alive or down (a backend an admin marked down stays down, however reachable). Writes, reads and deletes a small file under each root of the BACKENDs named (ids or names; default: all that are not decommissioned).")
 @click.argument("backends", nargs=-1, metavar="[BACKEND]...")
-@click.option("--timeout", type=params.FLOAT, default=20.0, show_default=True,
+@click.option("--timeout", type=params.SECONDS, default=20.0, show_default=True,
               help="Seconds before a backend counts as down.")
-@click.option("--sample", type=params.INT, default=200, show_default=True,
+@click.option("--sample", type=params.COUNT, default=200, show_default=True,
               help="Replicas per backend whose files are listed and checked against the catalog this run "
                    "(rotating through all of them over successive probes; 0 = none).")
-@click.option("--relocate-delay-minutes", type=params.FLOAT,
+@click.option("--relocate-delay-minutes", type=params.MINUTES,
               help="Down longer than this is unavailable (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30).")
 @json_option
 @pass_env
 def probe(env: Env, backends: tuple[str, ...], timeout: float, sample: int, relocate_delay_minutes: float | None) -> Table:
     from airflow_colocate.jobs.health import probe_backends
 
+    for name in backends:  # an unknown name is refused before any backend is probed
+        env.catalog().backends.get(name)
     results = probe_backends(env.catalog(), backends=list(backends) or None, timeout=timeout, sample=sample,
                              relocate_delay=params.relocate_delay(relocate_delay_minutes))
     from airflow_colocate.cli.maintenance import exit_if
@@ -114,7 +116,7 @@ def probe(env: Env, backends: tuple[str, ...], timeout: float, sample: int, relo
 def _mark(state: str, verb: str, help: str) -> click.Command:
     @backend.command(f"mark-{verb}", help=help)
     @click.argument("backend", metavar="BACKEND")
-    @click.option("--reason", help="Why, e.g. 'disk pulled': shown with the state on the page, the API and "
+    @click.option("--reason", type=params.REASON, help="Why, e.g. 'disk pulled': shown with the state on the page, the API and "
                   "'backend list'. Who marked it is the event's actor (--actor, else the OS user).")
     @pass_env
     def mark(env: Env, backend: str, reason: str | None) -> str:
@@ -138,8 +140,8 @@ mark_up = _mark("alive", "up", "Admin: mark a backend up (alive) again.")
                  "marker there must be this backend's; its root and every replica path move in one catalog "
                  "transaction, logged with the old and new root. BACKEND is an id or a name.")
 @click.argument("backend", metavar="BACKEND")
-@click.argument("root")
-@click.option("--reason", help="Why, e.g. 'disk remounted at /mnt/sdc' (kept in the event log).")
+@click.argument("root", type=params.URI)
+@click.option("--reason", type=params.REASON, help="Why, e.g. 'disk remounted at /mnt/sdc' (kept in the event log).")
 @json_option
 @pass_env
 def set_root(env: Env, backend: str, root: str, reason: str | None) -> Report:

@@ -19,17 +19,17 @@ from airflow_colocate.cli.output import Report, Table, json_option
 @click.option("--strategy", type=params.Choice(list(STRATEGIES)), default="count", show_default=True,
               help="count: even bucket slots per backend; size: bytes against capacity.")
 @click.option("--group", "groups", multiple=True, help="Only this group (repeatable).")
-@click.option("--threshold", type=params.FLOAT, default=0.0, show_default=True,
+@click.option("--threshold", type=params.FRACTION, default=0.0, show_default=True,
               help="Skip moves that gain less than this fraction.")
-@click.option("--relocate-delay-minutes", type=params.FLOAT,
+@click.option("--relocate-delay-minutes", type=params.MINUTES,
               help="Down longer than this is relocated (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30).")
 @click.option("--relocate-now", is_flag=True,
               help="Relocate the buckets of down backends now, without waiting for the relocate delay "
                    "(recorded as a balance.relocate_now event with the actor).")
-@click.option("--grace-minutes", type=params.FLOAT, default=10.0, show_default=True,
+@click.option("--grace-minutes", type=params.MINUTES, default=10.0, show_default=True,
               help="Keep replicas the map dropped this long.")
 @click.option("--verify", is_flag=True, help="Re-hash replicas first; repair the ones that changed.")
-@click.option("--master", help="Spark master for the clone job (default $SPARK_MASTER or local[*]).")
+@click.option("--master", type=params.MASTER, help="Spark master for the clone job (default $SPARK_MASTER or local[*]).")
 @click.option("--runner", type=params.Choice(["spark", "local"]), default="spark", show_default=True,
               help="Run clones as a Spark job, or in this process (small lakes; every backend must be reachable here).")
 @json_option
@@ -74,7 +74,7 @@ def jobs() -> None:
 @jobs.command("list", help="Jobs, newest first.")
 @click.option("--kind", help="write, relocate, balance, repair or gc.")
 @click.option("--state", help="running, done, cancelled, committed, failed, ...")
-@click.option("--limit", type=params.INT, default=50, show_default=True, help="At most this many jobs.")
+@click.option("--limit", type=params.COUNT, default=50, show_default=True, help="At most this many jobs.")
 @json_option
 @pass_env
 def list_(env: Env, kind: str | None, state: str | None, limit: int) -> Table:
@@ -94,8 +94,8 @@ def list_(env: Env, kind: str | None, state: str | None, limit: int) -> Table:
 
 
 @jobs.command("cancel", help="Cancel balance job JOB_ID if it has not switched its map yet.")
-@click.argument("job_id", type=params.INT)
-@click.option("--reason", help="Why (default: cancelled by an operator).")
+@click.argument("job_id", type=params.ID)
+@click.option("--reason", type=params.REASON, help="Why (default: cancelled by an operator).")
 @pass_env
 def cancel(env: Env, job_id: int, reason: str | None) -> str:
     j = env.catalog().balance.cancel(job_id, reason or "cancelled by an operator")

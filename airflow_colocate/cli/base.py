@@ -20,6 +20,8 @@ import click
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.cli import output
+from airflow_colocate.core import validate
+from airflow_colocate.core.errors import InvalidArgument
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}  # the root's; subcommands inherit it
 
@@ -66,13 +68,28 @@ def _root_options(ctx: click.Context) -> set[str]:
     return {opt for p in root.command.get_params(root) if isinstance(p, click.Option) for opt in p.opts}
 
 
+def _check_text(ctx: click.Context, parameters: list[click.Parameter]) -> None:
+    """Every text value given (names, column lists, filters): no control character or undecodable
+    bytes, not beyond :data:`validate.MAX_ARGUMENT` (typed options checked themselves already)."""
+    for p in parameters:
+        values = ctx.params.get(p.name or "")
+        for value in values if isinstance(values, (tuple, list)) else (values,):
+            if isinstance(value, str):
+                try:
+                    validate.argument(value, "value")
+                except InvalidArgument as exc:
+                    raise Refusal(ctx, f"argument {_hint(p)}: {str(exc).replace('invalid value ', '', 1)}") from None
+
+
 class _Refusing:
     """Parse like Click, refuse like ``colocate``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         given = list(args)  # Click's parser consumes the list it is given
         try:
-            return super().parse_args(ctx, args)  # type: ignore[misc]
+            rest = super().parse_args(ctx, args)  # type: ignore[misc]
+            _check_text(ctx, self.get_params(ctx))  # type: ignore[attr-defined]
+            return rest
         except click.MissingParameter:
             # Click names the first missing parameter; name them all, so one retry is enough.
             opts, _, _ = self.make_parser(ctx).parse_args(args=given)  # type: ignore[attr-defined]
@@ -142,6 +159,7 @@ class Env:
     catalog_url: str | None
     db: str
     actor: str | None = None  # --actor; else the catalog's default ($COLOCATE_ACTOR, then the OS user)
+    verbose: bool = False  # --verbose: a refusal's whole message after its one line
     _catalog: Catalog | None = field(default=None, repr=False)
 
     def catalog(self, *, check_schema: bool = True) -> Catalog:

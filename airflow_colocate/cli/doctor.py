@@ -30,6 +30,7 @@ import click
 from airflow_colocate.cli import output, params
 from airflow_colocate.cli.base import Command, Env, pass_env
 from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option
+from airflow_colocate.core.errors import summary
 
 DISTRIBUTION = "airflow-colocate"
 PROBE_TIMEOUT = 10.0  # seconds for all backends together: a hung mount must not hang the doctor
@@ -40,16 +41,16 @@ EXIT_PROBLEMS = 1
     "Check this installation: package, catalog (URL, where it came from, schema), PySpark, Java, the locality "
     "jar, every backend (reachable, identity marker) and, with --master, what a Spark executor sees. "
     "Exit 0 when all is well, else 1 with one line per problem on stderr."))
-@click.option("--master", help="Also run a tiny Spark job on this master and report what its executors see "
+@click.option("--master", type=params.MASTER, help="Also run a tiny Spark job on this master and report what its executors see "
                                "(Python, pyarrow, whether they import this package).")
 @click.option("--conn", "conn_id", metavar="CONN_ID",
               help="Read the catalog URL from this Airflow connection, as a task would (default: --catalog, "
                    "$COLOCATE_CATALOG_URL, the embedded catalog).")
-@click.option("--timeout", type=params.INT, default=int(PROBE_TIMEOUT), show_default=True,
+@click.option("--timeout", type=params.SECONDS, default=PROBE_TIMEOUT, show_default=True,
               help="Seconds to wait for the backend probes.")
 @json_option
 @pass_env
-def doctor(env: Env, master: str | None, conn_id: str | None, timeout: int) -> Report:
+def doctor(env: Env, master: str | None, conn_id: str | None, timeout: float) -> Report:
     problems: list[str] = []
     facts = {
         "package": package_facts(),
@@ -232,10 +233,10 @@ def backend_facts(catalog, problems: list[str], timeout: float) -> list[dict]:
         row = {"id": b.id, "name": b.name, "host": b.host, "root": b.root_uri, "state": b.state,
                "reachable": False, "marker": None, "error": None}
         try:
-            probe_root(b.root_uri, marker=marker)
+            probe_root(b.root_uri, marker=marker, tidy=True)
             row["reachable"] = True
         except Exception as exc:
-            row["error"] = " ".join(str(exc).split())
+            row["error"] = summary(exc)[0]  # pyarrow's 89 lines for an hdfs:// root without libjvm: the first
         try:
             found = identity.read_marker(b.root_uri)
             row["marker"] = None if found is None else {"backend_id": found.get("backend_id"), "name": found.get("name")}
@@ -309,7 +310,7 @@ def executor_facts(master: str, problems: list[str]) -> dict:
         slices = max(1, min(8, sc.defaultParallelism))
         seen = sc.parallelize(range(slices), slices).mapPartitions(_executor_probe()).collect()
     except Exception as exc:
-        facts["error"] = " ".join(str(exc).split())[:500]
+        facts["error"] = summary(exc, 500)[0]  # a JVM's message: its exception's line, not the stack trace
         problems.append(f"a Spark job on {master} failed: {facts['error']}")
         return facts
     finally:

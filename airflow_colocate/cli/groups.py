@@ -80,7 +80,7 @@ def check(env: Env, group: str | None) -> Report:
 
 OUTLOOK_COLUMNS = ["GroupId", "GroupName", "IsStable", "UnstableSince", "RelocationStartsAt", "RelocationDue",
                    "JoinsShuffle", "UnstableReason"]
-DELAY_OPTION = click.option("--relocate-delay-minutes", type=params.FLOAT,
+DELAY_OPTION = click.option("--relocate-delay-minutes", type=params.MINUTES,
                             help="The delay relocation waits for (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30; "
                                  "give what the maintenance run uses).")
 
@@ -181,7 +181,7 @@ def _mark(stable: bool) -> click.Command:
 
     @group.command(f"mark-{word}", help=f"Operator override: mark a group {word}. {GROUP_REF}")
     @click.argument("group")
-    @click.option("--reason", help="Why (shown as the reason of an unstable group).")
+    @click.option("--reason", type=params.REASON, help="Why (shown as the reason of an unstable group).")
     @pass_env
     def mark(env: Env, group: str, reason: str | None) -> str:
         g = env.catalog().groups.set_stable(group, stable, reason=reason, db=env.db)

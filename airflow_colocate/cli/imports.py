@@ -18,22 +18,21 @@ from airflow_colocate.cli.output import Report, Table, json_option
     "Spark job: bucket, place and replicate every partition, then commit each partition's version. A partition "
     "already imported from the same files is skipped, so a re-run after a failure finishes the rest."))
 @click.argument("table")
-@click.argument("source")
+@click.argument("source", type=params.URI)
 @click.option("--format", "fmt", type=click.Choice(["parquet", "orc"]), default="parquet", show_default=True,
               help="File format of the dataset.")
 @click.option("--partitions", help="Only these partition values, comma separated (default: every folder).")
-@click.option("--master", help="Spark master for the import job (default $SPARK_MASTER or local[*]).")
+@click.option("--master", type=params.MASTER, help="Spark master for the import job (default $SPARK_MASTER or local[*]).")
 @json_option
 @pass_env
 def import_(env: Env, table: str, source: str, fmt: str, partitions: str | None, master: str | None) -> Report:
-    from airflow_colocate.jobs.bulk_import import find_partitions
+    from airflow_colocate.jobs.import_checks import check_import
 
     catalog = env.catalog()
     t = catalog.tables.get(table, db=env.db)
-    if len(t.partition_cols) == 1:  # bad input is refused before Spark starts
-        col = t.partition_cols[0]
-        find_partitions(source, col, {n.lower(): ty for n, ty in t.columns}[col.lower()])
-    out = _run(catalog, t.qualified_name, source, fmt, params.names(partitions) or None, master)
+    wanted = params.names(partitions) or None
+    check_import(t, source, fmt, wanted)  # partitions and columns: refused before Spark starts or anything changes
+    out = _run(catalog, t.qualified_name, source, fmt, wanted, master)
     head = (f"imported {len(out['committed'])} of {out['partitions']} partitions into {out['table']} "
             f"({len(out['skipped'])} skipped: already imported from the same files; {len(out['failed'])} NOT "
             f"committed): {out['rows']} rows, {out['bytes']} bytes in {out['seconds']:.1f}s")

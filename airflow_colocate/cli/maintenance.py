@@ -44,7 +44,7 @@ def list_(env: Env) -> Table:
 
 
 @click.command("events", cls=Command, help="The audit log, newest first.")
-@click.option("--limit", type=params.INT, default=50, show_default=True, help="At most this many events.")
+@click.option("--limit", type=params.COUNT, default=50, show_default=True, help="At most this many events.")
 @click.option("--kind", help="Only events of this kind, e.g. table.create.")
 @json_option
 @pass_env
@@ -54,9 +54,9 @@ def events(env: Env, limit: int, kind: str | None) -> Table:
 
 
 @click.command("gc", cls=Command, help="Remove files that no visible version needs. Staging of dead writes, superseded versions after the grace, purged tables, temporary copies of killed jobs; lists them.")
-@click.option("--grace-minutes", type=params.FLOAT, default=60.0, show_default=True,
+@click.option("--grace-minutes", type=params.MINUTES, default=60.0, show_default=True,
               help="Keep superseded versions this long for running readers.")
-@click.option("--stale-hours", type=params.FLOAT, default=24.0, show_default=True,
+@click.option("--stale-hours", type=params.HOURS, default=24.0, show_default=True,
               help="A write still staging, or a temporary copy, after this long is dead.")
 @click.option("--deep", is_flag=True,
               help="Also walk every replica directory for temporary files (left there by jobs before 0.2).")

@@ -160,7 +160,12 @@ def cell(value) -> str:
         return timestamp(value)
     if isinstance(value, dict):
         return json.dumps(jsonable(value), default=str)
-    return str(value)
+    text = str(value)
+    if text.isprintable():
+        return text
+    # a value stored before its input was checked (a reason with a newline or a terminal escape)
+    # is shown escaped: it neither breaks the table nor reaches the terminal
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def timestamp(value: datetime) -> str:

@@ -64,7 +64,7 @@ def recover(env: Env, table: str, value: str) -> str:
 
 
 @partition.command("purge", help="Purge partitions dropped longer than the window ago; 'colocate gc' then erases their files. Lists them.")
-@click.option("--window-hours", type=params.FLOAT, default=24.0, show_default=True, help="Keep dropped partitions this long.")
+@click.option("--window-hours", type=params.HOURS, default=24.0, show_default=True, help="Keep dropped partitions this long.")
 @json_option
 @pass_env
 def purge(env: Env, window_hours: float) -> Table:

@@ -28,7 +28,7 @@ def table() -> None:
 @click.option("--partition-by", help="Partition column(s), comma separated.")
 @click.option("--colocate-with", help="Group name; created from this table when missing.")
 @click.option("--if-not-exists", is_flag=True, help="Succeed without change when the table exists.")
-@click.option("--retention-days", type=params.INT, help="Drop partitions dated older than N days (the maintenance DAG applies it).")
+@click.option("--retention-days", type=params.DAYS, help="Drop partitions dated older than N days (the maintenance DAG applies it).")
 @pass_env
 def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int, replication: int,
            partition_by: str | None, colocate_with: str | None, if_not_exists: bool, retention_days: int | None) -> str:
@@ -51,7 +51,7 @@ def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int
               help="Drop a column from every read (its name cannot be taken again). Repeatable.")
 @click.option("--widen-column", "widen_columns", multiple=True, metavar="'NAME TYPE'",
               help="Widen a column losslessly: int->bigint, float->double, decimal precision up, date->timestamp_ntz. Repeatable.")
-@click.option("--retention-days", type=params.INT, help="Drop partitions dated older than N days; 0 keeps every partition.")
+@click.option("--retention-days", type=params.DAYS, help="Drop partitions dated older than N days; 0 keeps every partition.")
 @pass_env
 def alter(env: Env, table: str, colocate_with: str | None, replication: int | None, add_columns: tuple[str, ...],
           drop_columns: tuple[str, ...], widen_columns: tuple[str, ...], retention_days: int | None) -> str:
@@ -60,14 +60,17 @@ def alter(env: Env, table: str, colocate_with: str | None, replication: int | No
         raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group), --replication N, "
                               "--add-column 'NAME TYPE', --drop-column NAME, --widen-column 'NAME TYPE' or --retention-days N")
     catalog = env.catalog()
-    if colocate_with is not None:
-        t = catalog.tables.alter_colocate_with(table, colocate_with, db=env.db)
-    if replication is not None:
-        t = catalog.tables.set_replication_num(table, replication, db=env.db)
-    if schema:
-        t = catalog.schemas.alter(table, add=add_columns, drop=drop_columns, widen=widen_columns, db=env.db)
-    if retention_days is not None:
-        t = catalog.partitions.set_retention(table, retention_days or None, db=env.db)
+    name = catalog.tables.get(table, db=env.db).qualified_name
+    with catalog.atomic("table.alter", name):  # every option or none, one event
+        if colocate_with is not None:
+            t = catalog.tables.alter_colocate_with(table, colocate_with, db=env.db)
+        if replication is not None:
+            t = catalog.tables.set_replication_num(table, replication, db=env.db)
+        if schema:
+            t = catalog.schemas.alter(table, add=add_columns, drop=drop_columns, widen=widen_columns, db=env.db)
+        if retention_days is not None:
+            t = catalog.partitions.set_retention(table, retention_days or None, db=env.db)
+        t = catalog.tables.get(t.id)
     retention = f"{t.retention_days} days" if t.retention_days else "none"
     return (f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}, "
             f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}")
@@ -93,7 +96,7 @@ def recover(env: Env, table: str) -> str:
 
 
 @table.command("purge", help="Erase tables dropped longer than the retention ago. Lists what was erased.")
-@click.option("--retention-hours", type=params.FLOAT, default=24.0, show_default=True,
+@click.option("--retention-hours", type=params.HOURS, default=24.0, show_default=True,
               help="Keep dropped tables this long.")
 @json_option
 @pass_env

@@ -19,8 +19,8 @@ from airflow_colocate.cli.output import Report, Table, json_option
     "the next 'colocate balance' repairs it from a good replica."))
 @click.option("--group", help="Only the tables of this group (default: every group).")
 @click.option("--table", help="Only this table (of a group).")
-@click.option("--limit", type=params.INT, help="At most this many replicas, the least recently verified first.")
-@click.option("--master", help="Spark master for the verify job (default $SPARK_MASTER or local[*]).")
+@click.option("--limit", type=params.COUNT, help="At most this many replicas, the least recently verified first.")
+@click.option("--master", type=params.MASTER, help="Spark master for the verify job (default $SPARK_MASTER or local[*]).")
 @json_option
 @pass_env
 def verify(env: Env, group: str | None, table: str | None, limit: int | None, master: str | None) -> Report:

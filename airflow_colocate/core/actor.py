@@ -24,11 +24,9 @@ def task_actor(dag_id: str, task_id: str, run_id: str) -> str:
 def check_actor(text: str) -> str:
     """An actor given by a person (``colocate --actor``): one printable line of at most 128
     characters, stripped. Refused with what would be right; returns it."""
-    value = text.strip() if isinstance(text, str) else ""
-    if not value or len(value) > MAX_LEN or not value.isprintable():
-        raise ValueError(f"invalid actor {text!r}: expected a name of 1 to {MAX_LEN} printable characters, "
-                         f"e.g. 'alice' or 'oncall:alice'")
-    return value
+    from airflow_colocate.core.validate import actor
+
+    return actor(text)
 
 
 def parse_task_actor(actor: str | None) -> dict[str, str] | None:

@@ -6,6 +6,8 @@ terminal by someone who did not write the call. The CLI prints ``str(error)`` as
 
 from __future__ import annotations
 
+import re
+
 
 class ColocateError(Exception):
     """Base of every error this package raises on purpose."""
@@ -33,3 +35,22 @@ class PlacementError(ColocateError):
 
 class Conflict(ColocateError):
     """The request is valid but the current state forbids it (e.g. removing a busy backend)."""
+
+
+_JAVA_LINE = re.compile(r":?\s*((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)\b.*)")
+MAX_LINE = 400
+
+
+def summary(text: object, limit: int = MAX_LINE) -> tuple[str, bool]:
+    """A library's message as one line, and whether anything was left out: its first line (for
+    a message passed through from a JVM, the Java exception's own line, not the Py4J preamble or
+    the stack trace), at most ``limit`` characters. ``--verbose`` prints the whole text."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return "", False
+    first = lines[0]
+    if "An error occurred while calling" in first or first.startswith("py4j"):
+        java = next((found.group(1) for line in lines[1:] if (found := _JAVA_LINE.match(line))), None)
+        first = java or first
+    one = " ".join(first.split())
+    return one[:limit], len(lines) > 1 or len(one) > limit

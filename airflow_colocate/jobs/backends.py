@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from airflow_colocate.catalog.checks import normalize_root
 from airflow_colocate.model.views import BackendView
-from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core import validate
+from airflow_colocate.core.errors import ColocateError, Conflict, InvalidArgument
 from airflow_colocate.storage import fs, identity
 
 
@@ -35,12 +36,33 @@ def add_backend(catalog, root_uri: str, *, name: str | None = None, host: str | 
 def reinit_backend(catalog, ref: int | str, *, reason: str, keep_replicas: bool = False) -> tuple[BackendView, int]:
     """Write a new identity marker on a backend's root and record it. For a replaced disk the
     replicas it held are lost (marked bad, re-cloned by the next balance); ``keep_replicas`` is for
-    a disk that is intact but has no marker yet (a backend added before 0.2)."""
+    a disk that is intact but has no marker yet (a backend added before 0.2).
+
+    Every check runs before the marker is touched (the reason, the backend, its state, the root),
+    and a catalog change that fails puts the marker that was there back, so a refused re-init
+    leaves the disk as it was."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidArgument("a re-initialisation needs a reason (e.g. 'disk sdb replaced'): it is kept in the event log")
+    reason = validate.reason(reason, required=True)
     b = catalog.backends.get(ref)
+    if b.state == "decommissioned":
+        raise Conflict(f"backend {b.name} is decommissioned: add the disk as a new backend instead")
     identity.check_root_usable(b.root_uri)
+    try:
+        before: str | None = fs.read_text(identity.marker_uri(b.root_uri))
+    except FileNotFoundError:
+        before = None
+    had_folder = fs.exists(identity.marker_folder(b.root_uri))
     token = identity.new_token()
     identity.write_marker(b.root_uri, backend_id=b.id, name=b.name, catalog_id=catalog.backends.catalog_uid(), token=token)
-    return catalog.backends.reinit(b.id, token, reason=reason, lost=not keep_replicas)
+    try:
+        return catalog.backends.reinit(b.id, token, reason=reason, lost=not keep_replicas)
+    except BaseException:
+        if before is None:
+            identity.remove_marker(b.root_uri, folder_too=not had_folder)
+        else:
+            fs.write_text_atomic(identity.marker_uri(b.root_uri), before)
+        raise
 
 
 def set_backend_root(catalog, ref: int | str, root_uri: str, *, reason: str | None = None):

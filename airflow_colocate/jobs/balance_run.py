@@ -28,6 +28,8 @@ def start(catalog, options: BalanceOptions, *, dry_run: bool = False, runner: Ru
     clone runner of the caller's (the operator's spark-submit), or ``"spark"`` (a Spark session
     this run starts on ``master``, or the one already active) or ``"local"`` (in this process).
     ``probe`` records every backend's heartbeat first (never on a dry run: it changes the catalog)."""
+    for ref in options.groups or ():  # an unknown group is refused before a probe or a Spark session
+        catalog.groups.get(ref)
     if probe and not dry_run:
         results = probe_backends(catalog, relocate_delay=options.delay)
         healthy = all(r.ok and r.backend.state == "alive" for r in results)  # a backend held down warns too

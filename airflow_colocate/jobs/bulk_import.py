@@ -2,7 +2,7 @@
 
 The control-plane steps around the one import Spark job (:mod:`airflow_colocate.spark.import_job`):
 
-1. :func:`find_partitions` lists the ``<partition column>=<value>`` folders and refuses bad input in
+1. :func:`~airflow_colocate.jobs.import_checks.check_import` lists the ``<partition column>=<value>`` folders and refuses bad input in
    one line (no such folders, another column's folders, a value that is not a literal of the
    column's type);
 2. :func:`prepare_import` skips the partitions already committed from the same source files (a
@@ -21,54 +21,18 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.model.views import WriteTicket
-from airflow_colocate.core import naming
 from airflow_colocate.core.contract import ImportPartition, ImportPlan, ImportReport, Source, WriteReport
-from airflow_colocate.core.errors import ColocateError, InvalidArgument, NotFound
+from airflow_colocate.core.errors import ColocateError, NotFound
 from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.jobs.import_checks import check_import, source_uri
 from airflow_colocate.planner.bulk_import import import_plan
 from airflow_colocate.planner.write import write_plan
 from airflow_colocate.storage import fs
 from airflow_colocate.storage.replica_dir import subdirs
 from airflow_colocate.storage.plan_files import load_report
-
-FORMATS = ("parquet", "orc")
-
-
-def _uri(path: str) -> str:
-    """A file URI as Spark reads it: not percent-encoded (``Path.as_uri`` writes ``dt%3D…``, a
-    folder Spark would not find)."""
-    return path if "://" in path else f"file://{Path(path).resolve()}"
-
-
-def find_partitions(root: str, column: str, col_type: str) -> list[tuple[str, str]]:
-    """(partition value, folder URI) of every ``<column>=<value>`` folder under ``root``, sorted."""
-    root = _uri(root)
-    try:
-        if not fs.is_dir(root):
-            raise InvalidArgument(f"import source {root} is not a directory: give the root of a Hive-style "
-                                  f"dataset holding {column}=<value> folders")
-    except ColocateError:
-        raise
-    except Exception:
-        pass  # a scheme only Spark reads: the listing below says what is there
-    names = [n for n in subdirs(root) if not n.startswith((".", "_"))]
-    found = [(unquote(n.split("=", 1)[1]), fs.join(root, n)) for n in names if n.lower().startswith(column.lower() + "=")]
-    if not found:
-        other = sorted({n.split("=", 1)[0] for n in names if "=" in n})
-        hint = (f"it has folders of column {', '.join(other)}; the table's partition column is {column}" if other
-                else f"expected {root}/{column}=<value>/part-….parquet")
-        raise InvalidArgument(f"import source {root} holds no {column}=<value> folders ({hint})")
-    for value, folder in found:
-        try:
-            naming.check_partition_value(value)
-            naming.check_partition_literal(value, column, col_type)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"import source folder {folder}: {exc}") from None
-    return sorted(found)
 
 
 def fingerprint(folder: str) -> str:
@@ -131,21 +95,9 @@ def prepare_import(catalog: Catalog, table: str, source: str, *, fmt: str = "par
                    echo=print) -> ImportJob:
     """Find the partitions, skip those already imported from the same files, begin a write for
     each of the others and build the one plan the import job gets."""
-    if fmt not in FORMATS:
-        raise InvalidArgument(f"import format {fmt!r} is not supported: use {' or '.join(FORMATS)}")
     t = catalog.tables.get(table)
-    if len(t.partition_cols) != 1:
-        raise InvalidArgument(f"table {t.qualified_name} has partition columns {list(t.partition_cols)}: an import "
-                              f"needs a table partitioned by exactly one column (its <column>=<value> folders)")
+    found = check_import(t, source, fmt, partitions)  # partitions and columns, before any write begins
     column = t.partition_cols[0]
-    col_type = {n.lower(): ty for n, ty in t.columns}[column.lower()]
-    found = find_partitions(source, column, col_type)
-    if partitions is not None:
-        have = {v for v, _ in found}
-        unknown = [p for p in partitions if p not in have]
-        if unknown:
-            raise InvalidArgument(f"partitions {unknown[:5]} have no {column}=<value> folder in {source}")
-        found = [(v, f) for v, f in found if v in set(partitions)]
     prints = {value: fingerprint(folder) for value, folder in found}
     done = imported(catalog, t.qualified_name, [v for v, _ in found])
     skipped = [v for v, _ in found if done.get(v) == prints[v]]
@@ -174,7 +126,7 @@ def prepare_import(catalog: Catalog, table: str, source: str, *, fmt: str = "par
         abort_rest(catalog, job, f"planning the import failed: {exc}")
         raise
     first = next(iter(job.tickets.values()))
-    job.plan = import_plan(f"import-{first.job_id}", t.qualified_name, _uri(source), fmt, column, parts, staging, work)
+    job.plan = import_plan(f"import-{first.job_id}", t.qualified_name, source_uri(source), fmt, column, parts, staging, work)
     return job
 
 
@@ -315,5 +267,5 @@ def import_in_session(spark, catalog: Catalog, table: str, source: str, *, fmt: 
     return run_import(catalog, job, lambda plan: run_import_job(spark, plan, on_partition=commits), echo=echo)
 
 
-__all__ = ["find_partitions", "prepare_import", "commit_partition", "commit_partitions", "BatchedCommits",
+__all__ = ["prepare_import", "commit_partition", "commit_partitions", "BatchedCommits",
            "finish_import", "run_import", "import_in_session"]

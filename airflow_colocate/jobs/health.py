@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, BackendHealth
+from airflow_colocate.core import validate
 from airflow_colocate.core.contract import BadReplica
+from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.times import utc
 from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage.probe import probe_root
@@ -35,12 +37,10 @@ def relocate_delay_from_env(default: timedelta = DEFAULT_RELOCATE_DELAY) -> time
     if not text:
         return default
     try:
-        minutes = float(text)
-    except ValueError:
-        raise ValueError(f"COLOCATE_RELOCATE_DELAY_MINUTES={text!r}: expected a number of minutes, e.g. 30") from None
-    if minutes < 0:
-        raise ValueError(f"COLOCATE_RELOCATE_DELAY_MINUTES={text!r}: the delay must not be negative (e.g. 30)")
-    return timedelta(minutes=minutes)
+        return validate.duration(text, "$COLOCATE_RELOCATE_DELAY_MINUTES", unit="minutes")
+    except InvalidArgument as exc:  # a ValueError too, as before
+        raise InvalidArgument(f"COLOCATE_RELOCATE_DELAY_MINUTES={validate.shown(text)}: expected a number of minutes, "
+                              f"e.g. 30 ({str(exc).rsplit(': ', 1)[-1]})") from None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.engine import make_engine
 from airflow_colocate.model.views import BALANCE_KINDS, GroupView
+from airflow_colocate.core import validate
 from airflow_colocate.core.errors import (
     AlreadyExists,
     ColocateError,
@@ -322,7 +323,8 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     @app.post("/group_unstable", response_model=GroupResponse, responses=WRITE_ERRORS,
               summary="Mark a group unstable (joins on it fall back until it is stable again)")
     def group_unstable(catalog: AdminCatalog, db_id: DbId, group_id: GrpId,
-                       reason: Annotated[str | None, Query(max_length=1000)] = None) -> dict:
+                       reason: Annotated[str | None, Query(max_length=validate.MAX_REASON, pattern=validate.ONE_LINE)] = None,
+                       ) -> dict:
         user = catalog.actor
         g = catalog.groups.set_stable(f"{db_id}.{group_id}", False, reason=reason or f"marked unstable by {user}")
         return {"status": "OK", "group": _group_answer(catalog, g, _relocate_delay(None))}

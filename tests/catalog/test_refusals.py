@@ -101,3 +101,27 @@ def test_negative_relocate_delay_from_the_environment_is_refused(monkeypatch):
     monkeypatch.setenv("COLOCATE_RELOCATE_DELAY_MINUTES", "-5")
     with pytest.raises(ValueError, match="must not be negative"):
         relocate_delay_from_env()
+
+
+def test_atomic_changes_are_all_or_nothing_with_one_event(catalog, backends):
+    """``Catalog.atomic`` (issue 48): several repository changes in one transaction; a refusal in
+    the last one leaves every row as it was, success writes one event listing each change."""
+    catalog.tables.create("solo", [("k", "bigint"), ("dt", "date"), ("v", "int")], ["k"], bucket_num=2,
+                          partition_cols=["dt"])
+    before = snapshot(catalog)
+    with pytest.raises(InvalidArgument, match="biggint"), catalog.atomic("table.alter", "default.solo"):
+        catalog.tables.set_replication_num("solo", 2)
+        catalog.partitions.set_retention("solo", 3)
+        catalog.schemas.alter("solo", add=["x biggint"])
+    with pytest.raises(InvalidArgument, match="narrowing"), catalog.atomic("table.alter", "default.solo"):
+        catalog.tables.alter_colocate_with("solo", "g_new")  # creates the group, then:
+        catalog.schemas.alter("solo", widen=["v smallint"])  # a narrowing
+    assert snapshot(catalog) == before
+    with catalog.atomic("table.alter", "default.solo"):
+        catalog.tables.set_replication_num("solo", 2)
+        catalog.schemas.alter("solo", add=["x bigint"])
+    t = catalog.tables.get("solo")
+    assert t.replication_num == 2 and ("x", "bigint") in t.columns
+    event = catalog.events(limit=1)[0]
+    assert event.kind == "table.alter" and [c["kind"] for c in event.detail["changes"]] == [
+        "table.set_replication_num", "table.alter_schema"]
