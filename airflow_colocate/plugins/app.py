@@ -225,6 +225,7 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
         description="Colocation groups: the index, groups, backends and balance jobs; mark a group stable or "
                     "unstable; force a bucket sequence. Authenticate as in Airflow's API (`POST /auth/token`, then "
                     "`Authorization: Bearer <token>`, or the UI's cookie); changes need an admin.",
+        docs_url=None, redoc_url=None,  # their pages load scripts from a CDN: /docs is served by apidoc
     )
     app.state.catalogs = CatalogSource(catalog_url)
     app.add_middleware(RequestGuard)
@@ -356,6 +357,13 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
     def set_retention(catalog: AdminCatalog, table: TableRef, body: Annotated[RetentionBody, Body()]) -> dict:
         catalog.schemas.set_retention(table, body.retention_days)
         return _table_answer(catalog, table)
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs(request: Request) -> HTMLResponse:
+        """The API reference, rendered here from the OpenAPI document (no CDN: works offline)."""
+        from airflow_colocate.plugins.apidoc import render
+
+        return HTMLResponse(render(app.openapi(), str(request.scope.get("root_path", ""))))
 
     @app.get("/guide", response_class=HTMLResponse, include_in_schema=False)
     def guide() -> HTMLResponse:
