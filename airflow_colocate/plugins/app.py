@@ -144,7 +144,21 @@ def _admin_catalog(request: Request, user: auth.Admin) -> Catalog:
     return request.app.state.catalogs.catalog(auth.actor(user))
 
 
+async def _metrics_catalog(request: Request) -> Catalog:
+    """The scrape token (``[colocate] metrics_token``, which does not expire), else a reading user."""
+    if auth.is_metrics_token(request.headers.get("authorization")):
+        actor = auth.SCRAPER
+    else:
+        from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+        user = await get_user(request, None, await bearer_scheme(request))
+        auth.check(user, auth.READ)
+        actor = auth.actor(user)
+    return await run_in_threadpool(request.app.state.catalogs.catalog, actor)
+
+
 ReadCatalog = Annotated[Catalog, Depends(_reader_catalog)]
+MetricsCatalog = Annotated[Catalog, Depends(_metrics_catalog)]
 AdminCatalog = Annotated[Catalog, Depends(_admin_catalog)]
 
 
@@ -310,9 +324,10 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
 
     @app.get("/metrics", response_class=PlainTextResponse, responses=READ_ERRORS,
              summary="Groups, backends, balance jobs and replicas as Prometheus metrics (text format 0.0.4)",
-             description="Scrape with a bearer token (`authorization: {type: Bearer, credentials: <token>}` in "
-                         "Prometheus' scrape config). The names are in docs/operations.md.")
-    def metrics(catalog: ReadCatalog) -> PlainTextResponse:
+             description="Scrape with the bearer token `[colocate] metrics_token` (it does not expire; "
+                         "`authorization: {type: Bearer, credentials_file: <file>}` in Prometheus' scrape config), "
+                         "or a reading user's token. The names are in docs/operations.md.")
+    def metrics(catalog: MetricsCatalog) -> PlainTextResponse:
         return PlainTextResponse(render_metrics(catalog.health.metrics()), media_type=CONTENT_TYPE)
 
     @app.post("/group_stable", response_model=GroupResponse, responses=WRITE_ERRORS, summary="Mark a group stable")
