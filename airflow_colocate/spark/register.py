@@ -36,6 +36,7 @@ replica check lists the directories on the cluster (:func:`check_candidates_on_c
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import uuid
@@ -102,6 +103,9 @@ def view_names(names: Sequence[str]) -> dict[str, str]:
     return out
 
 
+EMPTY = "_empty"  # the backing tables' LOCATION under the registration's directory (never read)
+
+
 def _location(spark) -> str:
     """The LOCATION of :data:`DATABASE` and of every backing table (each partition has its own, so
     nothing is ever read from or written to it): a fresh directory under this process's temp
@@ -113,7 +117,11 @@ def _location(spark) -> str:
             base = (spark.conf.get("spark.local.dir", None) or "/tmp").split(",")[0].rstrip("/")
             _locations[remote] = f"file://{base}/colocate-registered-{uuid.uuid4().hex[:12]}"
         else:
-            _locations[remote] = "file://" + tempfile.mkdtemp(prefix="colocate-registered-")
+            base = tempfile.mkdtemp(prefix="colocate-registered-")
+            # The backing tables' LOCATION: it exists (empty), so Spark's FileStreamSink finds no
+            # metadata quietly instead of logging a FileNotFoundException's stack trace per table
+            os.mkdir(os.path.join(base, EMPTY))
+            _locations[remote] = "file://" + base
     return _locations[remote]
 
 
@@ -377,7 +385,7 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
             registered = check_candidates(tables, threads=threads)
     with clock.phase("views") if clock else nullcontext():
         _ensure_database(spark)
-        location = locality.read_location(spark, _location(spark) + "/_empty")
+        location = locality.read_location(spark, f"{_location(spark)}/{EMPTY}")
         roots = spark.conf.get(locality.ROOTS_KEY, "") or ""  # the hosts a listed view's files are on
         for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
             table = locality.located(spark, table)
