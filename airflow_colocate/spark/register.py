@@ -63,6 +63,7 @@ REPLACE_VIEWS = "replace_views"  # the option that lets a registration replace a
 # created it, and view -> the statement that created it (what "ours" means on Spark Connect).
 _registered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _locations: dict[bool, str] = {}  # is_connect -> the database's location
+EMPTY = "_empty"  # the backing tables' LOCATION under it (exists, never read)
 
 
 def quote_ident(name: str) -> str:
@@ -103,9 +104,6 @@ def view_names(names: Sequence[str]) -> dict[str, str]:
     return out
 
 
-EMPTY = "_empty"  # the backing tables' LOCATION under the registration's directory (never read)
-
-
 def _location(spark) -> str:
     """The LOCATION of :data:`DATABASE` and of every backing table (each partition has its own, so
     nothing is ever read from or written to it): a fresh directory under this process's temp
@@ -117,11 +115,8 @@ def _location(spark) -> str:
             base = (spark.conf.get("spark.local.dir", None) or "/tmp").split(",")[0].rstrip("/")
             _locations[remote] = f"file://{base}/colocate-registered-{uuid.uuid4().hex[:12]}"
         else:
-            base = tempfile.mkdtemp(prefix="colocate-registered-")
-            # The backing tables' LOCATION: it exists (empty), so Spark's FileStreamSink finds no
-            # metadata quietly instead of logging a FileNotFoundException's stack trace per table
-            os.mkdir(os.path.join(base, EMPTY))
-            _locations[remote] = "file://" + base
+            _locations[remote] = "file://" + tempfile.mkdtemp(prefix="colocate-registered-")
+            os.mkdir(_locations[remote][7:] + "/" + EMPTY)  # else Spark logs a stack trace per table
     return _locations[remote]
 
 
