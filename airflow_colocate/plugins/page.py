@@ -78,6 +78,28 @@ def when(ts: datetime | None, now: datetime, *, rel: bool = False) -> Markup:
     return Markup(f'<time class="ts" datetime="{escape(iso)}" title="{escape(iso)} (UTC)">{escape(short)}</time>{after}')
 
 
+SETTERS_SCANNED = 500  # backend.state events read for who set each backend's state
+
+
+def state_setters(catalog) -> dict[str, str]:
+    """Backend name -> the actor of its latest state change (``airflow:qa-alice``, ``oncall``)."""
+    out: dict[str, str] = {}
+    for e in catalog.events(limit=SETTERS_SCANNED, kind="backend.state"):
+        out.setdefault(e.subject, e.actor)
+    return out
+
+
+_ADMIN_REASON = re.compile(r"^backend (\S+) is (\w+) since (\S+) \(admin(: |\))")
+
+
+def with_actor(reason: str, set_by: dict[str, str]) -> str:
+    """A group's reason with the person who marked the backend instead of ``admin``."""
+    m = _ADMIN_REASON.match(reason)
+    if m is None or m.group(1) not in set_by:
+        return reason
+    return reason[:m.start(4) - len("admin")] + set_by[m.group(1)] + reason[m.start(4):]
+
+
 def human_bytes(n: int | None) -> str:
     if n is None:
         return "unknown"
@@ -281,7 +303,8 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
     now = utc(catalog.now())
     outlooks = catalog.groups.outlooks(relocate_delay=relocate_delay() if delay is None else delay)
     lost = catalog.tables.availability(limit=MAX_UNAVAILABLE_SHOWN)
-    rows = [dict(group_model(g, names), reasons=group_reasons(catalog, g),
+    set_by = state_setters(catalog)
+    rows = [dict(group_model(g, names), reasons=[with_actor(r, set_by) for r in group_reasons(catalog, g)],
                  **(outlooks[g.grp_id].to_dict() if g.grp_id in outlooks else {})) for g in groups]
     for r in rows:
         r["next"] = outlook_lines(r, now)
@@ -305,6 +328,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         b["slot_bar"] = b["slots"] / max_slots
         b["bytes_h"], b["capacity_h"] = human_bytes(b["bytes"]), human_bytes(b["capacity_bytes"])
         b["unavailable_with"] = lost.by_backend.get(b["id"], 0)  # partitions whose last copies are here
+        b["set_by"] = set_by.get(b["name"]) if b.get("reason_source") == "admin" else None
     # Writes next to balance jobs: a write holds a version of its group, a balance job moves its
     # buckets, and both explain why the map or the numbers above are changing. Running ones first.
     recent = catalog.jobs.list(kinds=JOB_KINDS, limit=RECENT_JOBS)

@@ -251,3 +251,21 @@ def test_a_small_map_uses_its_width_and_primary_is_explained(tmp_path):
     assert "the first backend of a bucket's list, where a colocated join reads the bucket" in text_of(html)
     assert re.search(r'<g class="legend-item"><title>primary replica: the first backend', html)
     cat.dispose()
+
+
+def test_who_marked_a_backend_is_named_wherever_its_reason_is_shown(disk_pulled):
+    """Issue 47: a backend marked down by qa-alice shows "(qa-alice)" beside its reason, not
+    "(operator)", and the group's reason names her instead of "admin"; the recover hint is real."""
+    cat, clock = disk_pulled
+    alice = Catalog(cat.url, actor="qa-alice", clock=clock)
+    alice.backends.set_state("be3", "down", reason="disk swap")
+    cat.health.check_groups()
+    html = render_page(cat, "1_g_orders")
+    be3 = cat.backends.get("be3").id
+    row = text_of(html, attr=f'data-backend-id="{be3}"')
+    assert "disk swap" in row and "(qa-alice)" in row and "(operator)" not in row, row
+    be2 = text_of(html, attr=f'data-backend-id="{cat.backends.get("be2").id}"')
+    assert "(root)" in be2, be2  # the fixture's actor marked be2
+    orders = text_of(html, attr='data-group-id="1.1"')
+    assert "(root: disk pulled)" in orders and "(admin:" not in orders, orders
+    alice.dispose()
