@@ -73,6 +73,10 @@ run show group g_tpch
 step "12. The join is colocated again"
 .venv/bin/python scripts/demo_join.py --expect true "${DATES[@]}"
 
+step "13. be2's disk is back: mark it up, so the one-replica revenue_by_priority's partitions on it are readable again"
+run backend mark-up be2 --reason "demo: disk back"
+run backend list
+
 printf '\nDone. Catalog, backends and Airflow home are under %s; try: .venv/bin/colocate --help\n' "$COLOCATE_HOME"
 
 # The same DAGs under a real scheduler: the environment above, with the catalog named by the
