@@ -3,6 +3,7 @@ the jobs that do it."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import click
@@ -52,7 +53,7 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
         moves = [[p.full_name, mv.bucket_seq, names.get(mv.src, mv.src), names.get(mv.dst, mv.dst), mv.bytes, mv.why]
                  for p in plans for mv in p.moves]
         pending = Balancer(catalog, None, options).pending()
-        blocks = ["dry run: nothing is changed", *describe_plans(plans, names),
+        blocks = ["dry run: nothing is changed", *describe_plans(plans, names, with_moves=False),
                   *([f"pending: {pending_line(pending, catalog.now(), CLI_HINT)}"] if pending else [])]
         if moves:
             blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], moves))
@@ -79,6 +80,7 @@ def _run(catalog, options, master: str | None) -> dict:
     from airflow_colocate.jobs.balance import Balancer, session_runner, summary_json
     from airflow_colocate.spark.session import get_spark
 
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its "Closing down clientserver connection" ended the output
     owned = SparkSession.getActiveSession() is None
     spark = get_spark("colocate-balance", master=master, conf={"spark.ui.enabled": "false"})
     try:

@@ -144,8 +144,10 @@ def plan(catalog, options: BalanceOptions | None = None) -> list[GroupPlan]:
                         groups=group_ids(catalog, options.groups), cross_group=options.cross_group)
 
 
-def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None = None) -> list[str]:
-    """Human-readable lines of a dry run."""
+def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None = None, *,
+                   with_moves: bool = True) -> list[str]:
+    """Human-readable lines of a dry run (``with_moves=False``: without a line per move, for a caller
+    that shows the moves as a table)."""
     name = (lambda be: backends.get(be, str(be))) if backends else str
     lines = []
     for p in plans:
@@ -154,7 +156,7 @@ def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None =
         lines.append(head if p.needs_job else f"group {p.full_name} ({p.group_id}): nothing to do")
         lines += [f"  note: {note}" for note in p.notes]
         lines += [f"  bucket {mv.bucket_seq:>4} [{mv.index}]: {name(mv.src)} -> {name(mv.dst)}  {mv.bytes} bytes  ({mv.why})"
-                  for mv in p.moves]
+                  for mv in p.moves if with_moves]
     return lines
 
 

@@ -93,6 +93,7 @@ def test_balance_inside_the_relocate_delay_says_so_and_relocate_now_does_not_wai
                      r"\(delay 30 min\); run with --relocate-now to start it now", out), out
     code, out, err = cli("balance", "--dry-run", "--relocate-now")
     assert code == 0 and "relocate, 3 moves" in out and "pending" not in out, out
+    assert " -> " not in out and out.count("| be2 ") == 3, out  # issue 47: the moves once, as the table
     assert [e for e in cli.catalog.events(limit=100) if e.kind == "balance.relocate_now"] == []  # a dry run records nothing
     code, out, err = cli("balance", "--runner", "local", "--grace-minutes", "0", "--relocate-now", "--json")
     assert code == 0, err
