@@ -42,8 +42,10 @@ RECENT_JOBS = 12
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 
-PRIMARY_MEANS = ("primary replica: the first backend of a bucket's list, where a colocated join reads the bucket "
-                 "while every backend is alive; the other replicas are the copies a read moves to when it is not")
+PRIMARY_MEANS = ("primary replica: the first backend of a bucket's list. A colocated join reads each bucket from "
+                 "one alive replica, chosen to spread the reads over the backends (placement/replica_choice.py), "
+                 "so not always the primary: the dot marks the replica it reads now (on a cluster with local reads "
+                 "the choice also follows the executors' hosts)")
 
 
 def relative(ts: datetime | None, now: datetime) -> str:
@@ -165,6 +167,18 @@ def _legend(out: list[str], left: int, y: int, items) -> None:
                    f'class="cell {cls}"/><text x="{lx + 20}" y="{y}" class="legend">{label}</text></g>')
 
 
+def read_choice(rows, alive: set[int]) -> list[int] | None:
+    """The replica a colocated join reads for each bucket now (the planner's rule, without hosts),
+    or None when a bucket has no alive replica (the join shuffles then)."""
+    from airflow_colocate.placement.replica_choice import choose_replicas
+    from airflow_colocate.core.errors import PlacementError
+
+    try:
+        return choose_replicas(rows, alive)
+    except PlacementError:
+        return None
+
+
 def _counts(g: GroupView, cols: list[dict]) -> tuple[dict[int, int], list[int], list[int]]:
     col_of = {b["id"]: i for i, b in enumerate(cols)}
     totals, primaries = [0] * len(cols), [0] * len(cols)
@@ -197,6 +211,7 @@ def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
         out.append(f'<rect x="{left + i * cw}" y="{top}" width="{cw}" height="{ch * n}" '
                    f'class="col {"even" if i % 2 == 0 else "odd"}"/>')
     state_of = {b["id"]: b["state"] for b in cols}
+    reads = read_choice(rows, {be for be, st in state_of.items() if st == "alive"})
     for seq, row in enumerate(rows):
         y = top + seq * ch
         if seq % step == 0:
@@ -208,9 +223,15 @@ def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
                        f'height="{ch - 2}" rx="2" class="cell {kind}" data-bucket="{seq}" '
                        f'data-backend="{be}" data-replica="{replica}"><title>bucket {seq}: '
                        f'{"primary replica" if replica == 0 else f"replica {replica + 1}"} of {len(row)} on '
-                       f'{escape(cols[i]["name"])} (id {be}, {escape(state_of[be])})</title></rect>')
+                       f'{escape(cols[i]["name"])} (id {be}, {escape(state_of[be])})'
+                       f'{"; a join reads this bucket here" if reads and reads[seq] == be else ""}</title></rect>')
+            if reads and reads[seq] == be:
+                out.append(f'<circle cx="{left + i * cw + cw / 2}" cy="{y + ch / 2}" r="{max(2, min(4, ch / 4))}" '
+                           f'class="reads" data-bucket="{seq}" data-backend="{be}"/>')
     _legend(out, left, top + ch * n + 24, (("primary", "primary replica"), ("replica", "other replica"),
                                            ("down", "backend not alive")))
+    if reads:
+        out.append(f'<circle cx="{left + 3 * 180 + 4}" cy="{top + ch * n + 20}" r="4" class="reads"/>')
     out.append("</svg>")
     return Markup("".join(out))
 

@@ -248,8 +248,17 @@ def test_a_small_map_uses_its_width_and_primary_is_explained(tmp_path):
     cells = [c for c in page.all("rect", **{"class": "col"})]
     used = sum(float(c["width"]) for c in cells)
     assert len(cells) == 4 and used >= 0.8 * int(svg["width"]), (used, svg["width"])  # columns, not blank
-    assert "the first backend of a bucket's list, where a colocated join reads the bucket" in text_of(html)
+    assert "chosen to spread the reads over the backends" in text_of(html)  # issue 47: not "reads the primary"
     assert re.search(r'<g class="legend-item"><title>primary replica: the first backend', html)
+    # the dot marks the replica each bucket is read from: the planner's choice, alive backends only (be4 is down)
+    from airflow_colocate.placement.replica_choice import choose_replicas
+
+    g = cat.groups.get("1.1")
+    alive = {b.id for b in cat.backends.list() if b.state == "alive"}
+    marked = {int(c["data-bucket"]): int(c["data-backend"]) for c in page.all("circle", **{"class": "reads"})
+              if "data-bucket" in c}
+    assert marked == dict(enumerate(choose_replicas(g.bucket_map, alive))), marked
+    assert any(marked[seq] != row[0] for seq, row in enumerate(g.bucket_map) if row[0] in alive)  # not always the primary
     cat.dispose()
 
 
