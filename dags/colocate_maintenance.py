@@ -139,7 +139,8 @@ with DAG(
         "group": Param(None, type=["null", "string"], description="one group (name or dbId.grpId); empty = every group"),
         "table": Param(None, type=["null", "string"], description="one table, for verify; empty = every table of the group(s)"),
         "backend": Param(None, type=["null", "string"], description="backend name or id, for decommission; empty for every other action"),
-        "today": Param(None, type=["null", "string"], format="date",
+        # a text field, not format="date": Airflow's date picker shows the browser's locale (mm/dd/yyyy)
+        "today": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
                        description="retention counts back from this day (YYYY-MM-DD); empty = today (UTC)"),
         "strategy": Param("count", enum=["count", "size"], description="count: even bucket slots; size: bytes against capacity"),
         "alert_after_minutes": Param(None, type=["null", "number"], minimum=0,

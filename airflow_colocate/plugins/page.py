@@ -316,8 +316,22 @@ def outlook_lines(g: dict, now: datetime) -> list[tuple[str, Markup]]:
     return out
 
 
+EVENTS_PER_PAGE = 10
+
+
+def change_of(detail: dict | None) -> str:
+    """An event's detail as one short line: ``old=alive new=down reason=disk pulled``."""
+    parts = []
+    for key, value in (detail or {}).items():
+        if key == "id" or value is None or value == [] or value == {}:
+            continue
+        text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        parts.append(f"{key}={text[:80]}")
+    return " ".join(parts)[:240]
+
+
 def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user: str = "",
-                delay: timedelta | None = None) -> str:
+                delay: timedelta | None = None, events_before: int | None = None) -> str:
     names = table_names(catalog)
     groups = catalog.groups.list()
     backends = backends_with_load(catalog)
@@ -369,6 +383,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         return who
 
     bin_ = catalog.partitions.recycle_bin()
+    events = catalog.events(limit=EVENTS_PER_PAGE, before=events_before)
 
     def unavailable(t_id: int) -> dict:
         found = lost.tables.get(t_id)
@@ -386,6 +401,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         base=base, user=user, version=__version__, groups=rows, chosen=chosen_row, problem=problem,
         map_svg=bucket_map_svg(chosen, backends) if chosen is not None else None,
         heatmap=chosen is not None and len(chosen.bucket_map) > EXACT_MAX_BUCKETS, exact_max=EXACT_MAX_BUCKETS,
-        backends=backends, jobs=jobs, running=sum(1 for j in jobs if j["state"] == "running"), flags=catalog.flags(), events=catalog.events(limit=10),
+        backends=backends, jobs=jobs, running=sum(1 for j in jobs if j["state"] == "running"), flags=catalog.flags(), events=events, change_of=change_of,
+        older=events[-1].id if len(events) == EVENTS_PER_PAGE else None, events_before=events_before,
         unstable=sum(1 for g in groups if not g.stable),
     )

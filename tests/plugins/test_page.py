@@ -278,3 +278,26 @@ def test_who_marked_a_backend_is_named_wherever_its_reason_is_shown(disk_pulled)
     orders = text_of(html, attr='data-group-id="1.1"')
     assert "(root: disk pulled)" in orders and "(admin:" not in orders, orders
     alice.dispose()
+
+
+def test_recent_changes_say_what_changed_skip_no_op_gc_and_page_back(tmp_path):
+    """Issue 47: each change's detail is shown; a gc run that found nothing records no event; older
+    changes are a link away (``?events_before=<id>``)."""
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    before = len(cat.events(limit=1000))
+    cat.writes.forget_garbage([])  # gc that found nothing
+    assert len(cat.events(limit=1000)) == before
+    for days in range(30, 42):
+        cat.schemas.set_retention("orders", days)
+    html = render_page(cat, None)
+    rows = parse(html).all("tr")
+    shown = [int(r["data-event-id"]) for r in rows if "data-event-id" in r]
+    assert len(shown) == 10 and shown == sorted(shown, reverse=True)
+    newest = text_of(html, attr=f'data-event-id="{shown[0]}"')
+    assert "old=40 new=41" in newest, newest
+    older = re.search(r'id="older-events" href="\?(?:group=[^&]*&amp;)?events_before=(\d+)"', html)
+    assert older and int(older.group(1)) == shown[-1], html[-800:]
+    page2 = render_page(cat, None, events_before=int(older.group(1)))
+    second = [int(r["data-event-id"]) for r in parse(page2).all("tr") if "data-event-id" in r]
+    assert second and max(second) < min(shown) and "newest changes" in text_of(page2)
+    cat.dispose()
