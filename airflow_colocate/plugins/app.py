@@ -389,7 +389,10 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     async def page(request: Request, group: Annotated[str | None, Query(max_length=200)] = None,
-                   events_before: Annotated[int | None, Query(ge=1)] = None) -> Any:
+                   events_before: Annotated[int | None, Query(ge=1)] = None,
+                   table: Annotated[str | None, Query(max_length=200)] = None,
+                   backend: Annotated[str | None, Query(max_length=200)] = None,
+                   job: Annotated[int | None, Query(ge=1)] = None) -> Any:
         """The Colocation page (an external view in Airflow's navigation). Without a session it
         sends the browser to Airflow's login, which comes back here."""
         from airflow.api_fastapi.app import get_auth_manager
@@ -406,7 +409,8 @@ def create_app(catalog_url: str | None = None) -> FastAPI:
         source, actor = request.app.state.catalogs, auth.actor(user)
         html = await run_in_threadpool(lambda: render_page(source.catalog(actor), group,
                                                            base=str(request.scope.get("root_path", "")),
-                                                           user=user.get_name(), events_before=events_before))
+                                                           user=user.get_name(), events_before=events_before,
+                                                           table=table, backend=backend, job=job))
         return HTMLResponse(html)
 
     return app

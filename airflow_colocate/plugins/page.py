@@ -33,6 +33,7 @@ from airflow_colocate.core.actor import parse_task_actor
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.core.times import utc
 from airflow_colocate.core.web import PREFIX
+from airflow_colocate.plugins.detail import detail_of
 from airflow_colocate.plugins.presenters import backends_with_load, group_model, group_reasons, job_model, table_names
 from airflow_colocate.plugins.schemas import GROUP_REF
 
@@ -331,7 +332,8 @@ def change_of(detail: dict | None) -> str:
 
 
 def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user: str = "",
-                delay: timedelta | None = None, events_before: int | None = None) -> str:
+                delay: timedelta | None = None, events_before: int | None = None,
+                table: str | None = None, backend: str | None = None, job: int | None = None) -> str:
     names = table_names(catalog)
     groups = catalog.groups.list()
     backends = backends_with_load(catalog)
@@ -384,6 +386,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
 
     bin_ = catalog.partitions.recycle_bin()
     events = catalog.events(limit=EVENTS_PER_PAGE, before=events_before)
+    detail, detail_problem = detail_of(catalog, table=table, backend=backend, job=job, load=backends)
 
     def unavailable(t_id: int) -> dict:
         found = lost.tables.get(t_id)
@@ -401,7 +404,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         base=base, user=user, version=__version__, groups=rows, chosen=chosen_row, problem=problem,
         map_svg=bucket_map_svg(chosen, backends) if chosen is not None else None,
         heatmap=chosen is not None and len(chosen.bucket_map) > EXACT_MAX_BUCKETS, exact_max=EXACT_MAX_BUCKETS,
-        backends=backends, jobs=jobs, running=sum(1 for j in jobs if j["state"] == "running"), flags=catalog.flags(), events=events, change_of=change_of,
+        backends=backends, jobs=jobs, running=sum(1 for j in jobs if j["state"] == "running"), flags=catalog.flags(), events=events, change_of=change_of, detail=detail, detail_problem=detail_problem,
         older=events[-1].id if len(events) == EVENTS_PER_PAGE else None, events_before=events_before,
         unstable=sum(1 for g in groups if not g.stable),
     )

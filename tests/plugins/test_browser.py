@@ -416,6 +416,16 @@ def test_every_link_on_the_embedded_page_works_with_a_real_click(api_server, bro
     browser.wait_for(f"{TOP_PATH} === '/plugin/colocation/api/colocate/ui?group=1.1'", "Airflow's URL on group 1.1")
     browser.wait_for(f"(() => {{ const p = {IN_FRAME}; return p && p.mapGroup === '1.1' }})()", "the map of group 1.1")
 
+    # issue 47: a table, a backend and a job each open their own view, inside Airflow's frame
+    for selector, kind, text in (('#tables tr[data-table-id] td:nth-child(2) a', "table", "Schema history"),
+                                 ('#backends tr[data-backend-id] td a[href^="?backend="]', "backend", "State and probe history"),
+                                 ('#jobs tr[data-job-id] td a[href^="?job="]', "job", "Progress")):
+        open_in_airflow(api_server, browser)
+        browser.click(*browser.center_of(selector, frame=IFRAME))
+        browser.wait_for(f"(() => {{ const d = {FRAME}?.getElementById('detail');"
+                         f" return d && d.dataset.kind === '{kind}' && d.innerText.includes('{text}') }})()",
+                         f"the {kind}'s own view after a click")
+
     # a new tab for a middle or Ctrl click; Airflow stays on the page
     for button, modifiers in (("middle", ()), ("left", ("ctrl",))):
         open_in_airflow(api_server, browser)

@@ -301,3 +301,35 @@ def test_recent_changes_say_what_changed_skip_no_op_gc_and_page_back(tmp_path):
     second = [int(r["data-event-id"]) for r in parse(page2).all("tr") if "data-event-id" in r]
     assert second and max(second) < min(shown) and "newest changes" in text_of(page2)
     cat.dispose()
+
+
+def test_tables_backends_and_jobs_link_to_their_own_views(tmp_path):
+    """Issue 47: each name links to its view: a table's partitions, schema history and dropped
+    partitions; a backend's replicas and state history with who; a job's progress and the task
+    (DAG run) that started it."""
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    html = render_page(cat, None)
+    assert 'href="?table=default.orders"' in html and 'href="?backend=be4"' in html
+    job = cat.jobs.list(kinds=["relocate"])[0]
+    assert f'href="?job={job.id}"' in html
+
+    cat.schemas.set_retention("orders", 90)
+    cat.partitions.drop("orders", "2026-11-01")
+    table = text_of(render_page(cat, None, table="default.orders"), attr='id="detail"')
+    assert "table default.orders" in table and "Schema history" in table and "v1" in table, table
+    assert "colocate partition recover default.orders 2026-11-01" in table, table
+
+    backend = text_of(render_page(cat, None, backend="be4"), attr='id="detail"')
+    assert "backend be4" in backend and "down" in backend and "backend.state" in backend and "pytest" in backend, backend
+
+    run_id = "scheduled__2026-11-24T00:00:00+00:00"
+    as_task = Catalog(cat.url, actor=task_actor("colocate_maintenance", "balance", run_id))
+    users = as_task.groups.get("g_orders")
+    started = as_task.balance.create(users.grp_id, "balance", {"old_map": [list(r) for r in users.bucket_map],
+                                                               "new_map": [list(r) for r in users.bucket_map], "moves": []})
+    view = render_page(cat, None, job=started.id)
+    assert "DAG colocate_maintenance · run " + run_id in text_of(view, attr='id="detail"'), text_of(view, attr='id="detail"')
+    assert 'id="job-started-by" href="/dags/colocate_maintenance/runs/' in view
+    assert "job 999" in render_page(cat, None, job=999) and 'id="detail-problem"' in render_page(cat, None, job=999)
+    as_task.dispose()
+    cat.dispose()
