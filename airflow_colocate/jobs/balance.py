@@ -146,8 +146,7 @@ def plan(catalog, options: BalanceOptions | None = None) -> list[GroupPlan]:
 
 def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None = None, *,
                    with_moves: bool = True) -> list[str]:
-    """Human-readable lines of a dry run (``with_moves=False``: without a line per move, for a caller
-    that shows the moves as a table)."""
+    """Human-readable lines of a dry run (``with_moves=False``: no line per move, shown as a table)."""
     name = (lambda be: backends.get(be, str(be))) if backends else str
     lines = []
     for p in plans:
@@ -428,6 +427,7 @@ class Balancer:
             if scope is None or job.grp_id in scope:
                 self.echo(f"resuming balance job {job.id} ({job.group}) at step {job.step}")
                 summary["jobs"].append(self.run_job(job))
+        names = {b.id: b.name for b in self.catalog.backends.list()}
         for p in plan(self.catalog, opts):
             if p.needs_job or p.notes:
                 summary["plans"].append(p)
@@ -439,6 +439,8 @@ class Balancer:
                 self.echo(f"group {p.full_name}: {exc}")
                 continue
             self.echo(f"balance job {job.id} ({p.full_name}): {p.kind}, {len(p.moves)} moves, {p.bytes} bytes")
+            for line in describe_plans([p], names)[1:]:  # its plan before it runs, not after "finished"
+                self.echo(f"plan: {line.strip()}")
             self.on_step("planned", job.id)
             summary["jobs"].append(self.run_job(job))
         summary["dropped"] += self.drop_expired()

@@ -113,8 +113,8 @@ class ColocateBalanceOperator(ColocateSparkOperator):
             return out
         balancer = Balancer(catalog, lambda clone: self.run_job(context, clone), options, work_dir=self.work_dir,
                             echo=lambda line: self.log.info("colocate: %s", line))
-        summary = balancer.run()
-        for line in describe_plans(summary["plans"], names):
+        summary = balancer.run()  # it logs each job's plan before running it
+        for line in describe_plans([p for p in summary["plans"] if not p.needs_job], names):
             self.log.info("colocate plan: %s", line)
         out = summary_json(summary)
         metrics.gauge("balance.unstable_groups", sum(1 for g in out["groups"] if not g["stable"]))

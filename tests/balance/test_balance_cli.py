@@ -80,6 +80,10 @@ def test_balance_with_the_local_runner_needs_no_spark(cli):
     assert code == 0, err
     assert "| balance | done" in out and "| true" in out
     assert_whole(cli.catalog)
+    # issue 47: the plan is said before the job runs, not after it finished
+    progress = (out + err).splitlines()
+    plan_at = next(i for i, line in enumerate(progress) if "plan: bucket" in line and "-> be4" in line)
+    assert plan_at < next(i for i, line in enumerate(progress) if "finished" in line), progress
 
 
 def test_balance_inside_the_relocate_delay_says_so_and_relocate_now_does_not_wait(cli, monkeypatch):
