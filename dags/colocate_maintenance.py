@@ -161,6 +161,7 @@ with DAG(
         try:
             checked = check_maintenance_params(ColocateCatalogHook().get_conn(), params)
         except (ColocateError, ValueError) as exc:
+            log.error("form refused: %s", exc)  # the one line; Airflow prints its own traceback after it
             raise AirflowFailException(str(exc)) from None
         log.info("form accepted: action %s%s%s", checked["action"], ", dry run" if checked["dry_run"] else "",
                  ", relocate now" if checked["relocate_now"] else "")
