@@ -92,7 +92,7 @@ def state_setters(catalog) -> dict[str, str]:
     return out
 
 
-_ADMIN_REASON = re.compile(r"^backend (\S+) is (\w+) since (\S+) \(admin(: |\))")
+_ADMIN_REASON = re.compile(r"^backend (\S+) is (\w+) since (.+?) \(admin(: |\))")
 
 
 def with_actor(reason: str, set_by: dict[str, str]) -> str:
