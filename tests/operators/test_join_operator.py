@@ -56,6 +56,7 @@ def test_sql_join_into_a_catalog_table_and_structured_join(loaded, tmp_path, cap
     log = (out + err).splitlines()
     assert not [line for line in log if JAVA_FRAME.search(line)], "\n".join(log)
     assert 10 < len(log) < 120, "\n".join(log)
+    assert not [line for line in log if "Context impl" in line], "\n".join(log)  # Alembic's, on opening the catalog
     assert result["colocate"] is True and "colocate: true" in result["explain"]
     assert result["joins"][0]["exchanges_left"] == 0 and result["joins"][0]["exchanges_right"] == 0
     assert result["output"]["rows"] == 3 and result["output"]["version"] == 1
