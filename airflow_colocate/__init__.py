@@ -59,6 +59,18 @@ def get_provider_info() -> dict:
                         "example": "colocation",
                         "default": "airflow",
                     },
+                    "metrics_token": {
+                        "description": "A bearer token that lets a scraper (Prometheus) read /api/colocate/metrics "
+                                       "and nothing else, without an Airflow user and without expiring (a token "
+                                       "from POST /auth/token expires after [api_auth] jwt_expiration_time). At "
+                                       "least 32 characters; empty: only Airflow users may scrape. Rotate it by "
+                                       "changing it here and in the scraper's credentials file.",
+                        "version_added": "0.3.0",
+                        "type": "string",
+                        "sensitive": True,
+                        "example": "a-random-string-of-32-or-more-characters",
+                        "default": "",
+                    },
                 },
             },
         },

@@ -21,12 +21,16 @@ what it would drop.
 
 from __future__ import annotations
 
+import logging
+
 import pendulum
 from airflow.sdk import DAG, Param, task
 
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.operators.balance import ColocateBalanceOperator
 from airflow_colocate.operators.verify import ColocateVerifyOperator
+
+log = logging.getLogger(__name__)  # the root handler: the task log
 
 ACTIONS = ("probe", "repair", "balance", "decommission", "verify", "retention")
 RELOCATING = ("repair", "balance", "verify", "decommission")  # they run the balance task
@@ -135,7 +139,8 @@ with DAG(
         "group": Param(None, type=["null", "string"], description="one group (name or dbId.grpId); empty = every group"),
         "table": Param(None, type=["null", "string"], description="one table, for verify; empty = every table of the group(s)"),
         "backend": Param(None, type=["null", "string"], description="backend name or id, for decommission; empty for every other action"),
-        "today": Param(None, type=["null", "string"], format="date",
+        # a text field, not format="date": Airflow's date picker shows the browser's locale (mm/dd/yyyy)
+        "today": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
                        description="retention counts back from this day (YYYY-MM-DD); empty = today (UTC)"),
         "strategy": Param("count", enum=["count", "size"], description="count: even bucket slots; size: bytes against capacity"),
         "alert_after_minutes": Param(None, type=["null", "number"], minimum=0,
@@ -145,7 +150,7 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
 
-    @task(retries=0)
+    @task(retries=0, show_return_value_in_logs=False)
     def check_params(params: dict | None = None) -> dict:
         """Refuse, in one line, a run whose form lacks what its action needs or names what does
         not exist: it fails here, before any other task starts, not half-way through."""
@@ -154,24 +159,25 @@ with DAG(
         from airflow_colocate.core.errors import ColocateError
 
         try:
-            return check_maintenance_params(ColocateCatalogHook().get_conn(), params)
+            checked = check_maintenance_params(ColocateCatalogHook().get_conn(), params)
         except (ColocateError, ValueError) as exc:
+            log.error("form refused: %s", exc)  # the one line; Airflow prints its own traceback after it
             raise AirflowFailException(str(exc)) from None
+        log.info("form accepted: action %s%s%s", checked["action"], ", dry run" if checked["dry_run"] else "",
+                 ", relocate now" if checked["relocate_now"] else "")
+        return checked
 
-    @task.branch
+    @task.branch(show_return_value_in_logs=False)
     def choose(params: dict | None = None) -> list[str]:
         action = params["action"]
-        if action == "probe":
-            return ["probe"]
-        if action == "decommission":
-            return ["decommission"]
-        if action == "verify":
-            return ["verify"]
-        if action == "retention":
-            return ["retention"]
-        if action == "repair":
-            return ["balance"]
-        return ["balance", "retention"]  # the scheduled run
+        chosen = {"probe": ["probe"], "decommission": ["decommission"], "verify": ["verify"],
+                  "retention": ["retention"], "repair": ["balance"]}.get(action, ["balance", "retention"])
+        if action in ("probe", "decommission", "verify", "retention", "repair"):
+            log.info("action %s: runs %s; the other actions' tasks are skipped", action, ", ".join(chosen))
+        else:  # the scheduled run
+            log.info("scheduled run: balance (which probes every backend first) and retention; the probe task "
+                     "is skipped because the balance probes")
+        return chosen
 
     @task
     def probe(params: dict | None = None) -> list[dict]:
@@ -211,7 +217,7 @@ with DAG(
         dry_run="{{ params.dry_run }}",
         conf={"spark.ui.enabled": "false"},
     )
-    @task
+    @task(show_return_value_in_logs=False)  # its one sentence says what it did; the dict is its XCom
     def retention(params: dict | None = None) -> dict:
         """Drop partitions older than their table's retention into the recycle bin, purge the bin
         after its window, erase purged files after gc's grace (jobs/retention.py)."""
@@ -220,7 +226,9 @@ with DAG(
         from airflow_colocate.jobs.retention import apply_retention
 
         today = date.fromisoformat(params["today"]) if params.get("today") else None
-        return apply_retention(ColocateCatalogHook().get_conn(), today=today, dry_run=bool(params["dry_run"])).as_dict()
+        result = apply_retention(ColocateCatalogHook().get_conn(), today=today, dry_run=bool(params["dry_run"]))
+        log.info(result.sentence())
+        return result.as_dict()
 
     drain = decommission()
     expire = retention()
@@ -228,7 +236,7 @@ with DAG(
     drain >> balance
     verify >> balance  # what verify marked bad is repaired from a good replica at once
 
-    @task(retries=0)
+    @task(retries=0, show_return_value_in_logs=False)
     def alert(params: dict | None = None) -> dict:
         """Fail, with the reason, when a group has stayed unstable or a backend down past the
         threshold: Airflow's own notifications of a failed task (email, Slack,
@@ -243,6 +251,8 @@ with DAG(
         lines = overdue(ColocateCatalogHook().get_conn(), threshold)
         if lines:
             raise AirflowFailException("; ".join(lines))
-        return {"threshold_minutes": threshold.total_seconds() / 60, "overdue": []}
+        minutes = threshold.total_seconds() / 60
+        log.info("alert: nothing overdue: no group unstable and no backend down longer than %g min", minutes)
+        return {"threshold_minutes": minutes, "overdue": []}
 
     alert()

@@ -46,7 +46,7 @@ export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'
 DATES=(2026-11-01 2026-11-02 2026-11-03)
 
 step "8. Three daily runs of dags/colocate_tpch_daily.py (land -> load orders and lineitem -> wait stable -> colocated join)"
-.venv/bin/airflow db migrate >"$COLOCATE_HOME/airflow-db.log" 2>&1
+scripts/demo_airflow_home.sh >"$COLOCATE_HOME/airflow-db.log" 2>&1
 for d in "${DATES[@]}"; do
   printf '$ airflow dags test colocate_tpch_daily %s   (log: %s)\n' "$d" "$COLOCATE_HOME/dag-$d.log"
   .venv/bin/airflow dags test colocate_tpch_daily "$d" >"$COLOCATE_HOME/dag-$d.log" 2>&1 || { tail -40 "$COLOCATE_HOME/dag-$d.log"; exit 1; }
@@ -73,6 +73,10 @@ run show group g_tpch
 step "12. The join is colocated again"
 .venv/bin/python scripts/demo_join.py --expect true "${DATES[@]}"
 
+step "13. be2's disk is back: mark it up, so the one-replica revenue_by_priority's partitions on it are readable again"
+run backend mark-up be2 --reason "demo: disk back"
+run backend list
+
 printf '\nDone. Catalog, backends and Airflow home are under %s; try: .venv/bin/colocate --help\n' "$COLOCATE_HOME"
 
 # The same DAGs under a real scheduler: the environment above, with the catalog named by the
@@ -82,11 +86,11 @@ cat <<EOF
 Run the same DAGs under a real scheduler (api-server, scheduler, dag-processor, triggerer):
 
   cd $PWD
-  export AIRFLOW_HOME=$AIRFLOW_HOME
+  export COLOCATE_HOME=$COLOCATE_HOME   # or a copy of it: everything below follows
+  export AIRFLOW_HOME=\$COLOCATE_HOME/airflow COLOCATE_LANDING=\$COLOCATE_HOME/landing SPARK_LOCAL_IP=127.0.0.1
   export AIRFLOW__CORE__DAGS_FOLDER=$AIRFLOW__CORE__DAGS_FOLDER AIRFLOW__CORE__LOAD_EXAMPLES=False
-  export COLOCATE_HOME=$COLOCATE_HOME COLOCATE_LANDING=$COLOCATE_LANDING SPARK_LOCAL_IP=127.0.0.1
   export AIRFLOW_CONN_SPARK_DEFAULT='$AIRFLOW_CONN_SPARK_DEFAULT'
-  export AIRFLOW_CONN_COLOCATE_DEFAULT='{"conn_type": "colocate", "extra": {"catalog_url": "sqlite:///$COLOCATE_HOME/catalog.db"}}'
+  export AIRFLOW_CONN_COLOCATE_DEFAULT="{\\"conn_type\\": \\"colocate\\", \\"extra\\": {\\"catalog_url\\": \\"sqlite:///\$COLOCATE_HOME/catalog.db\\"}}"
   .venv/bin/airflow dags list --local   # colocate_maintenance and colocate_tpch_daily, no import errors
   .venv/bin/airflow standalone          # http://localhost:8080, user admin; password in $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated
 

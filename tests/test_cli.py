@@ -133,6 +133,7 @@ def test_uninitialised_catalog_says_run_init(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COLOCATE_HOME", str(tmp_path / "fresh"))
     monkeypatch.delenv("COLOCATE_CATALOG_URL", raising=False)
     assert main(["show", "groups"]) == 2
+    assert not (tmp_path / "fresh").exists()  # issue 47: nothing created
     assert "run 'colocate init' first" in capsys.readouterr().err
 
 
@@ -400,3 +401,21 @@ def test_table_show_and_balance_json_are_typed(cli):
     assert isinstance(summary["dropped"], int) and isinstance(summary["decommissioned"], list)
     assert all(isinstance(g["stable"], bool) and isinstance(g["group_id"], str) for g in summary["groups"])
     assert summary["groups"]
+
+
+def test_a_read_without_a_catalog_says_there_is_none_and_creates_nothing(tmp_path):
+    """Issue 47: without COLOCATE_HOME a read used to create ~/.colocate/catalog.db."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLOCATE_HOME", "COLOCATE_CATALOG_URL")}
+    env["HOME"] = str(tmp_path / "home")
+    run = subprocess.run([str(Path(sys.executable).parent / "colocate"), "show", "groups"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == "", run
+    assert run.stderr.strip().splitlines() == [
+        f"colocate: error: no catalog at {tmp_path}/home/.colocate/catalog.db: run 'colocate init' first to create one "
+        "there, or name an existing one with --catalog URL, COLOCATE_CATALOG_URL or COLOCATE_HOME"], run.stderr
+    assert not (tmp_path / "home").exists()

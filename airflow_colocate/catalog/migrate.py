@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import re
 from pathlib import Path
 
@@ -39,8 +41,21 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(_config()).get_current_head()
 
 
+@contextlib.contextmanager
+def _quiet():
+    """Alembic's "Context impl SQLiteImpl." / "Will assume non-transactional DDL." (INFO) opened
+    every task's log: reading the revision says nothing worth a line."""
+    logger = logging.getLogger("alembic.runtime.migration")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def current_revision(engine: Engine) -> str | None:
-    with engine.connect() as conn:
+    with engine.connect() as conn, _quiet():
         return MigrationContext.configure(conn).get_current_revision()
 
 

@@ -210,11 +210,14 @@ class CatalogSession:
 
         return self.tx(run)
 
-    def events(self, *, limit: int = 100, kind: str | None = None) -> list[EventView]:
+    def events(self, *, limit: int = 100, kind: str | None = None, before: int | None = None) -> list[EventView]:
+        """The newest ``limit`` events (of ``kind``), older than event id ``before`` when given."""
         def run(s: Session) -> list[EventView]:
             q = select(m.Event).order_by(m.Event.id.desc()).limit(limit)
             if kind:
                 q = q.where(m.Event.kind == kind)
+            if before is not None:
+                q = q.where(m.Event.id < before)
             return [EventView(e.id, utc(e.ts), e.kind, e.subject, e.detail, e.actor) for e in s.scalars(q)]
 
         return self.tx(run)

@@ -118,7 +118,7 @@ def find_problems(db: CatalogSession, s: Session, g: m.ColocateGroup, *, exclude
         if b is None:
             add(Reason(f"bucket map names backend id {be}, which does not exist: relocate the group"))
         elif b.state != "alive":
-            since = utc(b.state_since).isoformat(timespec="seconds")
+            since = utc(b.state_since).strftime("%Y-%m-%d %H:%M UTC")
             add(Reason(f"backend {b.name} is {b.state} since {since} ({b.state_reason or 'no reason given'}): "
                        + _where_buckets_are(b, seqs_of[be], bucket_map, backends), backend=b.name))
     alive = {be for be, b in backends.items() if b.state == "alive"}  # others are reported once above

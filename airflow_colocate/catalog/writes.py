@@ -378,7 +378,8 @@ class Writes:
                 elif "staging_uri" in job.plan:
                     job.plan = {k: v for k, v in job.plan.items() if k != "staging_uri"}
                     job.gc_pending = False
-            self.db.event(s, "gc", "catalog", versions=len(done), items=len(items))
+            if items:  # a run that found nothing is no change: no event crowding Recent changes
+                self.db.event(s, "gc", "catalog", versions=len(done), items=len(items))
 
         self.db.tx(run)
 

@@ -49,7 +49,7 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
     out = balance_run.start(env.catalog(), options, dry_run=dry_run, runner=runner, master=master,
                             info=output.progress(), hint=CLI_HINT)
     if dry_run:
-        blocks = ["dry run: nothing is changed", *out["lines"],
+        blocks = ["dry run: nothing is changed", *out["headings"],
                   *([f"pending: {out['outcome'].removeprefix('dry run: ')}"] if out["outcome"] else [])]
         if out["moves"]:
             blocks.append(Table(["Group", "Bucket", "From", "To", "Bytes", "Why"], out["moves"]))

@@ -15,10 +15,14 @@ from __future__ import annotations
 import contextlib
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
+from sqlalchemy.engine import make_url
 
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog.engine import default_url
+from airflow_colocate.core.errors import NotFound
 from airflow_colocate.cli import output
 from airflow_colocate.core import validate
 from airflow_colocate.core.errors import InvalidArgument
@@ -151,6 +155,21 @@ class Group(_Refusing, click.Group):
         return result
 
 
+def _refuse_missing_sqlite(url: str) -> None:
+    """A command other than ``init`` on a SQLite catalog that does not exist says so instead of
+    creating an empty file (``~/.colocate/catalog.db`` when nothing names a catalog)."""
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return  # make_engine's own message follows
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    path = Path(parsed.database).expanduser()
+    if not path.exists():
+        raise NotFound(f"no catalog at {path}: run 'colocate init' first to create one there, or name an existing one "
+                       f"with --catalog URL, COLOCATE_CATALOG_URL or COLOCATE_HOME")
+
+
 @dataclass
 class Env:
     """What the root options chose, shared by every command. The catalog is opened on first use,
@@ -165,6 +184,8 @@ class Env:
     def catalog(self, *, check_schema: bool = True) -> Catalog:
         """The catalog; refused unless it is at the code's schema (``colocate init`` skips the check)."""
         if self._catalog is None:
+            if check_schema:
+                _refuse_missing_sqlite(self.catalog_url or default_url())
             # disposed by close(), also when the check refuses it
             self._catalog = Catalog(self.catalog_url, actor=self.actor)
             if check_schema:

@@ -20,6 +20,11 @@ MAP_COLUMNS = ["BucketIndex", "BackendIds"]
 GROUP_REF = "GROUP is a group id (dbId.grpId), a full name (dbId_name) or a name."
 
 
+def plural(n: int, word: str) -> str:
+    """``1 problem``, ``3 problems``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def group_table(catalog: Catalog) -> Table:
     """``SHOW PROC '/colocation_group'``."""
     return Table(GROUP_COLUMNS, [[g.group_id, g.full_name, list(g.table_ids), g.bucket_num, g.replication_num,
@@ -54,7 +59,8 @@ def show_group(env: Env, group: str) -> Report:
     blocks: list = [map_table(catalog, group, env.db)]
     health = catalog.health.group_health(group, db=env.db)
     if not health.stable:
-        heading = f"unstable because ({health.problems} problems, checked {health.checked_at.isoformat(timespec='seconds')}):"
+        heading = (f"unstable because ({plural(health.problems, 'problem')}, checked "
+                   f"{health.checked_at.strftime('%Y-%m-%d %H:%M:%S')} UTC):")
         blocks.append(Bullets([r.text for r in health.reasons], heading=heading))
     return Report(blocks)
 
@@ -160,7 +166,7 @@ def show_one(env: Env, group: str, relocate_delay_minutes: float | None) -> Repo
         ("tables", ", ".join(names.get(t, str(t)) for t in g.table_ids) or "(none)"),
         ("unavailable", "; ".join(f"{u.table}: {u.count} partitions" for u in unavailable) or "none")])]
     if not health.stable:
-        blocks.append(Bullets([r.text for r in health.reasons], heading=f"unstable because ({health.problems} problems):"))
+        blocks.append(Bullets([r.text for r in health.reasons], heading=f"unstable because ({plural(health.problems, 'problem')}):"))
     for u in unavailable:
         more = f" (first {len(u.partitions)} of {u.count})" if u.count > len(u.partitions) else ""
         blocks.append(Bullets(list(u.partitions), heading=f"unavailable partitions of {u.table}{more}: their last "

@@ -143,8 +143,9 @@ def plan(catalog, options: BalanceOptions | None = None) -> list[GroupPlan]:
                         groups=group_ids(catalog, options.groups), cross_group=options.cross_group)
 
 
-def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None = None) -> list[str]:
-    """Human-readable lines of a dry run."""
+def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None = None, *,
+                   with_moves: bool = True) -> list[str]:
+    """Human-readable lines of a dry run (``with_moves=False``: no line per move, shown as a table)."""
     name = (lambda be: backends.get(be, str(be))) if backends else str
     lines = []
     for p in plans:
@@ -153,7 +154,7 @@ def describe_plans(plans: Sequence[GroupPlan], backends: dict[int, str] | None =
         lines.append(head if p.needs_job else f"group {p.full_name} ({p.group_id}): nothing to do")
         lines += [f"  note: {note}" for note in p.notes]
         lines += [f"  bucket {mv.bucket_seq:>4} [{mv.index}]: {name(mv.src)} -> {name(mv.dst)}  {mv.bytes} bytes  ({mv.why})"
-                  for mv in p.moves]
+                  for mv in p.moves if with_moves]
     return lines
 
 
@@ -441,7 +442,7 @@ class Balancer:
                 self.echo(f"group {p.full_name}: {exc}")
                 continue
             self.echo(f"balance job {job.id} ({p.full_name}): {p.kind}, {len(p.moves)} moves, {p.bytes} bytes")
-            for line in describe_plans([p], self.backend_names)[1:]:  # the moves, before they run
+            for line in describe_plans([p], self.backend_names)[1:]:  # its plan before it runs, not after "finished"
                 self.echo(f"plan: {line.strip()}")
             self.on_step("planned", job.id)
             summary["jobs"].append(self.run_job(job))

@@ -5,6 +5,7 @@ dry run from the command line and from a task plan, warn and summarise alike."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -45,6 +46,7 @@ def start(catalog, options: BalanceOptions, *, dry_run: bool = False, runner: Ru
     plans = plan(catalog, options)
     return {"dry_run": True, "plans": [p.summary() for p in plans], "pending": [p.to_dict() for p in pending],
             "relocate_now": options.relocate_now, "lines": describe_plans(plans, names),
+            "headings": describe_plans(plans, names, with_moves=False),  # the moves as a table instead
             "moves": [[p.full_name, mv.bucket_seq, names.get(mv.src, mv.src), names.get(mv.dst, mv.dst), mv.bytes,
                        mv.why] for p in plans for mv in p.moves],
             "outcome": f"dry run: {pending_line(pending, catalog.now(), hint)}" if pending else None}
@@ -54,7 +56,10 @@ def _run(catalog, runner: Runner, options: BalanceOptions, *, names: dict[int, s
          info: Echo, hint: str) -> dict:
     """:meth:`Balancer.run` as plain JSON, with the one line that says what it did (``outcome``)
     and the unstable-group gauge. Each job's plan is echoed before it runs."""
-    out = summary_json(Balancer(catalog, runner, options, work_dir=work_dir, echo=info, backend_names=names).run())
+    summary = Balancer(catalog, runner, options, work_dir=work_dir, echo=info, backend_names=names).run()
+    for line in describe_plans([p for p in summary["plans"] if not p.needs_job], names):  # notes: no job ran
+        info(f"plan: {line}")
+    out = summary_json(summary)
     metrics.gauge("balance.unstable_groups", sum(1 for g in out["groups"] if not g["stable"]))
     out["outcome"] = outcome_line(out, catalog.now(), hint)
     return out
@@ -74,6 +79,7 @@ def _runner(runner: Runner | str, master: str | None) -> Iterator[Runner]:
         from airflow_colocate.jobs.runners import session_runner
         from airflow_colocate.spark.session import get_spark
 
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # its "Closing down clientserver connection" ended the output
         owned = SparkSession.getActiveSession() is None  # an embedding process (a test) keeps its own
         spark = get_spark("colocate-balance", master=master, conf={"spark.ui.enabled": "false"})
         try:

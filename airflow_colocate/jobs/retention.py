@@ -29,6 +29,21 @@ class RetentionResult:
     dry_run: bool = False
     unreachable: dict[str, str] = field(default_factory=dict)  # backend -> why gc left its files for later
 
+    def sentence(self) -> str:
+        """What the pass did, or why it did nothing, in one sentence (the task log's last line)."""
+        verb = ("would drop", "would purge", "would erase") if self.dry_run else ("dropped", "purged", "erased")
+        done = [f"{verb[0]} {len(self.expired)} partition(s) past their table's retention into the recycle bin"
+                if self.expired else "",
+                f"{verb[1]} {len(self.purged)} partition(s) from the recycle bin" if self.purged else "",
+                f"{verb[2]} {len(self.erased)} purged folder(s)" if self.erased else ""]
+        done = [d for d in done if d]
+        later = f"; gc left files on {', '.join(sorted(self.unreachable))} for later (not reachable)" \
+            if self.unreachable else ""
+        if not done:
+            return ("retention: nothing to do: no partition is past its table's retention, none is due to leave "
+                    "the recycle bin, no purged file is past gc's grace" + later + (" (dry run)" if self.dry_run else ""))
+        return "retention: " + "; ".join(done) + later + (" (dry run: nothing changed)" if self.dry_run else "")
+
     def as_dict(self) -> dict:
         return {"expired": self.expired, "purged": self.purged, "erased": self.erased, "dry_run": self.dry_run,
                 "unreachable": self.unreachable}

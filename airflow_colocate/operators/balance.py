@@ -95,6 +95,7 @@ class ColocateBalanceOperator(ColocateSparkOperator):
             for line in out.pop("lines"):
                 self.log.info("colocate plan: %s", line)
             out.pop("moves")
+            out.pop("headings")
             if out["outcome"]:
                 warn(out["outcome"])
             else:

@@ -23,6 +23,7 @@ the API.
 
 from __future__ import annotations
 
+import hmac
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, status
@@ -104,6 +105,35 @@ def check(user: BaseUser, method: str) -> None:
         raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, str(exc)) from None
     if detail is not None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail)
+
+
+METRICS_TOKEN_SETTING = "AIRFLOW__COLOCATE__METRICS_TOKEN"
+MIN_METRICS_TOKEN = 32
+SCRAPER = "metrics-scraper"
+
+
+def metrics_token() -> str | None:
+    """``[colocate] metrics_token``: the scrape credential that does not expire, or None when unset."""
+    from airflow.configuration import conf
+
+    value = (conf.get("colocate", "metrics_token", fallback="") or "").strip()
+    if value and len(value) < MIN_METRICS_TOKEN:
+        raise BadAuthorizationSetting(
+            f"[colocate] metrics_token ({METRICS_TOKEN_SETTING}) is shorter than {MIN_METRICS_TOKEN} characters: "
+            f"set a longer random one (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return value or None
+
+
+def is_metrics_token(authorization: str | None) -> bool:
+    """Whether an ``Authorization`` header carries the configured scrape token (constant time)."""
+    scheme, _, given = (authorization or "").partition(" ")
+    try:
+        token = metrics_token()
+    except BadAuthorizationSetting as exc:
+        raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR, str(exc)) from None
+    if token is None or scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 def _requires(method: str):

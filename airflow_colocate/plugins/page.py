@@ -33,6 +33,7 @@ from airflow_colocate.core.actor import parse_task_actor
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.core.times import utc
 from airflow_colocate.core.web import PREFIX
+from airflow_colocate.plugins.detail import detail_of
 from airflow_colocate.plugins.presenters import backends_with_load, group_model, group_reasons, job_model, table_names
 from airflow_colocate.plugins.schemas import GROUP_REF
 
@@ -42,8 +43,10 @@ RECENT_JOBS = 12
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 
-PRIMARY_MEANS = ("primary replica: the first backend of a bucket's list, where a colocated join reads the bucket "
-                 "while every backend is alive; the other replicas are the copies a read moves to when it is not")
+PRIMARY_MEANS = ("primary replica: the first backend of a bucket's list. A colocated join reads each bucket from "
+                 "one alive replica, chosen to spread the reads over the backends (placement/replica_choice.py), "
+                 "so not always the primary: the dot marks the replica it reads now (on a cluster with local reads "
+                 "the choice also follows the executors' hosts)")
 
 
 def relative(ts: datetime | None, now: datetime) -> str:
@@ -76,6 +79,28 @@ def when(ts: datetime | None, now: datetime, *, rel: bool = False) -> Markup:
     iso = ts.isoformat(timespec="seconds")
     after = f' (<span class="rel" data-at="{escape(iso)}">{escape(relative(ts, now))}</span>)' if rel else ""
     return Markup(f'<time class="ts" datetime="{escape(iso)}" title="{escape(iso)} (UTC)">{escape(short)}</time>{after}')
+
+
+SETTERS_SCANNED = 500  # backend.state events read for who set each backend's state
+
+
+def state_setters(catalog) -> dict[str, str]:
+    """Backend name -> the actor of its latest state change (``airflow:qa-alice``, ``oncall``)."""
+    out: dict[str, str] = {}
+    for e in catalog.events(limit=SETTERS_SCANNED, kind="backend.state"):
+        out.setdefault(e.subject, e.actor)
+    return out
+
+
+_ADMIN_REASON = re.compile(r"^backend (\S+) is (\w+) since (.+?) \(admin(: |\))")
+
+
+def with_actor(reason: str, set_by: dict[str, str]) -> str:
+    """A group's reason with the person who marked the backend instead of ``admin``."""
+    m = _ADMIN_REASON.match(reason)
+    if m is None or m.group(1) not in set_by:
+        return reason
+    return reason[:m.start(4) - len("admin")] + set_by[m.group(1)] + reason[m.start(4):]
 
 
 def human_bytes(n: int | None) -> str:
@@ -143,6 +168,18 @@ def _legend(out: list[str], left: int, y: int, items) -> None:
                    f'class="cell {cls}"/><text x="{lx + 20}" y="{y}" class="legend">{label}</text></g>')
 
 
+def read_choice(rows, alive: set[int]) -> list[int] | None:
+    """The replica a colocated join reads for each bucket now (the planner's rule, without hosts),
+    or None when a bucket has no alive replica (the join shuffles then)."""
+    from airflow_colocate.placement.replica_choice import choose_replicas
+    from airflow_colocate.core.errors import PlacementError
+
+    try:
+        return choose_replicas(rows, alive)
+    except PlacementError:
+        return None
+
+
 def _counts(g: GroupView, cols: list[dict]) -> tuple[dict[int, int], list[int], list[int]]:
     col_of = {b["id"]: i for i, b in enumerate(cols)}
     totals, primaries = [0] * len(cols), [0] * len(cols)
@@ -175,6 +212,7 @@ def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
         out.append(f'<rect x="{left + i * cw}" y="{top}" width="{cw}" height="{ch * n}" '
                    f'class="col {"even" if i % 2 == 0 else "odd"}"/>')
     state_of = {b["id"]: b["state"] for b in cols}
+    reads = read_choice(rows, {be for be, st in state_of.items() if st == "alive"})
     for seq, row in enumerate(rows):
         y = top + seq * ch
         if seq % step == 0:
@@ -186,9 +224,15 @@ def bucket_map_svg(g: GroupView, backends: list[dict]) -> Markup:
                        f'height="{ch - 2}" rx="2" class="cell {kind}" data-bucket="{seq}" '
                        f'data-backend="{be}" data-replica="{replica}"><title>bucket {seq}: '
                        f'{"primary replica" if replica == 0 else f"replica {replica + 1}"} of {len(row)} on '
-                       f'{escape(cols[i]["name"])} (id {be}, {escape(state_of[be])})</title></rect>')
+                       f'{escape(cols[i]["name"])} (id {be}, {escape(state_of[be])})'
+                       f'{"; a join reads this bucket here" if reads and reads[seq] == be else ""}</title></rect>')
+            if reads and reads[seq] == be:
+                out.append(f'<circle cx="{left + i * cw + cw / 2}" cy="{y + ch / 2}" r="{max(2, min(4, ch / 4))}" '
+                           f'class="reads" data-bucket="{seq}" data-backend="{be}"/>')
     _legend(out, left, top + ch * n + 24, (("primary", "primary replica"), ("replica", "other replica"),
                                            ("down", "backend not alive")))
+    if reads:
+        out.append(f'<circle cx="{left + 3 * 180 + 4}" cy="{top + ch * n + 20}" r="4" class="reads"/>')
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -276,15 +320,31 @@ def outlook_lines(g: dict, now: datetime) -> list[tuple[str, Markup]]:
     return out
 
 
+EVENTS_PER_PAGE = 10
+
+
+def change_of(detail: dict | None) -> str:
+    """An event's detail as one short line: ``old=alive new=down reason=disk pulled``."""
+    parts = []
+    for key, value in (detail or {}).items():
+        if key == "id" or value is None or value == [] or value == {}:
+            continue
+        text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        parts.append(f"{key}={text[:80]}")
+    return " ".join(parts)[:240]
+
+
 def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user: str = "",
-                delay: timedelta | None = None) -> str:
+                delay: timedelta | None = None, events_before: int | None = None,
+                table: str | None = None, backend: str | None = None, job: int | None = None) -> str:
     names = table_names(catalog)
     groups = catalog.groups.list()
     backends = backends_with_load(catalog)
     now = utc(catalog.now())
     outlooks = catalog.groups.outlooks(relocate_delay=relocate_delay() if delay is None else delay)
     lost = catalog.tables.availability(limit=MAX_UNAVAILABLE_SHOWN)
-    rows = [dict(group_model(g, names), reasons=group_reasons(catalog, g),
+    set_by = state_setters(catalog)
+    rows = [dict(group_model(g, names), reasons=[with_actor(r, set_by) for r in group_reasons(catalog, g)],
                  **(outlooks[g.grp_id].to_dict() if g.grp_id in outlooks else {})) for g in groups]
     for r in rows:
         r["next"] = outlook_lines(r, now)
@@ -308,6 +368,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         b["slot_bar"] = b["slots"] / max_slots
         b["bytes_h"], b["capacity_h"] = human_bytes(b["bytes"]), human_bytes(b["capacity_bytes"])
         b["unavailable_with"] = lost.by_backend.get(b["id"], 0)  # partitions whose last copies are here
+        b["set_by"] = set_by.get(b["name"]) if b.get("reason_source") == "admin" else None
     # Writes next to balance jobs: a write holds a version of its group, a balance job moves its
     # buckets, and both explain why the map or the numbers above are changing. Running ones first.
     recent = catalog.jobs.list(kinds=JOB_KINDS, limit=RECENT_JOBS)
@@ -327,6 +388,8 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         return who
 
     bin_ = catalog.partitions.recycle_bin()
+    events = catalog.events(limit=EVENTS_PER_PAGE, before=events_before)
+    detail, detail_problem = detail_of(catalog, table=table, backend=backend, job=job, load=backends)
 
     def unavailable(t_id: int) -> dict:
         found = lost.tables.get(t_id)
@@ -344,6 +407,7 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
         base=base, user=user, version=__version__, groups=rows, chosen=chosen_row, problem=problem,
         map_svg=bucket_map_svg(chosen, backends) if chosen is not None else None,
         heatmap=chosen is not None and len(chosen.bucket_map) > EXACT_MAX_BUCKETS, exact_max=EXACT_MAX_BUCKETS,
-        backends=backends, jobs=jobs, running=sum(1 for j in jobs if j["state"] == "running"), flags=catalog.flags(), events=catalog.events(limit=10),
+        backends=backends, jobs=jobs, running=sum(1 for j in jobs if j["state"] == "running"), flags=catalog.flags(), events=events, change_of=change_of, detail=detail, detail_problem=detail_problem,
+        older=events[-1].id if len(events) == EVENTS_PER_PAGE else None, events_before=events_before,
         unstable=sum(1 for g in groups if not g.stable),
     )

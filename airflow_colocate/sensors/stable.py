@@ -54,8 +54,9 @@ class GroupStableSensor(BaseSensorOperator):
         if state.get("stable"):
             self.log.info("colocate: group %s (%s) is stable", state.get("group"), state.get("group_id"))
         else:
-            self.log.info("colocate: group %s (%s) is not stable (%s problems):", state.get("group"),
-                          state.get("group_id"), state.get("problems"))
+            n = state.get("problems")
+            self.log.info("colocate: group %s (%s) is not stable (%s problem%s):", state.get("group"),
+                          state.get("group_id"), n, "" if n == 1 else "s")
             for reason in state.get("reasons", [])[:20]:
                 self.log.info("colocate:   %s", reason)
         ti = context.get("ti") if hasattr(context, "get") else None

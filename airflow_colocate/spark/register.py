@@ -36,6 +36,7 @@ replica check lists the directories on the cluster (:func:`check_candidates_on_c
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import uuid
@@ -62,6 +63,7 @@ REPLACE_VIEWS = "replace_views"  # the option that lets a registration replace a
 # created it, and view -> the statement that created it (what "ours" means on Spark Connect).
 _registered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _locations: dict[bool, str] = {}  # is_connect -> the database's location
+EMPTY = "_empty"  # the backing tables' LOCATION under it (exists, never read)
 
 
 def quote_ident(name: str) -> str:
@@ -114,6 +116,7 @@ def _location(spark) -> str:
             _locations[remote] = f"file://{base}/colocate-registered-{uuid.uuid4().hex[:12]}"
         else:
             _locations[remote] = "file://" + tempfile.mkdtemp(prefix="colocate-registered-")
+            os.mkdir(_locations[remote][7:] + "/" + EMPTY)  # else Spark logs a stack trace per table
     return _locations[remote]
 
 
@@ -377,7 +380,7 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
             registered = check_candidates(tables, threads=threads)
     with clock.phase("views") if clock else nullcontext():
         _ensure_database(spark)
-        location = locality.read_location(spark, _location(spark) + "/_empty")
+        location = locality.read_location(spark, f"{_location(spark)}/{EMPTY}")
         roots = spark.conf.get(locality.ROOTS_KEY, "") or ""  # the hosts a listed view's files are on
         for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
             table = locality.located(spark, table)

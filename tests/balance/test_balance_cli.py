@@ -80,6 +80,10 @@ def test_balance_with_the_local_runner_needs_no_spark(cli):
     assert code == 0, err
     assert "| balance | done" in out and "| true" in out
     assert_whole(cli.catalog)
+    # issue 47: the plan is said before the job runs, not after it finished
+    progress = (out + err).splitlines()
+    plan_at = next(i for i, line in enumerate(progress) if "plan: bucket" in line and "-> be4" in line)
+    assert plan_at < next(i for i, line in enumerate(progress) if "finished" in line), progress
 
 
 def test_balance_inside_the_relocate_delay_says_so_and_relocate_now_does_not_wait(cli, monkeypatch):
@@ -93,6 +97,7 @@ def test_balance_inside_the_relocate_delay_says_so_and_relocate_now_does_not_wai
                      r"\(delay 30 min\); run with --relocate-now to start it now", out), out
     code, out, err = cli("balance", "--dry-run", "--relocate-now")
     assert code == 0 and "relocate, 3 moves" in out and "pending" not in out, out
+    assert " -> " not in out and out.count("| be2 ") == 3, out  # issue 47: the moves once, as the table
     assert [e for e in cli.catalog.events(limit=100) if e.kind == "balance.relocate_now"] == []  # a dry run records nothing
     code, out, err = cli("balance", "--runner", "local", "--grace-minutes", "0", "--relocate-now", "--json")
     assert code == 0, err

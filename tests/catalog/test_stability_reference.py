@@ -88,7 +88,7 @@ def reference_problems(s, g):
         if b is None:
             add(Reason(f"bucket map names backend id {be}, which does not exist: relocate the group"))
         elif b.state != "alive":
-            since = utc(b.state_since).isoformat(timespec="seconds")
+            since = utc(b.state_since).strftime("%Y-%m-%d %H:%M UTC")
             add(Reason(f"backend {b.name} is {b.state} since {since} ({b.state_reason or 'no reason given'}): "
                        + reference_where(b, seqs_of[be], bmap, backends), backend=b.name))
     _, labels, parts, by_bucket = scan(s, g)

@@ -42,7 +42,7 @@ def files_of(cat: Catalog, table: str, value: str) -> list[Path]:
     return [Path(b[0].path.removeprefix("file://")) for p in cat.reads.replicas(table, [value])[1] for b in p.buckets]
 
 
-def test_retention_drops_exactly_the_older_partitions_then_gc_erases_them(airflow_db, tmp_path, monkeypatch):
+def test_retention_drops_exactly_the_older_partitions_then_gc_erases_them(airflow_db, tmp_path, monkeypatch, capfd, caplog):
     from airflow.dag_processing.dagbag import DagBag
 
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
@@ -65,6 +65,10 @@ def test_retention_drops_exactly_the_older_partitions_then_gc_erases_them(airflo
     run = dag.test(logical_date=pendulum.now("UTC"), run_conf={"action": "retention", "today": DAYS[-1]})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["retention"] == "success" and states["balance"] == "skipped", states
+    out = "".join(capfd.readouterr()) + caplog.text  # issue 47: one sentence says what it did, no "Returned value was"
+    assert "retention: dropped 6 partition(s) past their table's retention into the recycle bin" in out, out[-3000:]
+    assert "alert: nothing overdue" in out and "action retention: runs retention" in out, out[-3000:]
+    assert "Returned value was" not in out, out[-3000:]
     result = task_xcom(run, "retention")
     # today 2026-11-10, 3 days: 2026-11-07 .. 2026-11-10 stay
     assert [e["partition"] for e in result["expired"]] == DAYS[:6] and result["purged"] == []
@@ -82,6 +86,9 @@ def test_retention_drops_exactly_the_older_partitions_then_gc_erases_them(airflo
     clock.t += timedelta(hours=1, minutes=1)
     second = apply_retention(later, today=date.fromisoformat(DAYS[-1]))
     assert second.erased and not any(f.exists() for fs in old.values() for f in fs)
+    assert first.sentence() == "retention: purged 6 partition(s) from the recycle bin"
+    assert second.sentence().startswith("retention: erased ")
+    assert apply_retention(later, today=date.fromisoformat(DAYS[-1])).sentence().startswith("retention: nothing to do")
     assert all(f.exists() for day in DAYS[6:] for f in files_of(cat, "events", day))
     assert cat.partitions.list("events", dropped=True) == []
     later.dispose()

@@ -20,7 +20,9 @@ from websockets.sync.client import connect
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-allow-origins=*"]
+         "--disable-dev-shm-usage", "--hide-scrollbars", "--remote-allow-origins=*",
+         # offline, as most deployments are: no host but loopback resolves, so a page that needs a CDN shows it
+         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"]
 
 
 def find_chromium() -> str | None:

@@ -389,7 +389,12 @@ def test_openapi_document_and_docs_are_served(client, demo):
     assert doc["servers"] == [{"url": "/api/colocate"}]
     for code in ("401", "403", "404", "409", "422"):
         assert code in doc["paths"]["/bucketseq"]["post"]["responses"]
-    assert client.get("/api/colocate/docs").status_code == 200
+    docs = client.get("/api/colocate/docs")
+    assert docs.status_code == 200
+    # issue 47: the reference is the package's own HTML (Swagger's page loaded its scripts from a CDN)
+    assert "<script" not in docs.text and "http" not in docs.text.replace("http_", "")
+    assert "<code>/api/colocate/groups/{group}</code>" in docs.text and "/api/colocate/openapi.json" in docs.text
+    assert client.get("/api/colocate/redoc").status_code == 404
 
 
 def test_plugin_is_registered_with_airflow(client, as_user, demo):

@@ -405,12 +405,26 @@ def test_every_link_on_the_embedded_page_works_with_a_real_click(api_server, bro
         x, y = browser.center_of(selector, frame=IFRAME)
         browser.click(x, y)
         browser.wait_for(f"{TOP_PATH} === {json.dumps(target)}", f"Airflow's window on {target} after clicking {what}")
+        if target.endswith("/docs"):  # issue 47: the reference shows offline (Swagger's CDN page was blank)
+            browser.wait_for("document.body.innerText.includes('GET /api/colocate/groups/{group}')"
+                             " && document.querySelectorAll('h3').length > 20", "the API reference, offline")
+            assert browser.evaluate("document.querySelectorAll('script[src]').length") == 0
 
     # a group of the table: the page's own link, it stays inside Airflow's frame
     open_in_airflow(api_server, browser)
     browser.click(*browser.center_of('tr[data-group-id="1.1"] a', frame=IFRAME))
     browser.wait_for(f"{TOP_PATH} === '/plugin/colocation/api/colocate/ui?group=1.1'", "Airflow's URL on group 1.1")
     browser.wait_for(f"(() => {{ const p = {IN_FRAME}; return p && p.mapGroup === '1.1' }})()", "the map of group 1.1")
+
+    # issue 47: a table, a backend and a job each open their own view, inside Airflow's frame
+    for selector, kind, text in (('#tables tr[data-table-id] td:nth-child(2) a', "table", "Schema history"),
+                                 ('#backends tr[data-backend-id] td a[href^="?backend="]', "backend", "State and probe history"),
+                                 ('#jobs tr[data-job-id] td a[href^="?job="]', "job", "Progress")):
+        open_in_airflow(api_server, browser)
+        browser.click(*browser.center_of(selector, frame=IFRAME))
+        browser.wait_for(f"(() => {{ const d = {FRAME}?.getElementById('detail');"
+                         f" return d && d.dataset.kind === '{kind}' && d.innerText.includes('{text}') }})()",
+                         f"the {kind}'s own view after a click")
 
     # a new tab for a middle or Ctrl click; Airflow stays on the page
     for button, modifiers in (("middle", ()), ("left", ("ctrl",))):
@@ -432,6 +446,31 @@ def test_every_link_on_the_embedded_page_works_with_a_real_click(api_server, bro
     browser.wait_for(ON_ITS_OWN, "the page on its own")
     browser.click(*browser.center_of(links[1][1]))
     browser.wait_for(f"{TOP_PATH} === {json.dumps(task_page)}", "the task's page from the page on its own")
+
+
+def test_times_follow_the_time_zone_chosen_in_airflow(api_server, browser):
+    """Issue 47: Airflow's UI keeps the user's time zone in the browser (localStorage "timezone");
+    the page, inside Airflow, shows its times in that zone and says which, with the UTC time in
+    each tooltip. Chosen as a user does it in Airflow's own settings, that store is what changes."""
+    from datetime import datetime, timezone
+    from zoneinfo import ZoneInfo
+
+    open_in_airflow(api_server, browser)
+    try:
+        browser.evaluate("localStorage.setItem('timezone', JSON.stringify('Asia/Tokyo')), true")
+        open_in_airflow(api_server, browser)
+        seen = browser.wait_for(f"""(() => {{ const d = {FRAME}; const t = d?.querySelector('#refreshed-at time');
+            const z = d?.getElementById('time-zone')?.textContent;
+            return t && z === 'Asia/Tokyo' ? {{text: t.textContent, title: t.title, iso: t.getAttribute('datetime')}}
+                                           : null; }})()""", "the page's times in Asia/Tokyo")
+        at = datetime.fromisoformat(seen["iso"]).astimezone(timezone.utc)
+        assert seen["text"] == at.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%H:%M:%S"), seen
+        assert seen["title"].startswith(at.strftime("%Y-%m-%dT%H:%M:%SZ (UTC)")) and "Asia/Tokyo" in seen["title"], seen
+    finally:
+        browser.evaluate("localStorage.removeItem('timezone'), true")
+    open_in_airflow(api_server, browser)  # without a choice: the browser's zone (UTC here), as Airflow's default
+    browser.wait_for(f"{FRAME}?.getElementById('time-zone')?.textContent === "
+                     "Intl.DateTimeFormat().resolvedOptions().timeZone", "the browser's own zone")
 
 
 def test_a_backend_marked_down_says_why_and_what_happens_next(api_server, browser, output_dir):

@@ -80,45 +80,54 @@ def served(airflow_app):
     thread.join(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def prometheus(served, tokens, tmp_path_factory):
-    """One Prometheus for the module, scraping every second with the viewer's token."""
+def start_prometheus(home, jobs: dict[str, dict]):
+    """Debian's Prometheus on loopback, scraping every second: one scrape job per entry of ``jobs``
+    (its name: its ``authorization``). Returns its process and base URL once it is ready."""
     if PROMETHEUS is None:
         pytest.skip("prometheus not installed (apt-get install prometheus, or scripts/setup.sh --with-browser)")
-    home = tmp_path_factory.mktemp("prometheus")
+    targets = jobs.pop("_targets")
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{
-            "job_name": "colocate", "metrics_path": "/api/colocate/metrics",
-            "authorization": {"type": "Bearer", "credentials": tokens["viewer"]},
-            "static_configs": [{"targets": [served]}],
-        }],
+        "scrape_configs": [{"job_name": name, "metrics_path": "/api/colocate/metrics", "authorization": authz,
+                            "static_configs": [{"targets": targets}]} for name, authz in jobs.items()],
     }
     (home / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
     port = free_port()
     log = open(home / "prometheus.log", "w")
     proc = subprocess.Popen([PROMETHEUS, f"--config.file={home / 'prometheus.yml'}", f"--storage.tsdb.path={home / 'data'}",
                              f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    log.close()
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while True:
         try:
             with urllib.request.urlopen(base + "/-/ready", timeout=2) as r:
                 if r.status == 200:
-                    break
+                    return proc, base
         except OSError:
             pass
         if proc.poll() is not None or time.time() > deadline:
             proc.kill()
             pytest.fail("prometheus did not start:\n" + (home / "prometheus.log").read_text()[-3000:])
         time.sleep(0.2)
-    yield base
+
+
+def stop(proc) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
-    log.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(served, tokens, tmp_path_factory):
+    """One Prometheus for the module, scraping every second with the viewer's token."""
+    home = tmp_path_factory.mktemp("prometheus")
+    proc, base = start_prometheus(home, {"_targets": [served],
+                                         "colocate": {"type": "Bearer", "credentials": tokens["viewer"]}})
+    yield base
+    stop(proc)
 
 
 def query(base: str, promql: str) -> list[dict]:
@@ -197,3 +206,58 @@ def test_the_figures_follow_the_catalog(lake):
     assert orders.unstable_since is not None and orders.unstable_since >= before.replace(microsecond=0)
     text = render(m)
     assert "colocate_replicas_bad 1" in text.splitlines() and "colocate_groups_unstable 1" in text.splitlines()
+
+
+def test_prometheus_scrapes_without_a_gap_across_a_credentials_expiry(lake, served, tokens, tmp_path, monkeypatch):
+    """Issue 47: a token from ``POST /auth/token`` expires (``[api_auth] jwt_expiration_time``, 24 h),
+    and a scrape with it then fails. The scrape token (``[colocate] metrics_token``, read from a
+    credentials file as docs/operations.md says) does not. The clock is injected through the
+    viewer's token: minted here valid for 2 s instead of 24 h, so it expires (with Airflow's 10 s
+    leeway) while one Prometheus scrapes with both credentials every second."""
+    import asyncio
+
+    from airflow.api_fastapi.app import get_auth_manager
+
+    scrape_token = "scrape-" + "0123456789abcdef" * 3
+    monkeypatch.setenv("AIRFLOW__COLOCATE__METRICS_TOKEN", scrape_token)
+    (tmp_path / "scrape-token").write_text(scrape_token + "\n")
+    manager = get_auth_manager()
+    viewer = asyncio.run(manager.get_user_from_token(tokens["viewer"]))
+    short_lived = manager.generate_jwt(viewer, expiration_time_in_seconds=2)
+    minted = time.time()
+    proc, base = start_prometheus(tmp_path, {
+        "_targets": [served],
+        "scrape_token": {"type": "Bearer", "credentials_file": str(tmp_path / "scrape-token")},
+        "expiring": {"type": "Bearer", "credentials": short_lived}})
+    try:
+        wait_for(base, 'up{job="scrape_token"}', 1)
+        wait_for(base, 'up{job="expiring"}', 1)
+        wait_for(base, 'up{job="expiring"}', 0, timeout=40)  # the user's token has expired
+        expired_after = time.time() - minted
+        assert expired_after >= 2, expired_after
+        time.sleep(3)  # three more scrapes after the expiry
+        window = f"{int(time.time() - minted) + 2}s"
+        ups = query(base, f'up{{job="scrape_token"}}[{window}]')[0]["values"]
+        assert ups and all(v == "1" for _, v in ups), ups
+        times = [float(t) for t, _ in ups]
+        expiring = query(base, f'up{{job="expiring"}}[{window}]')[0]["values"]
+        assert expiring[0][1] == "1", expiring  # it scraped before its token expired...
+        expired_at = min(float(t) for t, v in expiring if v == "0")  # ...and failed from then on
+        assert all(v == "0" for t, v in expiring if float(t) >= expired_at), expiring
+        assert times[0] < expired_at - 1 and times[-1] > expired_at + 2, (times, expired_at)
+        assert max(b - a for a, b in zip(times, times[1:])) < 2.5, times  # every second, no gap
+        wait_for(base, 'colocate_groups_unstable{job="scrape_token"}', 0)
+    finally:
+        stop(proc)
+
+
+def test_the_scrape_token_reads_the_metrics_and_nothing_else(client, lake, monkeypatch):
+    token = "scrape-" + "fedcba9876543210" * 3
+    monkeypatch.setenv("AIRFLOW__COLOCATE__METRICS_TOKEN", token)
+    ok = client.get("/api/colocate/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200 and "colocate_groups 2" in ok.text.splitlines()
+    assert client.get("/api/colocate/groups", headers={"Authorization": f"Bearer {token}"}).status_code in (401, 403)
+    assert client.get("/api/colocate/metrics", headers={"Authorization": f"Bearer {token}x"}).status_code in (401, 403)
+    monkeypatch.setenv("AIRFLOW__COLOCATE__METRICS_TOKEN", "short")
+    r = client.get("/api/colocate/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 500 and "shorter than 32" in r.json()["detail"]

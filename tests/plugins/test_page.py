@@ -248,6 +248,88 @@ def test_a_small_map_uses_its_width_and_primary_is_explained(tmp_path):
     cells = [c for c in page.all("rect", **{"class": "col"})]
     used = sum(float(c["width"]) for c in cells)
     assert len(cells) == 4 and used >= 0.8 * int(svg["width"]), (used, svg["width"])  # columns, not blank
-    assert "the first backend of a bucket's list, where a colocated join reads the bucket" in text_of(html)
+    assert "chosen to spread the reads over the backends" in text_of(html)  # issue 47: not "reads the primary"
     assert re.search(r'<g class="legend-item"><title>primary replica: the first backend', html)
+    # the dot marks the replica each bucket is read from: the planner's choice, alive backends only (be4 is down)
+    from airflow_colocate.placement.replica_choice import choose_replicas
+
+    g = cat.groups.get("1.1")
+    alive = {b.id for b in cat.backends.list() if b.state == "alive"}
+    marked = {int(c["data-bucket"]): int(c["data-backend"]) for c in page.all("circle", **{"class": "reads"})
+              if "data-bucket" in c}
+    assert marked == dict(enumerate(choose_replicas(g.bucket_map, alive))), marked
+    assert any(marked[seq] != row[0] for seq, row in enumerate(g.bucket_map) if row[0] in alive)  # not always the primary
+    cat.dispose()
+
+
+def test_who_marked_a_backend_is_named_wherever_its_reason_is_shown(disk_pulled):
+    """Issue 47: a backend marked down by qa-alice shows "(qa-alice)" beside its reason, not
+    "(operator)", and the group's reason names her instead of "admin"; the recover hint is real."""
+    cat, clock = disk_pulled
+    alice = Catalog(cat.url, actor="qa-alice", clock=clock)
+    alice.backends.set_state("be3", "down", reason="disk swap")
+    cat.health.check_groups()
+    html = render_page(cat, "1_g_orders")
+    be3 = cat.backends.get("be3").id
+    row = text_of(html, attr=f'data-backend-id="{be3}"')
+    assert "disk swap" in row and "(qa-alice)" in row and "(operator)" not in row, row
+    be2 = text_of(html, attr=f'data-backend-id="{cat.backends.get("be2").id}"')
+    assert "(root)" in be2, be2  # the fixture's actor marked be2
+    orders = text_of(html, attr='data-group-id="1.1"')
+    assert "(root: disk pulled)" in orders and "(admin:" not in orders, orders
+    alice.dispose()
+
+
+def test_recent_changes_say_what_changed_skip_no_op_gc_and_page_back(tmp_path):
+    """Issue 47: each change's detail is shown; a gc run that found nothing records no event; older
+    changes are a link away (``?events_before=<id>``)."""
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    before = len(cat.events(limit=1000))
+    cat.writes.forget_garbage([])  # gc that found nothing
+    assert len(cat.events(limit=1000)) == before
+    for days in range(30, 42):
+        cat.partitions.set_retention("orders", days)
+    html = render_page(cat, None)
+    rows = parse(html).all("tr")
+    shown = [int(r["data-event-id"]) for r in rows if "data-event-id" in r]
+    assert len(shown) == 10 and shown == sorted(shown, reverse=True)
+    newest = text_of(html, attr=f'data-event-id="{shown[0]}"')
+    assert "old=40 new=41" in newest, newest
+    older = re.search(r'id="older-events" href="\?(?:group=[^&]*&amp;)?events_before=(\d+)"', html)
+    assert older and int(older.group(1)) == shown[-1], html[-800:]
+    page2 = render_page(cat, None, events_before=int(older.group(1)))
+    second = [int(r["data-event-id"]) for r in parse(page2).all("tr") if "data-event-id" in r]
+    assert second and max(second) < min(shown) and "newest changes" in text_of(page2)
+    cat.dispose()
+
+
+def test_tables_backends_and_jobs_link_to_their_own_views(tmp_path):
+    """Issue 47: each name links to its view: a table's partitions, schema history and dropped
+    partitions; a backend's replicas and state history with who; a job's progress and the task
+    (DAG run) that started it."""
+    cat = build_demo_catalog(f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "backends")
+    html = render_page(cat, None)
+    assert 'href="?table=default.orders"' in html and 'href="?backend=be4"' in html
+    job = cat.jobs.list(kinds=["relocate"])[0]
+    assert f'href="?job={job.id}"' in html
+
+    cat.partitions.set_retention("orders", 90)
+    cat.partitions.drop("orders", "2026-11-01")
+    table = text_of(render_page(cat, None, table="default.orders"), attr='id="detail"')
+    assert "table default.orders" in table and "Schema history" in table and "v1" in table, table
+    assert "colocate partition recover default.orders 2026-11-01" in table, table
+
+    backend = text_of(render_page(cat, None, backend="be4"), attr='id="detail"')
+    assert "backend be4" in backend and "down" in backend and "backend.state" in backend and "pytest" in backend, backend
+
+    run_id = "scheduled__2026-11-24T00:00:00+00:00"
+    as_task = Catalog(cat.url, actor=task_actor("colocate_maintenance", "balance", run_id))
+    users = as_task.groups.get("g_orders")
+    started = as_task.balance.create(users.grp_id, "balance", {"old_map": [list(r) for r in users.bucket_map],
+                                                               "new_map": [list(r) for r in users.bucket_map], "moves": []})
+    view = render_page(cat, None, job=started.id)
+    assert "DAG colocate_maintenance · run " + run_id in text_of(view, attr='id="detail"'), text_of(view, attr='id="detail"')
+    assert 'id="job-started-by" href="/dags/colocate_maintenance/runs/' in view
+    assert "job 999" in render_page(cat, None, job=999) and 'id="detail-problem"' in render_page(cat, None, job=999)
+    as_task.dispose()
     cat.dispose()

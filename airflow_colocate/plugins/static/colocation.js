@@ -14,7 +14,11 @@
       the browser follows the link as usual.
    4. Relative times ("in 29 min", "3 min ago") stay true while the page is open: recomputed every
       20 s from each one's data-at, against the server's clock when it rendered the page (moved on
-      by the browser's), so a browser with a skewed clock reads the same; the words are page.py's. */
+      by the browser's), so a browser with a skewed clock reads the same; the words are page.py's.
+   5. Times follow Airflow's time zone as its UI does: the user's choice (Airflow keeps it in this
+      browser's localStorage, key "timezone", as JSON), else the browser's own zone, which is
+      Airflow's default too. The server renders UTC; each <time datetime> is rewritten in that zone,
+      its tooltip keeping the UTC time. The header names the zone. */
 (function () {
   "use strict";
   var root = document.documentElement;
@@ -102,6 +106,45 @@
     });
   }
   document.addEventListener("DOMContentLoaded", function () { setInterval(tick, 20000); });
+
+  function airflowZone() {
+    var stores = [];
+    try { if (window.parent !== window) stores.push(window.parent.localStorage); } catch (e) { /* cross-origin */ }
+    try { stores.push(window.localStorage); } catch (e) { /* storage off */ }
+    for (var i = 0; i < stores.length; i++) {
+      try {
+        var v = stores[i].getItem("timezone");
+        if (v) { v = JSON.parse(v); new Intl.DateTimeFormat("en", {timeZone: v}); return v; }
+      } catch (e) { /* not a zone */ }
+    }
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  }
+  function inZone(date, zone) {
+    var parts = {};
+    new Intl.DateTimeFormat("en-CA", {timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23"}).formatToParts(date)
+      .forEach(function (p) { parts[p.type] = p.value; });
+    return {day: parts.year + "-" + parts.month + "-" + parts.day,
+            time: parts.hour + ":" + parts.minute + ":" + parts.second};
+  }
+  function localTimes() {
+    var zone = airflowZone(), stamp = document.getElementById("refreshed-at");
+    var now = stamp ? new Date(Date.parse(stamp.dataset.rendered)) : new Date();
+    var today = inZone(isNaN(now) ? new Date() : now, zone).day;
+    document.querySelectorAll("time.ts[datetime]").forEach(function (el) {
+      var at = new Date(Date.parse(el.getAttribute("datetime")));
+      if (isNaN(at)) return;
+      var t = inZone(at, zone);
+      el.textContent = t.day === today ? t.time : t.day + " " + t.time.slice(0, 5);
+      el.title = el.getAttribute("datetime").replace("+00:00", "Z") + " (UTC); shown in " + zone;
+    });
+    var label = document.getElementById("time-zone");
+    if (label) label.textContent = zone;
+    root.setAttribute("data-time-zone", zone);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", localTimes);
+  else localTimes();
+  window.addEventListener("storage", function (e) { if (e.key === "timezone") localTimes(); });
 
   document.addEventListener("click", leaveFrame);
   document.addEventListener("auxclick", leaveFrame);  /* the middle button fires no click */
