@@ -3,7 +3,7 @@ the seeds' changes (mark stable or unstable, force a bucket sequence)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query
 
@@ -63,6 +63,16 @@ def group_unstable(catalog: AdminCatalog, db_id: DbId, group_id: GrpId,
                    ) -> dict:
     user = catalog.actor
     g = catalog.groups.set_stable(f"{db_id}.{group_id}", False, reason=reason or f"marked unstable by {user}")
+    return {"status": "OK", "group": group_answer(catalog, g, relocate_delay(None))}
+
+
+@router.post("/group_join_policy", response_model=GroupResponse, responses=WRITE_ERRORS,
+             summary="Set when a group's joins stay bucketed",
+             description="'stable' (the default, the seeds' rule): only while the group is stable. 'readable': also "
+                         "while it is unstable, as long as every bucket has a verified replica on an alive backend.")
+def group_join_policy(catalog: AdminCatalog, db_id: DbId, group_id: GrpId,
+                      policy: Annotated[Literal["stable", "readable"], Query(description="stable or readable")]) -> dict:
+    g = catalog.groups.set_join_policy(f"{db_id}.{group_id}", policy)
     return {"status": "OK", "group": group_answer(catalog, g, relocate_delay(None))}
 
 

@@ -41,6 +41,7 @@ WRITES = [
     ("/api/colocate/group_stable?db_id=1&group_id=1", None),
     ("/api/colocate/group_unstable?db_id=1&group_id=1", None),
     ("/api/colocate/bucketseq?db_id=1&group_id=1&force=true", [[2, 1]] * 8),
+    ("/api/colocate/group_join_policy?db_id=1&group_id=1&policy=readable", None),
 ]
 READS = ["/api/colocate", "/api/colocate/", "/api/colocate/groups", "/api/colocate/groups/1.1", "/api/colocate/backends",
          "/api/colocate/jobs", "/api/colocate/flags", "/api/colocate/events"]
@@ -195,6 +196,17 @@ def test_mark_unstable_then_stable_is_logged_with_the_user(client, as_user, demo
     # Without a reason the event still says who.
     client.post("/api/colocate/group_unstable?db_id=0&group_id=3", headers=as_user("admin"))
     assert demo.groups.get("0.3").unstable_reason == "marked unstable by airflow:admin"
+
+
+def test_join_policy_is_set_by_an_admin_and_shown_in_the_outlook(client, as_user, demo):
+    r = client.post("/api/colocate/group_join_policy?db_id=1&group_id=1&policy=readable", headers=as_user("admin"))
+    assert r.status_code == 200, r.text
+    assert demo.groups.get("1.1").join_policy == "readable"
+    assert r.json()["group"]["join_policy"] == "readable"
+    [e] = demo.events(limit=1)
+    assert (e.kind, e.actor, e.detail["new"]) == ("group.join_policy", "airflow:admin", "readable")
+    bad = client.post("/api/colocate/group_join_policy?db_id=1&group_id=1&policy=sometimes", headers=as_user("admin"))
+    assert bad.status_code == 422 and demo.groups.get("1.1").join_policy == "readable"
 
 
 def swapped(cat: Catalog, ref: str) -> list[list[int]]:
@@ -383,7 +395,7 @@ def test_openapi_document_and_docs_are_served(client, demo):
     doc = r.json()
     assert doc["openapi"].startswith("3.") and doc["info"]["title"] == "airflow-colocate admin API"
     assert set(doc["paths"]) == {"/", "/groups", "/groups/{group}", "/backends", "/jobs", "/flags", "/events",
-                                 "/metrics", "/group_stable", "/group_unstable", "/bucketseq", "/tables/{table}",
+                                 "/metrics", "/group_stable", "/group_unstable", "/group_join_policy", "/bucketseq", "/tables/{table}",
                                  "/tables/{table}/schema", "/tables/{table}/retention"}
     assert {"OAuth2PasswordBearer", "HTTPBearer"} <= set(doc["components"]["securitySchemes"])
     assert doc["servers"] == [{"url": "/api/colocate"}]

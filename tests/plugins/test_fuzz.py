@@ -16,7 +16,7 @@ MAX_EXAMPLES = 30  # per operation
 
 OPERATIONS = [
     ("GET", "/"), ("GET", "/groups"), ("GET", "/groups/{group}"), ("GET", "/backends"), ("GET", "/jobs"),
-    ("GET", "/flags"), ("GET", "/events"), ("GET", "/metrics"), ("POST", "/group_stable"), ("POST", "/group_unstable"),
+    ("GET", "/flags"), ("GET", "/events"), ("GET", "/metrics"), ("POST", "/group_stable"), ("POST", "/group_unstable"), ("POST", "/group_join_policy"),
     ("POST", "/bucketseq"), ("GET", "/tables/{table}"), ("POST", "/tables/{table}/schema"),
     ("POST", "/tables/{table}/retention"),
 ]
