@@ -160,7 +160,7 @@ def test_a_dag_writes_joins_repairs_and_verifies_on_the_line(line_cluster, airfl
 
         # every job ran on this line's cluster, with this line's jar
         names = [a["name"] for a in cluster.state()["completedapps"]]
-        for prefix in ("colocate-write", "colocate-join", "colocate-balance", "colocate-verify"):
+        for prefix in ("colocate-write", "colocate-join", "colocate-clone", "colocate-verify"):
             assert any(n.startswith(prefix) for n in names), (prefix, names)
         assert json.loads((tmp_path / "home" / "cache" / "spark-versions.json").read_text()), "the line was not learned"
 
