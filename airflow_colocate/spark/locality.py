@@ -369,9 +369,16 @@ def measure(spark, job_group: str, bucket_hosts: Sequence[set[str]] | None, *, n
 
 def executor_hosts(spark) -> set[str]:
     """The hosts of the executors registered now (not the driver's)."""
-    sc = spark.sparkContext._jsc.sc()
-    driver = sc.env().blockManager().blockManagerId().hostPort()
-    return {e.host() for e in sc.statusTracker().getExecutorInfos() if f"{e.host()}:{e.port()}" != driver}
+    # From the status store, whose entries name the driver "driver". Not SparkEnv's block manager:
+    # on Spark 4.3 py4j cannot reflect on SparkEnv (a method's signature names unshaded protobuf
+    # classes the distribution does not ship: NoClassDefFoundError, then "o245.blockManager").
+    executors = spark.sparkContext._jsc.sc().statusStore().executorList(True)
+    out = set()
+    for i in range(executors.size()):
+        e = executors.apply(i)
+        if e.id() != "driver":
+            out.add(e.hostPort().rsplit(":", 1)[0])
+    return out
 
 
 def wait_for_executors(spark, hosts: set[str], timeout_s: float) -> set[str]:

@@ -10,6 +10,7 @@ is plain Spark's bucket id on that line, and the join equals plain Spark's join 
 from __future__ import annotations
 
 import json
+import os
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.spark_lines import COLUMNAR, LINES, ORDERED
+from airflow_colocate.spark.locality import local_line
 from colocate_testing import add_local_backends
 from line_testing import driver_env, home_of, lines_under_test, plain_spark, venv_of
 from sparkcluster import start_cluster
@@ -36,6 +38,8 @@ QUERY = ("SELECT o.o_orderkey, o.o_custkey, o.o_status, l.l_price, l.l_flag FROM
 PLAIN_QUERY = ("SELECT o.o_orderkey, o.o_custkey, o.o_status, l.l_price, l.l_flag FROM orders o JOIN lineitem l "
                "ON o.o_orderkey = l.l_orderkey")
 CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+# line -> the lake its matrix entry left (catalog URL, plain Spark's join rows): the cross-line test reads them
+LAKES: dict[str, dict] = {}
 
 
 def sources(root: Path) -> dict[str, tuple[str, str]]:
@@ -195,5 +199,43 @@ def test_a_dag_writes_joins_repairs_and_verifies_on_the_line(line_cluster, airfl
         assert group.stable and be2 not in {b for row in group.bucket_map for b in row}
         verify = next(r for r in reports if r.get("kind") == "verify")
         assert verify.get("bad", []) == [], verify
+        LAKES[line] = {"url": url, "plain": sorted(tuple(r) for r in plain["join"]), "tmp": tmp_path}
     finally:
         catalog.dispose()
+
+
+CROSS = [("3.5", "4.3"), ("3.5", "4.2"), ("4.3", "3.5")]  # (written on, read and joined on)
+
+
+def test_a_lake_written_on_one_line_is_read_and_verified_on_another(airflow_db, tmp_path, monkeypatch):
+    """Bucket ids are Spark's on every line: the lake the 3.5 entry wrote (and repaired) is joined
+    colocated and verified by 4.3 and by 4.2 (this side's own pyspark), and the 4.3 entry's by 3.5,
+    each through that line's own spark-submit on a local master; every join equals plain Spark's."""
+    from airflow_colocate.operators.join import ColocateJoinOperator
+    from airflow_colocate.operators.verify import ColocateVerifyOperator
+
+    pairs = [(w, r) for w, r in CROSS if w in LAKES and r in lines_under_test()]
+    if not pairs:
+        pytest.skip(f"no lake of {', '.join(sorted({w for w, _ in CROSS}))} was written in this run")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    path = os.environ.get("PATH", "")
+    for i, (written, read) in enumerate(pairs):
+        lake = LAKES[written]
+        venv = venv_of(read)
+        for key, value in driver_env(venv, tmp_path / f"home-{i}").items():
+            monkeypatch.setenv(key, value)
+        if read == local_line():  # the Airflow side's own pyspark, as a plain install submits
+            monkeypatch.setenv("PATH", path)
+            for key in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+                monkeypatch.delenv(key, raising=False)
+        monkeypatch.setenv("COLOCATE_CATALOG_URL", lake["url"])
+        out = tmp_path / f"joined-{written}-on-{read}"
+        joined = ColocateJoinOperator(task_id=f"join_{i}", conf=CONF, require_colocate=True, output_path=out.as_uri(),
+                                      tables={"orders": [DAY], "lineitem": [DAY]}, query=QUERY).execute(context={})
+        assert joined["colocate"] is True, (written, read, joined["explain"])
+        rows = sorted(tuple(r.values()) for f in sorted(out.rglob("*.parquet")) for r in pq.read_table(f).to_pylist())
+        assert rows == lake["plain"], f"written on {written}, joined on {read}: not plain Spark's rows"
+        if read != local_line():
+            verified = ColocateVerifyOperator(task_id=f"verify_{i}", conf=CONF).execute(context={})
+            assert verified["bad"] == [] and verified["replicas"] == 16, (written, read, verified)
