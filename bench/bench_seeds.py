@@ -37,6 +37,33 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+
+def _on_line() -> None:
+    """``--spark-line 3.5``: run this benchmark on that Spark line (issue 42). Re-executes under the
+    line's cached virtualenv (``build_support/spark_lines_env.py``) with its pyspark first on the
+    path and this environment's other packages (the catalog's) after it, both the same Python; a
+    ``cluster`` master is then started from the line's pyspark too, and jobs ship the line's jar."""
+    if "--spark-line" not in sys.argv or os.environ.get("COLOCATE_BENCH_LINE"):
+        return
+    line = sys.argv[sys.argv.index("--spark-line") + 1]
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "build_support"))
+    from spark_lines_env import line_venv, pyspark_home
+
+    from sparkcluster import locked_pins
+
+    venv = line_venv(line, tuple(locked_pins(["pyarrow", "pandas"])))  # the test matrix's virtualenv
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    boot = (f"import sys, runpy; sys.path.extend({here!r}); sys.path.insert(0, {str(root)!r}); "
+            f"sys.argv = {sys.argv!r}; runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')")
+    env = {**os.environ, "COLOCATE_BENCH_LINE": line, "COLOCATE_BENCH_SPARK_HOME": str(pyspark_home(venv)),
+           "PYSPARK_PYTHON": str(venv / "bin" / "python"), "PYSPARK_DRIVER_PYTHON": str(venv / "bin" / "python")}
+    env.pop("SPARK_HOME", None)
+    os.execve(str(venv / "bin" / "python"), [str(venv / "bin" / "python"), "-c", boot], env)
+
+
+_on_line()
+
 from bench_join import profile_runs, task_cpu  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
@@ -285,6 +312,8 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--master", default="local[2]", help="a Spark master, or 'cluster': a master + 2 workers on loopback")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (repeat)")
+    ap.add_argument("--spark-line", choices=["3.5", "4.0", "4.1", "4.2", "4.3"],
+                    help="run on this Spark line's own pyspark (a cached virtualenv per line; default: this one's)")
     ap.add_argument("--columnar", choices=["on", "off", "both"], default="on",
                     help="the colocated join with the jar's columnar merge join (spark.colocate.join.columnar) on "
                          "(the default, as the product runs it), off (Spark's merge join), or both as two ways side by side ('columnar' next to 'colocated')")
@@ -309,7 +338,9 @@ def main() -> None:
     if master == "cluster":
         from sparkcluster import start_cluster
 
-        cluster = start_cluster(Path(tempfile.mkdtemp(prefix="bench-seeds-cluster-")), workers=2)
+        home = os.environ.get("COLOCATE_BENCH_SPARK_HOME")
+        cluster = start_cluster(Path(tempfile.mkdtemp(prefix="bench-seeds-cluster-")), workers=2,
+                                spark_home=Path(home) if home else None)
         master = cluster.master_url
     if a.cluster == "netns":
         global NET
@@ -331,7 +362,7 @@ def main() -> None:
     conf |= dict(c.split("=", 1) for c in a.conf)
     spark = get_spark("bench-seeds", master, conf)
     spark.sparkContext.setLogLevel("ERROR")
-    print(f"master {master}, {a.buckets} buckets, shuffle partitions {a.buckets}, {a.rounds} rounds; SQL1/SQL2 read "
+    print(f"Spark {spark.version}, master {master}, {a.buckets} buckets, shuffle partitions {a.buckets}, {a.rounds} rounds; SQL1/SQL2 read "
           f"{len(QUERY_DAYS)} of {len(DAYS)} days")
     results = {}
     try:
