@@ -188,10 +188,14 @@ def test_a_dag_writes_joins_repairs_and_verifies_on_the_line(line_cluster, airfl
         reports = [json.loads(p.read_text()) for p in (tmp_path / "home" / "runs").glob("*/report.json")]
         join_report = next(r for r in reports if r.get("kind") == "join")
         assert "colocate: true" in join_report["explain"] and "colocate: false" not in join_report["explain"]
-        plan = join_report["physical_plan"]
-        has_ordered = ORDERED in LINES[line].features
-        assert ("ColocateColumnarMergeJoin" in plan) == has_ordered, plan
+        plan, explain = join_report["physical_plan"], join_report["explain"]
         assert "Exchange hashpartitioning" not in plan, plan
+        if ORDERED in LINES[line].features:  # read in key order, merged on column batches
+            assert "bucket reads: 2 in key order (no sort, order checked per row), 0 sorted by Spark" in explain, explain
+            assert "1 merge join(s) on column batches (ColocateColumnarMergeJoin)" in explain, explain
+        else:  # 3.5: each bucket sorted as plain Spark does, no extension in the plan
+            assert "bucket reads: 0 in key order (no sort, order checked per row), 2 sorted by Spark" in explain, explain
+            assert "ColocateOrderedBucket" not in plan and "ColocateColumnarMergeJoin" not in plan
 
         # the lost backend was repaired, and verify found every replica good
         group = catalog.groups.get("g")
