@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -136,6 +138,28 @@ def bucket_rows(catalog, table: str) -> dict[int, list[tuple]]:
         assert copies and all(c == copies[0] for c in copies), f"the replicas of bucket {seq} of {table} differ"
         out[seq] = copies[0]
     return out
+
+
+def test_doctor_names_the_line_its_jar_and_the_executors_python(line_cluster, tmp_path):
+    """``colocate doctor --master`` on a cluster of another line than this side's pyspark: the line
+    from that line's spark-submit on PATH, the jar a job would ship there, and what its executors
+    run (asked through that spark-submit). One line (3.5, the other Scala) is enough: the same code
+    serves every line."""
+    line, venv, cluster = line_cluster
+    if line != "3.5":
+        pytest.skip("doctor's cross-line probe is checked on 3.5")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME", "COLOCATE_CATALOG_URL")}
+    env.update(driver_env(venv, tmp_path / "home"))
+    done = subprocess.run([sys.executable, "-c", "import sys; from airflow_colocate.cli import main; sys.exit(main())",
+                           "--catalog", f"sqlite:///{tmp_path / 'none.db'}", "doctor", "--master", cluster.master_url,
+                           "--json"], capture_output=True, text=True, env=env, timeout=300)
+    report = json.loads(done.stdout)
+    assert report["line"]["line"] == "3.5" and report["line"]["scala"] == "2.12", report["line"]
+    assert report["line"]["jar"].endswith("colocate-locality-spark3.5_2.12.jar")
+    assert report["line"]["without"] == ["ordered read", "columnar merge join"]
+    pythons = {e["python"] for e in report["executor"]["executors"]}
+    assert pythons == {".".join(map(str, sys.version_info[:3]))}, report["executor"]  # the workers' venv's
+    assert not [p for p in report["problems"] if "Spark" in p or "executor" in p], report["problems"]
 
 
 def test_a_dag_writes_joins_repairs_and_verifies_on_the_line(line_cluster, airflow_db, tmp_path, monkeypatch):
