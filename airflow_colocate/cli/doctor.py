@@ -14,6 +14,7 @@ back and delete one object, after the identity marker check).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -64,7 +65,7 @@ def doctor(env: Env, master: str | None, spark_version: str | None, conn_id: str
     }
     catalog, facts["catalog"] = catalog_facts(env, conn_id, problems)
     facts["backends"] = backend_facts(catalog, problems, timeout) if catalog is not None else []
-    facts["line"] = line_facts(spark_version, problems) if master else None
+    facts["line"] = line_facts(master, spark_version, problems) if master else None
     facts["executor"] = executor_facts(master, problems, facts["line"]) if master else None
     facts["problems"] = problems
     report = Report(_blocks(facts), data=facts)
@@ -303,7 +304,13 @@ def _executor_probe():
     return probe
 
 
-def line_facts(spark_version: str | None, problems: list[str]) -> dict | None:
+def local_version() -> str:
+    from pyspark.version import __version__
+
+    return __version__
+
+
+def line_facts(master: str, spark_version: str | None, problems: list[str]) -> dict | None:
     """The Spark line of ``--master``'s cluster (``--spark-version``, else ``spark-submit --version``
     on PATH, as a job learns it) and the jar a job would ship there, with what the line runs without."""
     from airflow_colocate.core.errors import ColocateError
@@ -311,7 +318,14 @@ def line_facts(spark_version: str | None, problems: list[str]) -> dict | None:
     from airflow_colocate.spark import lines, locality
 
     try:
-        line = lines.submit_line(spark_version, None, None, "--master (give --spark-version)")
+        if master.startswith("local") and not spark_version:  # runs in this pyspark's JVM
+            spark_version = local_version()
+        # as the operators do (operators/spark_env.py: submit_env): this pyspark's spark-submit when
+        # none is on PATH
+        path = os.environ.get("PATH", "")
+        if not shutil.which("spark-submit", path=path) and not os.environ.get("SPARK_HOME"):
+            path = f"{path}{os.pathsep}{Path(importlib.util.find_spec('pyspark').origin).parent / 'bin'}"
+        line = lines.submit_line(spark_version, None, path, "--master (give --spark-version)")
     except ColocateError as exc:
         problems.append(str(exc))
         return None
