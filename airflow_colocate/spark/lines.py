@@ -2,8 +2,9 @@
 
 A job submitted with ``spark-submit`` runs on the Spark of that binary, which need not be the
 pyspark this side imports: its line is the Spark connection's ``spark_version`` extra when given,
-else what ``<binary> --version`` prints (once per binary: cached by path, size and time in
-``$COLOCATE_HOME/cache/spark-versions.json``), else the job is refused in one line saying how to
+else what that binary's installation says (a pyspark's ``version.py``, a distribution's
+``RELEASE``) or, failing that, what ``<binary> --version`` prints (once per binary: cached by path,
+size and time in ``$COLOCATE_HOME/cache/spark-versions.json``), else the job is refused in one line saying how to
 set it. A session already running (``register``, ``join_in_session``, Spark Connect) knows its own:
 ``spark.version`` (:func:`airflow_colocate.spark.locality.session_line`).
 
@@ -32,9 +33,37 @@ def find_binary(name: str | None, path: str | None = None) -> str | None:
     return os.path.realpath(found) if found else None
 
 
+_RELEASE_RE = re.compile(r"^Spark (\d+\.\d+\.\d+\S*)")
+_PYSPARK_RE = re.compile(r"""^__version__(?:: str)? = ["']([^"']+)["']""", re.M)
+
+
+def installed_version(binary: str) -> str | None:
+    """The version of the Spark installation ``binary`` (real path) belongs to, read from its files
+    without starting a JVM: a pip-installed pyspark's ``<pyspark>/version.py``, a Spark
+    distribution's ``RELEASE``; None when it is neither."""
+    home = os.path.dirname(os.path.dirname(binary))
+    try:
+        with open(os.path.join(home, "version.py")) as f:
+            found = _PYSPARK_RE.search(f.read())
+        if found:
+            return found.group(1)
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(home, "RELEASE")) as f:
+            found = _RELEASE_RE.match(f.readline())
+        return found.group(1) if found else None
+    except OSError:
+        return None
+
+
 def binary_version(binary: str) -> str | None:
-    """``binary --version``'s Spark version, cached per binary (path, size and time): one JVM start
-    per spark-submit, not one per task."""
+    """The Spark version of spark-submit ``binary``: its installation's own files when they say
+    (:func:`installed_version`), else ``binary --version``, cached per binary (path, size and time):
+    one JVM start per spark-submit, not one per task."""
+    known_here = installed_version(binary)
+    if known_here:
+        return known_here
     st = os.stat(binary)
     key = f"{binary}|{st.st_size}|{int(st.st_mtime)}"
     cache = colocate_home() / "cache" / "spark-versions.json"
