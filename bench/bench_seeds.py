@@ -68,6 +68,8 @@ from bench_join import profile_runs, task_cpu  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.core.contract import Source  # noqa: E402
+from airflow_colocate.core.spark_lines import COLUMNAR as COLUMNAR_FEATURE  # noqa: E402
+from airflow_colocate.core.spark_lines import LINES  # noqa: E402
 from airflow_colocate.jobs.join import finish_join, prepare_join  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
@@ -285,6 +287,9 @@ def report(denominator: int, res: dict) -> None:
               f"{c['SQL1/columnar'] / max(c['SQL1/scan'], 1e-9):.2f}x)")
     best = "columnar" if "SQL1/columnar" in w else "colocated"  # the product's default is the columnar join
     how = {"columnar": "with the columnar join (the default)", "colocated": f"with the columnar join {COLUMNAR}"}[best]
+    line = os.environ.get("COLOCATE_BENCH_LINE")
+    if line and COLUMNAR_FEATURE not in LINES[line].features:  # --spark-line 3.5: the jar has no columnar join
+        how = f"on Spark {line} (no columnar join on this line: Spark's merge join over sorted buckets)"
     print(f"SQL1 plain scan of the inputs {w['SQL1/scan']:.2f} ({c['SQL1/scan']:.1f}): colocated SQL1 {how} is "
           f"{w[f'SQL1/{best}'] / w['SQL1/scan']:.2f}x the scan (cpu {c[f'SQL1/{best}'] / max(c['SQL1/scan'], 1e-9):.2f}x;"
           " target <= 1.5x)")
