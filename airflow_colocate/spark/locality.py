@@ -97,6 +97,22 @@ def jar_has_ordered(path: Path) -> bool:
         return False
 
 
+def jar_line(path: Path) -> str | None:
+    """The Spark line a locality jar was built for (its manifest's ``Colocate-Spark-Line``, which
+    build_support/locality_jar.py writes); None for a jar that does not say."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as jar:
+            manifest = jar.read("META-INF/MANIFEST.MF").decode("utf-8", "replace")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    for row in manifest.splitlines():
+        if row.startswith("Colocate-Spark-Line:"):
+            return row.split(":", 1)[1].strip()
+    return None
+
+
 def announce_line(spark) -> None:
     """Say once in the job log which Spark line runs and what of the jar's it runs without."""
     line = session_line(spark)
@@ -135,6 +151,10 @@ def find_jar(line: str | None = None) -> JarFound | None:
     env = os.environ.get(JAR_ENV)
     if env and not Path(env).is_file():
         _say_once(f"${JAR_ENV}={env} is not a file; looking for the locality jar in the package", logging.WARNING)
+    if env and Path(env).is_file() and (built_for := jar_line(Path(env))) not in (None, line):
+        _say_once(f"${JAR_ENV}={env} was built for Spark {built_for}, the job runs Spark {line}: "
+                  f"looking for Spark {line}'s jar in the package", logging.WARNING)
+        env = None
     candidates = [(Path(env), "env")] if env else []
     if (packaged := package_jar(line)) is not None:
         candidates.append((packaged, "package"))

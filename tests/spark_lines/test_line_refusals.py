@@ -118,3 +118,18 @@ def test_an_old_python_is_refused_in_one_line_before_any_work(tmp_path):
     assert line.startswith("FAILED: Python 3.") and "need 3.10 or newer" in line
     # where the operator reads the job's reason (operators/base.py: <report_uri>.error)
     assert (tmp_path / "run" / "report.json.error").read_text().strip() == line.removeprefix("FAILED: ")
+
+
+def test_an_explicit_jar_of_another_line_is_passed_over(monkeypatch):
+    """``$COLOCATE_LOCALITY_JAR`` wins for the line it was built for (its manifest says which), and
+    is passed over for another: a 3.5 jar is never shipped to a 4.3 cluster."""
+    from airflow_colocate.spark import locality
+
+    jar35 = find_jar("3.5").path
+    monkeypatch.setenv(locality.JAR_ENV, str(jar35))
+    assert locality.jar_line(jar35) == "3.5"
+    assert find_jar("3.5") == (jar35, "env")
+    other = find_jar("4.3")
+    assert other is not None and other.origin != "env" and other.path.name == jar_name("4.3")
+    assert locality.locality_conf(line="3.5").get("spark.sql.extensions") is None  # 3.5's jar has no extension
+    assert locality.EXTENSIONS_CLASS in locality.locality_conf(line="4.3")["spark.sql.extensions"]
