@@ -18,8 +18,8 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_colocate.core.errors import ColocateError, InvalidArgument
-from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.core.spark_lines import jar_name
+from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.operators.spark_env import cluster_line, job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
