@@ -37,10 +37,39 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+
+def _on_line() -> None:
+    """``--spark-line 3.5``: run this benchmark on that Spark line (issue 42). Re-executes under the
+    line's cached virtualenv (``build_support/spark_lines_env.py``) with its pyspark first on the
+    path and this environment's other packages (the catalog's) after it, both the same Python; a
+    ``cluster`` master is then started from the line's pyspark too, and jobs ship the line's jar."""
+    if "--spark-line" not in sys.argv or os.environ.get("COLOCATE_BENCH_LINE"):
+        return
+    line = sys.argv[sys.argv.index("--spark-line") + 1]
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "build_support"))
+    from spark_lines_env import line_venv, pyspark_home
+
+    from sparkcluster import locked_pins
+
+    venv = line_venv(line, tuple(locked_pins(["pyarrow", "pandas"])))  # the test matrix's virtualenv
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    boot = (f"import sys, runpy; sys.path.extend({here!r}); sys.path.insert(0, {str(root)!r}); "
+            f"sys.argv = {sys.argv!r}; runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')")
+    env = {**os.environ, "COLOCATE_BENCH_LINE": line, "COLOCATE_BENCH_SPARK_HOME": str(pyspark_home(venv)),
+           "PYSPARK_PYTHON": str(venv / "bin" / "python"), "PYSPARK_DRIVER_PYTHON": str(venv / "bin" / "python")}
+    env.pop("SPARK_HOME", None)
+    os.execve(str(venv / "bin" / "python"), [str(venv / "bin" / "python"), "-c", boot], env)
+
+
+_on_line()
+
 from bench_join import profile_runs, task_cpu  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.core.contract import Source  # noqa: E402
+from airflow_colocate.core.spark_lines import COLUMNAR as COLUMNAR_FEATURE  # noqa: E402
+from airflow_colocate.core.spark_lines import LINES  # noqa: E402
 from airflow_colocate.jobs.join import finish_join, prepare_join  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
@@ -269,6 +298,9 @@ def report(denominator: int, res: dict) -> None:
               f"{c['SQL1/columnar'] / max(c['SQL1/scan'], 1e-9):.2f}x)")
     best = "columnar" if "SQL1/columnar" in w else "colocated"  # the product's default is the columnar join
     how = {"columnar": "with the columnar join (the default)", "colocated": f"with the columnar join {COLUMNAR}"}[best]
+    line = os.environ.get("COLOCATE_BENCH_LINE")
+    if line and COLUMNAR_FEATURE not in LINES[line].features:  # --spark-line 3.5: the jar has no columnar join
+        how = f"on Spark {line} (no columnar join on this line: Spark's merge join over sorted buckets)"
     print(f"SQL1 plain scan of the inputs {w['SQL1/scan']:.2f} ({c['SQL1/scan']:.1f}): colocated SQL1 {how} is "
           f"{w[f'SQL1/{best}'] / w['SQL1/scan']:.2f}x the scan (cpu {c[f'SQL1/{best}'] / max(c['SQL1/scan'], 1e-9):.2f}x;"
           " target <= 1.5x)")
@@ -296,6 +328,8 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--master", default="local[2]", help="a Spark master, or 'cluster': a master + 2 workers on loopback")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value (repeat)")
+    ap.add_argument("--spark-line", choices=["3.5", "4.0", "4.1", "4.2", "4.3"],
+                    help="run on this Spark line's own pyspark (a cached virtualenv per line; default: this one's)")
     ap.add_argument("--columnar", choices=["on", "off", "both"], default=None,
                     help="the colocated join with the jar's columnar merge join (spark.colocate.join.columnar) on "
                          "(the default, as the product runs it), off (Spark's merge join), or both as two ways side by side ('columnar' next to 'colocated')")
@@ -320,7 +354,9 @@ def main() -> None:
     if master == "cluster":
         from sparkcluster import start_cluster
 
-        cluster = start_cluster(Path(tempfile.mkdtemp(prefix="bench-seeds-cluster-")), workers=2)
+        home = os.environ.get("COLOCATE_BENCH_SPARK_HOME")
+        cluster = start_cluster(Path(tempfile.mkdtemp(prefix="bench-seeds-cluster-")), workers=2,
+                                spark_home=Path(home) if home else None)
         master = cluster.master_url
     if a.cluster == "netns":
         global NET
@@ -342,7 +378,7 @@ def main() -> None:
     conf |= dict(c.split("=", 1) for c in a.conf)
     spark = get_spark("bench-seeds", master, conf)
     spark.sparkContext.setLogLevel("ERROR")
-    print(f"master {master}, {a.buckets} buckets, shuffle partitions {a.buckets}, {a.rounds} rounds; SQL1/SQL2 read "
+    print(f"Spark {spark.version}, master {master}, {a.buckets} buckets, shuffle partitions {a.buckets}, {a.rounds} rounds; SQL1/SQL2 read "
           f"{len(QUERY_DAYS)} of {len(DAYS)} days")
     results = {}
     try:

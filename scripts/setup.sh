@@ -200,19 +200,29 @@ if [[ $with_browser == 1 ]]; then
     fi
 fi
 
-# --- (f) the locality jar --------------------------------------------------------------------
+# --- (f) the locality jars, one per Spark line ------------------------------------------------
 # A small Hadoop file system and Spark extension (java/colocate-locality) that run a bucket's task
-# where its files are and read a bucket's sorted files in order. Compiled with javac against the
-# jars PySpark ships, by the same recipe a wheel build uses (build_support/locality_jar.py), into
-# the package data folder where the installed package keeps it (git ignores it); without it jobs
-# run, with no locality and no ordered read.
+# where its files are and read a bucket's sorted files in order. Compiled with javac once per
+# supported Spark line (3.5, 4.0-4.3: airflow_colocate/core/spark_lines.py) against that line's own
+# jars, by the same recipe a wheel build uses (build_support/locality_jar.py), into the package
+# data folder where the installed package keeps them (git ignores them). Each line other than the
+# pinned pyspark's comes from a virtualenv of its own holding that line's pyspark, built once with
+# uv and cached under ~/.cache/airflow-colocate/spark-lines (the Spark-line tests start their
+# clusters from the same ones). Without the jars jobs run, with no locality and no ordered read.
 LOC_SRC=$ROOT/java/colocate-locality/src/main/java
-LOC_JAR=$ROOT/airflow_colocate/jars/colocate-locality.jar
+LOC_DIR=$ROOT/airflow_colocate/jars
 javac_bin() {
     if [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/javac ]]; then echo "$JAVA_HOME/bin/javac"; else command -v javac || true; fi
 }
-if [[ -f $LOC_JAR && -z $(find "$LOC_SRC" build_support/locality_jar.py -newer "$LOC_JAR") ]]; then
-    say "locality jar is up to date ($LOC_JAR)"
+jars_fresh() {
+    local n
+    n=$(ls "$LOC_DIR"/colocate-locality-spark*.jar 2>/dev/null | wc -l)
+    [[ $n -ge 5 ]] || return 1
+    [[ -z $(find "$LOC_SRC" build_support/locality_jar.py airflow_colocate/core/spark_lines.py \
+              -newer "$(ls -t "$LOC_DIR"/colocate-locality-spark*.jar | tail -n1)") ]]
+}
+if jars_fresh; then
+    say "locality jars are up to date ($LOC_DIR)"
 else
     if [[ -z $(javac_bin) ]] && can_apt; then
         say "javac not found (only a JRE); installing openjdk-17-jdk-headless"
@@ -220,11 +230,13 @@ else
         hash -r
     fi
     if [[ -z $(javac_bin) ]]; then
-        say "WARNING: javac not found: the locality jar is not built (joins run without local reads)."
+        say "WARNING: javac not found: the locality jars are not built (joins run without local reads)."
         say "  install a JDK 17 (sudo apt-get install openjdk-17-jdk-headless) and re-run"
     else
-        "$VENV/bin/python" build_support/locality_jar.py >/dev/null || die "the locality jar did not build (see above)"
-        say "built $LOC_JAR"
+        say "building the locality jars, one per Spark line (first time: each line's pyspark is fetched once)"
+        PATH="$(dirname "$(command -v "${UV[0]}" 2>/dev/null || echo /usr/bin/uv)"):$PATH" \
+            "$VENV/bin/python" build_support/locality_jar.py >/dev/null || die "the locality jars did not build (see above)"
+        say "built $(ls "$LOC_DIR"/colocate-locality-spark*.jar | wc -l) locality jars in $LOC_DIR"
     fi
 fi
 say "done"

@@ -47,8 +47,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def spark_class() -> Path:
-    return Path(pyspark.__file__).parent / "bin" / "spark-class"
+def spark_class(spark_home: Path | None = None) -> Path:
+    """``spark-class`` of ``spark_home`` (a pyspark folder: another line's, tests/spark_lines), else
+    of the installed PySpark."""
+    return Path(spark_home or Path(pyspark.__file__).parent) / "bin" / "spark-class"
 
 
 @dataclass
@@ -142,7 +144,8 @@ def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
 
 def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "1536m",
                   worker_hosts: Sequence[str] | None = None, python: str | Path | None = None,
-                  master_host: str = "127.0.0.1", worker_prefix: Sequence[Sequence[str]] | None = None) -> SparkCluster:
+                  master_host: str = "127.0.0.1", worker_prefix: Sequence[Sequence[str]] | None = None,
+                  spark_home: Path | None = None) -> SparkCluster:
     """A master and ``workers`` one-core workers on 127.0.0.1; waits until all are registered.
 
     ``python``: the workers' Python (their PATH and ``PYSPARK_PYTHON``; no PYTHONPATH of the test
@@ -156,7 +159,10 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
 
     ``master_host`` binds the master elsewhere than 127.0.0.1, and ``worker_prefix`` starts worker
     *i* under a command prefix (``ip netns exec NS``): bench/netns_cluster.py puts each worker in a
-    network namespace of its own, reaching the master over a shaped link."""
+    network namespace of its own, reaching the master over a shaped link.
+
+    ``spark_home``: the pyspark folder whose daemons run (another Spark line's, from its own
+    virtualenv); default the installed PySpark."""
     if worker_hosts is not None and len(worker_hosts) != workers:
         raise ValueError(f"worker_hosts names {len(worker_hosts)} hosts for {workers} workers: give one per worker")
     if worker_prefix is not None and len(worker_prefix) != workers:
@@ -169,7 +175,7 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
     atexit.register(cluster.stop)
     try:
         cluster.procs.append(_start(
-            [str(spark_class()), "org.apache.spark.deploy.master.Master",
+            [str(spark_class(spark_home)), "org.apache.spark.deploy.master.Master",
              "--host", master_host, "--port", str(port), "--webui-port", str(web)],
             base_dir / "master.log", {**env, "SPARK_LOCAL_IP": master_host}))
         for i in range(1, workers + 1):
@@ -179,7 +185,8 @@ def start_cluster(base_dir: Path, *, workers: int = 2, worker_memory: str = "153
             work.mkdir(exist_ok=True)
             host = worker_hosts[i - 1] if worker_hosts else "127.0.0.1"
             cluster.procs.append(_start(
-                [*(worker_prefix[i - 1] if worker_prefix else ()), str(spark_class()), "org.apache.spark.deploy.worker.Worker",
+                [*(worker_prefix[i - 1] if worker_prefix else ()), str(spark_class(spark_home)),
+                 "org.apache.spark.deploy.worker.Worker",
                  "--host", host, "--cores", "1", "--memory", worker_memory,
                  "--webui-port", str(wport), "--work-dir", str(work), cluster.master_url],
                 base_dir / f"worker{i}.log", {**env, "SPARK_LOCAL_IP": host}))

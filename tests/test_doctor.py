@@ -8,9 +8,10 @@ import json
 import pytest
 
 from airflow_colocate.cli import main
+from airflow_colocate.core.spark_lines import jar_name
 from airflow_colocate.spark import locality
 
-TOP = {"package", "python", "pyspark", "java", "jar", "catalog", "backends", "executor", "problems"}
+TOP = {"package", "python", "pyspark", "java", "jar", "catalog", "backends", "line", "executor", "problems"}
 
 
 def _jar(path):
@@ -20,10 +21,11 @@ def _jar(path):
 
 
 def test_jar_order_env_then_package_then_checkout(monkeypatch, tmp_path):
-    env, packaged = _jar(tmp_path / "env" / locality.JAR_NAME), _jar(tmp_path / "pkg" / locality.JAR_NAME)
-    checkout = _jar(tmp_path / "co" / "java" / "colocate-locality" / "build" / locality.JAR_NAME)
+    name = jar_name(locality.local_line())
+    env, packaged = _jar(tmp_path / "env" / name), _jar(tmp_path / "pkg" / name)
+    checkout = _jar(tmp_path / "co" / "java" / "colocate-locality" / "build" / name)
     monkeypatch.setattr(locality, "__file__", str(tmp_path / "co" / "airflow_colocate" / "spark" / "locality.py"))
-    monkeypatch.setattr(locality, "package_jar", lambda: packaged)
+    monkeypatch.setattr(locality, "package_jar", lambda line: packaged)
     monkeypatch.setenv(locality.JAR_ENV, str(env))
     assert locality.find_jar() == (env, "env")  # an explicit setting wins
     monkeypatch.setenv(locality.JAR_ENV, str(tmp_path / "nowhere.jar"))
@@ -39,8 +41,8 @@ def test_jar_order_env_then_package_then_checkout(monkeypatch, tmp_path):
 def test_package_jar_is_inside_the_imported_package():
     import airflow_colocate
 
-    where = locality.package_jar()
-    assert where is not None and where.parent.parent == __import__("pathlib").Path(airflow_colocate.__file__).parent
+    where = locality.package_jar("3.5")
+    assert where is not None and where.name == "colocate-locality-spark3.5_2.12.jar" and where.parent.parent == __import__("pathlib").Path(airflow_colocate.__file__).parent
 
 
 def test_doctor_json_shape(sqlite_catalog, tmp_path, capsys, monkeypatch):
@@ -87,7 +89,7 @@ def test_doctor_one_line_per_problem(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COLOCATE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("COLOCATE_CATALOG_URL", raising=False)
     monkeypatch.setenv(locality.JAR_ENV, str(tmp_path / "gone.jar"))
-    monkeypatch.setattr(locality, "package_jar", lambda: None)
+    monkeypatch.setattr(locality, "package_jar", lambda line: None)
     monkeypatch.setattr(locality, "__file__", str(tmp_path / "a" / "b" / "c.py"))
     assert main(["doctor"]) == 1
     captured = capsys.readouterr()

@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from wheel_testing import JAR_IN_WHEEL
+from wheel_testing import JAR_IN_WHEEL, JARS_IN_WHEEL
 
 pytestmark = pytest.mark.spark
 
@@ -56,12 +56,19 @@ JOIN = textwrap.dedent('''
 def test_the_sdist_has_the_java_sources_and_the_wheel_the_jar(colocate_wheel):
     with zipfile.ZipFile(colocate_wheel) as wheel:
         names = set(wheel.namelist())
-        assert JAR_IN_WHEEL in names, sorted(n for n in names if not n.endswith(".py"))
-        jar_bytes = wheel.read(JAR_IN_WHEEL)
+        # one jar per Spark line, and no other jar (issue 42)
+        assert {n for n in names if n.endswith(".jar")} == set(JARS_IN_WHEEL.values()), sorted(
+            n for n in names if not n.endswith(".py"))
+        jars = {line: wheel.read(name) for line, name in JARS_IN_WHEEL.items()}
     assert colocate_wheel.name.endswith("-py3-none-any.whl")  # a jar is no platform's: still a pure wheel
-    with zipfile.ZipFile(__import__("io").BytesIO(jar_bytes)) as jar:
-        classes = set(jar.namelist())
-    assert {"colocate/locality/LocalityFileSystem.class", "colocate/ordered/ColocateExtensions.class"} <= classes
+    for line, jar_bytes in jars.items():
+        with zipfile.ZipFile(__import__("io").BytesIO(jar_bytes)) as jar:
+            classes = set(jar.namelist())
+            manifest = jar.read("META-INF/MANIFEST.MF").decode()
+        assert f"Colocate-Spark-Line: {line}" in manifest
+        assert "colocate/locality/LocalityFileSystem.class" in classes
+        # the ordered read and the columnar join are Spark 4's (docs/spark-lines.md)
+        assert ("colocate/ordered/ColocateExtensions.class" in classes) == (line != "3.5"), (line, sorted(classes))
     (sdist,) = colocate_wheel.parent.glob("*.tar.gz")
     with tarfile.open(sdist) as tar:
         members = [m.split("/", 1)[1] for m in tar.getnames() if "/" in m]
@@ -89,5 +96,7 @@ def test_installed_wheel_joins_with_its_jar_and_doctor_finds_it(wheel_venv, tmp_
     jar = report["jar"]
     assert jar["found"] and jar["origin"] == "package" and jar["in_package"], jar
     assert jar["path"].startswith(str(wheel_venv.root)) and jar["path"].endswith(JAR_IN_WHEEL), jar
+    assert {line: (path or "").endswith(name) for line, (path, name) in
+            ((line, (jar["lines"][line], JARS_IN_WHEEL[line])) for line in JARS_IN_WHEEL)} == dict.fromkeys(JARS_IN_WHEEL, True)
     assert report["package"]["location"].startswith(str(wheel_venv.root)) and not report["package"]["editable"]
     assert report["catalog"]["source"] == "flag" and [b["reachable"] for b in report["backends"]] == [True, True]

@@ -18,9 +18,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_colocate.core.spark_lines import LINES, jar_name
+
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
-JAR_IN_WHEEL = "airflow_colocate/jars/colocate-locality.jar"
+# one locality jar per Spark line (core/spark_lines.py); the Airflow side's own pyspark is 4.2
+JARS_IN_WHEEL = {line: f"airflow_colocate/jars/{jar_name(line)}" for line in LINES}
+JAR_IN_WHEEL = JARS_IN_WHEEL["4.2"]
 # Variables that would let the installed package see the checkout or another jar or Python.
 _LEAKS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "COLOCATE_LOCALITY_JAR", "PYSPARK_PYTHON",
           "PYSPARK_DRIVER_PYTHON", "SPARK_HOME", "SPARK_MASTER", "COLOCATE_CATALOG_URL")

@@ -14,6 +14,7 @@ back and delete one object, after the identity marker check).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -31,6 +32,7 @@ from airflow_colocate.cli import output, params
 from airflow_colocate.cli.base import Command, Env, pass_env
 from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option
 from airflow_colocate.core.errors import summary
+from airflow_colocate.core.spark_lines import LINES, MIN_PYTHON
 
 DISTRIBUTION = "airflow-colocate"
 PROBE_TIMEOUT = 10.0  # seconds for all backends together: a hung mount must not hang the doctor
@@ -43,6 +45,9 @@ EXIT_PROBLEMS = 1
     "Exit 0 when all is well, else 1 with one line per problem on stderr."))
 @click.option("--master", type=params.MASTER, help="Also run a tiny Spark job on this master and report what its executors see "
                                "(Python, pyarrow, whether they import this package).")
+@click.option("--spark-version", "spark_version", metavar="VERSION",
+              help="The Spark version of --master's cluster (as a Spark connection's spark_version extra); "
+                   "default: what spark-submit --version on PATH prints.")
 @click.option("--conn", "conn_id", metavar="CONN_ID",
               help="Read the catalog URL from this Airflow connection, as a task would (default: --catalog, "
                    "$COLOCATE_CATALOG_URL, the embedded catalog).")
@@ -50,7 +55,7 @@ EXIT_PROBLEMS = 1
               help="Seconds to wait for the backend probes.")
 @json_option
 @pass_env
-def doctor(env: Env, master: str | None, conn_id: str | None, timeout: float) -> Report:
+def doctor(env: Env, master: str | None, spark_version: str | None, conn_id: str | None, timeout: float) -> Report:
     problems: list[str] = []
     facts = {
         "package": package_facts(),
@@ -61,7 +66,8 @@ def doctor(env: Env, master: str | None, conn_id: str | None, timeout: float) ->
     }
     catalog, facts["catalog"] = catalog_facts(env, conn_id, problems)
     facts["backends"] = backend_facts(catalog, problems, timeout) if catalog is not None else []
-    facts["executor"] = executor_facts(master, problems) if master else None
+    facts["line"] = line_facts(master, spark_version, problems) if master else None
+    facts["executor"] = executor_facts(master, problems, facts["line"]) if master else None
     facts["problems"] = problems
     report = Report(_blocks(facts), data=facts)
     if problems:
@@ -144,12 +150,20 @@ def jar_facts(problems: list[str]) -> dict:
     env = os.environ.get(locality.JAR_ENV)
     if env and not Path(env).is_file():
         problems.append(f"${locality.JAR_ENV}={env} is not a file: point it at the locality jar or unset it")
-    found = locality.find_jar()
+    per_line = {line: (str(j.path) if (j := locality.find_jar(line)) else None) for line in LINES}
+    missing = [line for line, path in per_line.items() if path is None]
+    if missing and len(missing) < len(per_line):
+        problems.append(f"no locality jar for Spark {', '.join(missing)}: jobs on those clusters run without local reads")
+    try:
+        found = locality.find_jar()
+    except ValueError:  # this pyspark is of no supported line: say which jars there are
+        found = None
     if found is None:
         problems.append("the locality jar is missing: local reads and the ordered bucket read are off "
                         "(install the wheel, which carries it, or run scripts/setup.sh in a checkout)")
-        return {"found": False, "path": None, "origin": None, "in_package": False}
-    return {"found": True, "path": str(found.path), "origin": found.origin, "in_package": found.origin == "package"}
+        return {"found": False, "path": None, "origin": None, "in_package": False, "lines": per_line}
+    return {"found": True, "path": str(found.path), "origin": found.origin, "in_package": found.origin == "package",
+            "lines": per_line}
 
 
 CATALOG_SOURCES = ("flag", "connection", "env", "default")  # the order the CLI looks in
@@ -291,12 +305,49 @@ def _executor_probe():
     return probe
 
 
-def executor_facts(master: str, problems: list[str]) -> dict:
+def local_version() -> str:
+    from pyspark.version import __version__
+
+    return __version__
+
+
+def line_facts(master: str, spark_version: str | None, problems: list[str]) -> dict | None:
+    """The Spark line of ``--master``'s cluster (``--spark-version``, else ``spark-submit --version``
+    on PATH, as a job learns it) and the jar a job would ship there, with what the line runs without."""
+    from airflow_colocate.core.errors import ColocateError
+    from airflow_colocate.core.spark_lines import missing_features
+    from airflow_colocate.spark import lines, locality
+
+    try:
+        if master.startswith("local") and not spark_version:  # runs in this pyspark's JVM
+            spark_version = local_version()
+        # as the operators do (operators/spark_env.py: submit_env): this pyspark's spark-submit when
+        # none is on PATH
+        path = os.environ.get("PATH", "")
+        if not shutil.which("spark-submit", path=path) and not os.environ.get("SPARK_HOME"):
+            path = f"{path}{os.pathsep}{Path(importlib.util.find_spec('pyspark').origin).parent / 'bin'}"
+        line = lines.submit_line(spark_version, None, path, "--master (give --spark-version)")
+    except ColocateError as exc:
+        problems.append(str(exc))
+        return None
+    found = locality.find_jar(line.line)
+    if found is None:
+        problems.append(f"no locality jar for Spark {line.line} in the package: local reads are off on that cluster")
+    missing = missing_features(line.line)
+    return {"line": line.line, "scala": line.scala, "jar": str(found.path) if found else None,
+            "without": list(missing), "why": LINES[line.line].why_not if missing else ""}
+
+
+def executor_facts(master: str, problems: list[str], line: dict | None = None) -> dict:
     """Start a session on ``master`` as the jobs do (:func:`airflow_colocate.spark.session.get_spark`,
-    which ships the package with it) and run one task per default partition."""
+    which ships the package with it) and run one task per default partition. A cluster of another
+    Spark line than this pyspark's is asked through its own spark-submit (:func:`_submitted_probe`)."""
+    from airflow_colocate.spark.locality import local_line
     from airflow_colocate.spark.session import get_spark
 
     facts: dict = {"master": master, "executors": [], "error": None}
+    if line is not None and line["line"] != local_line():
+        return _submitted_probe(master, problems, facts)
     spark, owned = None, False
     try:
         from pyspark.sql import SparkSession
@@ -326,9 +377,61 @@ def executor_facts(master: str, problems: list[str]) -> dict:
                             f"or install it on the workers")
         if s["pyarrow"] is None:
             problems.append(f"{where} has no pyarrow: install pyarrow on the workers")
+        if tuple(int(x) for x in s["python"].split(".")[:2]) < MIN_PYTHON:
+            problems.append(f"{where} runs Python {s['python']}: jobs need {'.'.join(map(str, MIN_PYTHON))} or newer "
+                            f"(set PYSPARK_PYTHON)")
         if ".".join(s["python"].split(".")[:2]) != driver:
             problems.append(f"{where} runs Python {s['python']}, the driver {driver}: PySpark needs the same minor "
                             f"version (set PYSPARK_PYTHON)")
+    return facts
+
+
+_PROBE_APP = """
+import inspect, json, sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.appName("colocate-doctor").config("spark.ui.enabled", "false").getOrCreate()
+sc = spark.sparkContext
+sc.setLogLevel("ERROR")
+ns = {}
+exec(sys.argv[1], ns)
+n = max(1, min(8, sc.defaultParallelism))
+print("PROBE " + json.dumps(sc.parallelize(range(n), n).mapPartitions(ns["_executor_probe"]()).collect()))
+spark.stop()
+"""
+
+
+def _submitted_probe(master: str, problems: list[str], facts: dict) -> dict:
+    """The executor probe as an application of the cluster's own spark-submit (on PATH), its driver
+    on ``$PYSPARK_DRIVER_PYTHON`` / ``$PYSPARK_PYTHON``: a pyspark of another line cannot drive it."""
+    import inspect
+    import json
+    import subprocess
+    import tempfile
+
+    from airflow_colocate.spark.lines import find_binary
+
+    binary = find_binary(None)
+    with tempfile.NamedTemporaryFile("w", suffix=".py", prefix="colocate-doctor-") as app:
+        app.write(_PROBE_APP)
+        app.flush()
+        try:
+            done = subprocess.run([binary or "spark-submit", "--master", master, app.name,
+                                   inspect.getsource(_executor_probe)], capture_output=True, text=True, timeout=300)
+            out = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), None)
+            if out is None:
+                raise RuntimeError((done.stderr.strip().splitlines() or ["no output"])[-1])
+            seen = json.loads(out[len("PROBE "):])
+        except Exception as exc:
+            facts["error"] = " ".join(str(exc).split())[:500]
+            problems.append(f"a Spark job on {master} failed: {facts['error']}")
+            return facts
+    facts["executors"] = list({tuple(sorted((k, str(v)) for k, v in s.items())): s for s in seen}.values())
+    for s in facts["executors"]:
+        if s["pyarrow"] is None:
+            problems.append(f"an executor on {s['host']} has no pyarrow: install pyarrow on the workers")
+        if tuple(int(x) for x in s["python"].split(".")[:2]) < MIN_PYTHON:
+            problems.append(f"an executor on {s['host']} runs Python {s['python']}: jobs need "
+                            f"{'.'.join(map(str, MIN_PYTHON))} or newer (set PYSPARK_PYTHON)")
     return facts
 
 
@@ -350,6 +453,13 @@ def _blocks(facts: dict) -> list:
         blocks.append(Table(["BackendId", "Name", "Host", "Root", "State", "Reachable", "Marker", "Error"],
                             [[b["id"], b["name"], b["host"], b["root"], b["state"], str(b["reachable"]).lower(),
                               (b["marker"] or {}).get("name") or "", b["error"] or ""] for b in facts["backends"]]))
+    line = facts.get("line")
+    if line is not None:
+        blocks.append(Fields("Spark line of --master", [
+            ("line", f"Spark {line['line']} (Scala {line['scala']})"),
+            ("jar", line["jar"] or "none for this line"),
+            ("runs without", ", ".join(line["without"]) + f" ({line['why']})" if line["without"] else "nothing"),
+        ]))
     executor = facts["executor"]
     if executor is not None:
         blocks.append(Table(["Host", "Python", "Pyarrow", "ImportsPackage", "PackageLocation"],

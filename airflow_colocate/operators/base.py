@@ -18,8 +18,9 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_colocate.core.errors import ColocateError, InvalidArgument
+from airflow_colocate.core.spark_lines import jar_name
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
-from airflow_colocate.operators.spark_env import job_path, submit_env
+from airflow_colocate.operators.spark_env import cluster_line, job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
 from airflow_colocate.spark.shipping import with_package
@@ -141,19 +142,23 @@ class ColocateSparkOperator(SparkSubmitOperator):
             if kwargs.get(option):
                 raise InvalidArgument(f"{option}=True is not supported by colocate operators: spark-submit would "
                                       "return before the job writes its report")
-        conf, jars = self.job_conf(context)
+        env = submit_env(self.env_vars if isinstance(self.env_vars, dict) else None)
+        line = cluster_line(kwargs.get("conn_id"), kwargs.get("spark_binary"), env)
+        self.log.info("colocate: the cluster runs Spark %s (Scala %s): shipping %s", line.line, line.scala,
+                      jar_name(line.line))
+        conf, jars = self.job_conf(context, line.line)
         self._spark_conf = conf
         args = ["--plan", plan_uri, "--kind", self.job_kind, *(self.application_args or [])]
-        env = submit_env(self.env_vars if isinstance(self.env_vars, dict) else None)
         # spark-submit's --py-files / --jars replace a spark.submit.pyFiles / spark.jars in --conf: join them
         py_files = with_package(joined(kwargs.get("py_files"), conf.pop(PY_FILES_CONF, None)))
         return SparkSubmitHook(**{**kwargs, "conf": conf, "jars": jars, "py_files": py_files, "application_args": args,
                                   "env_vars": env})
 
-    def job_conf(self, context) -> tuple[dict[str, Any], str | None]:
+    def job_conf(self, context, line: str | None = None) -> tuple[dict[str, Any], str | None]:
         """The Spark conf and ``--jars`` of one run: the locality jar's settings under the user's,
         the user's extensions joined with the jar's, the log level unless the user set one; the
-        user's jars (``jars`` and a ``spark.jars`` in ``conf``) with the locality jar."""
+        user's jars (``jars`` and a ``spark.jars`` in ``conf``) with the locality jar of Spark
+        ``line`` (the cluster's, :func:`~airflow_colocate.operators.spark_env.cluster_line`)."""
         user = dict(self.conf or {})
         if getattr(self, "_openlineage_inject_parent_job_info", False):
             from airflow.providers.common.compat.openlineage.utils.spark import (
@@ -166,7 +171,7 @@ class ColocateSparkOperator(SparkSubmitOperator):
 
             user = inject_transport_information_into_spark_properties(user, context)
         user_jars = joined(self.jars, user.pop(JARS_CONF, None))
-        ship = locality_conf(user_jars, user.get(EXTENSIONS_CONF))
+        ship = locality_conf(user_jars, user.get(EXTENSIONS_CONF), line)
         jars = ship.pop(JARS_CONF, None) or user_jars
         conf = {**ship, **user}
         if EXTENSIONS_CONF in ship:

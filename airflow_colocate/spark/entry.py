@@ -28,11 +28,30 @@ handler and print nothing.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__" and sys.version_info < (3, 10):  # core/spark_lines.py: MIN_PYTHON, and why
+    # Refused before any import that an old interpreter could fail on, in one line: on stderr, and
+    # where the operator looks for the job's reason (<report_uri>.error beside a local plan file).
+    _why = (f"Python {sys.version.split()[0]} is too old for airflow-colocate's Spark jobs (they need 3.10 or newer): "
+            f"set PYSPARK_PYTHON (executors) and PYSPARK_DRIVER_PYTHON (driver) to a Python 3.10+ on the cluster")
+    try:
+        import json as _json
+
+        _plan = sys.argv[sys.argv.index("--plan") + 1]
+        with open(_plan[len("file://"):] if _plan.startswith("file://") else _plan) as _f:
+            _report = _json.load(_f)["report_uri"]
+        with open((_report[len("file://"):] if _report.startswith("file://") else _report) + ".error", "w") as _f:
+            _f.write(_why + "\n")
+    except Exception:  # a plan elsewhere than a local file: stderr has the line
+        pass
+    print(f"FAILED: {_why}", file=sys.stderr)
+    sys.exit(2)
+
 import argparse
 import importlib
 import json
 import logging
-import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -171,6 +190,19 @@ def read_plan(path: str, expect: str | None = None):
     raise ColocateError(problem)
 
 
+def check_line(spark) -> None:
+    """Refuse a Spark line this package has no jar and no job code for, before any work; say once
+    what the line runs without (:func:`airflow_colocate.spark.locality.announce_line`)."""
+    from airflow_colocate.core.spark_lines import UnsupportedLine, spark_line
+    from airflow_colocate.spark.locality import announce_line
+
+    try:
+        spark_line(spark.version)
+    except UnsupportedLine as exc:
+        raise ColocateError(str(exc)) from None
+    announce_line(spark)
+
+
 def main(argv: list[str] | None = None, *, kind: str | None = None) -> int:
     """Run one plan file under spark-submit (or plain ``python``); ``kind`` (or ``--kind``) refuses
     plans of another kind."""
@@ -201,6 +233,7 @@ def _run_file(path: str, kind: str | None, master: str | None) -> int:
     owned = SparkSession.getActiveSession() is None  # stop only a session this call started
     spark = get_spark(app_name(plan), master=master)
     try:
+        check_line(spark)
         run_plan(spark, plan)
     except Exception as exc:
         if not isinstance(exc, ColocateError):

@@ -114,7 +114,9 @@ def create(spark, name: str, statement: str, roots: str, *, backing: str, bucket
     if relation is None:
         forget(spark, name)
         return False
-    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, relation)
+    # Spark 4 moved the JVM Dataset of a classic session to sql.classic; 3.5 has it in sql
+    package = spark._jvm.org.apache.spark.sql.classic if not spark.version.startswith("3.") else spark._jvm.org.apache.spark.sql
+    jdf = package.Dataset.ofRows(spark._jsparkSession, relation)
     df = DataFrame(jdf, spark)
     if where:
         df = df.where(F.expr(where))

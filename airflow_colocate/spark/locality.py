@@ -35,12 +35,15 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from airflow_colocate.core.contract import JoinLocality, ReadTable
+from airflow_colocate.core.spark_lines import LINES, ORDERED, jar_name, missing_features, spark_line
 from airflow_colocate.spark.connect import is_connect, say_once
 from airflow_colocate.spark.connect import master as connect_master
 from airflow_colocate.storage import fs
 
 JAR_ENV = "COLOCATE_LOCALITY_JAR"
-JAR_NAME = "colocate-locality.jar"
+# One jar per Spark line (core/spark_lines.py): colocate-locality-spark3.5_2.12.jar, ... A job
+# ships the jar of the line its cluster runs, which the caller knows (operators: the connection or
+# spark-submit --version; a session: spark.version); without a line, the pyspark of this process.
 FS_CLASS = "colocate.locality.LocalityFileSystem"
 # In the same jar: the rule that reads a colocated bucket's key-sorted files in order instead of
 # sorting them again for a sort-merge join (java/.../colocate/ordered/SkipSortedSort.java).
@@ -68,6 +71,59 @@ class JarFound(NamedTuple):
     origin: str  # one of JAR_ORIGINS
 
 
+def local_line() -> str:
+    """The Spark line of the pyspark this process imports (the line of its own local sessions)."""
+    from pyspark.version import __version__
+
+    return spark_line(__version__).line
+
+
+def session_line(spark) -> str | None:
+    """The Spark line a session runs (``spark.version``), None when it is not a supported one."""
+    try:
+        return spark_line(spark.version).line
+    except ValueError:
+        return None
+
+
+def jar_has_ordered(path: Path) -> bool:
+    """Whether a locality jar carries the ordered read's extension (the Spark 4 lines' jars do)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as jar:
+            return EXTENSIONS_CLASS.replace(".", "/") + ".class" in jar.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def jar_line(path: Path) -> str | None:
+    """The Spark line a locality jar was built for (its manifest's ``Colocate-Spark-Line``, which
+    build_support/locality_jar.py writes); None for a jar that does not say."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as jar:
+            manifest = jar.read("META-INF/MANIFEST.MF").decode("utf-8", "replace")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    for row in manifest.splitlines():
+        if row.startswith("Colocate-Spark-Line:"):
+            return row.split(":", 1)[1].strip()
+    return None
+
+
+def announce_line(spark) -> None:
+    """Say once in the job log which Spark line runs and what of the jar's it runs without."""
+    line = session_line(spark)
+    if line is None:
+        return
+    missing = missing_features(line)
+    if missing:
+        _say_once(f"Spark {spark.version} (line {line}, Scala {LINES[line].scala}): runs without the "
+                  f"{' and the '.join(missing)}: {LINES[line].why_not}; results are the same")
+
+
 # Where the jar is looked for, in this order. An explicit ``$COLOCATE_LOCALITY_JAR`` wins (the Docker
 # image sets it; a user testing another build of the jar sets it), as an explicit setting does
 # everywhere else; then the jar the wheel carries as package data (built with the package,
@@ -76,57 +132,67 @@ class JarFound(NamedTuple):
 JAR_ORIGINS = ("env", "package", "checkout")
 
 
-def package_jar() -> Path | None:
-    """Where the installed package keeps its jar (it may not be there); None for a package that is
-    not on a file system (imported from a zip), which cannot hand a path to Spark."""
+def package_jar(line: str) -> Path | None:
+    """Where the installed package keeps the jar of ``line`` (it may not be there); None for a
+    package that is not on a file system (imported from a zip), which cannot hand a path to Spark."""
     try:
-        where = importlib.resources.files("airflow_colocate") / "jars" / JAR_NAME
+        where = importlib.resources.files("airflow_colocate") / "jars" / jar_name(line)
     except ModuleNotFoundError:
         return None
     return Path(str(where)) if isinstance(where, Path) else None
 
 
-def find_jar() -> JarFound | None:
-    """The locality jar and where it was found (see :data:`JAR_ORIGINS`); None when nowhere. A
-    ``$COLOCATE_LOCALITY_JAR`` naming no file is passed over with one warning (``colocate doctor``
-    reports it as a problem), so a job still runs with the package's jar."""
+def find_jar(line: str | None = None) -> JarFound | None:
+    """The locality jar of Spark ``line`` (default: :func:`local_line`) and where it was found (see
+    :data:`JAR_ORIGINS`); None when nowhere. A ``$COLOCATE_LOCALITY_JAR`` naming no file is passed
+    over with one warning (``colocate doctor`` reports it as a problem), so a job still runs with
+    the package's jar."""
+    line = line or local_line()
     env = os.environ.get(JAR_ENV)
     if env and not Path(env).is_file():
         _say_once(f"${JAR_ENV}={env} is not a file; looking for the locality jar in the package", logging.WARNING)
+    if env and Path(env).is_file() and (built_for := jar_line(Path(env))) not in (None, line):
+        _say_once(f"${JAR_ENV}={env} was built for Spark {built_for}, the job runs Spark {line}: "
+                  f"looking for Spark {line}'s jar in the package", logging.WARNING)
+        env = None
     candidates = [(Path(env), "env")] if env else []
-    if (packaged := package_jar()) is not None:
+    if (packaged := package_jar(line)) is not None:
         candidates.append((packaged, "package"))
-    candidates.append((Path(__file__).resolve().parents[2] / "java" / "colocate-locality" / "build" / JAR_NAME, "checkout"))
+    candidates.append((Path(__file__).resolve().parents[2] / "java" / "colocate-locality" / "build" / jar_name(line),
+                       "checkout"))
     return next((JarFound(p, origin) for p, origin in candidates if p.is_file()), None)
 
 
-def jar_path() -> Path | None:
-    """The locality jar (:func:`find_jar`), None when it is not there."""
-    found = find_jar()
+def jar_path(line: str | None = None) -> Path | None:
+    """The locality jar of ``line`` (:func:`find_jar`), None when it is not there."""
+    found = find_jar(line)
     return found.path if found else None
 
 
-def with_jar(jars: str | None) -> str | None:
-    """A ``spark.jars`` / ``--jars`` value that also ships the locality jar (when it exists)."""
-    jar = jar_path()
+def with_jar(jars: str | None, line: str | None = None) -> str | None:
+    """A ``spark.jars`` / ``--jars`` value that also ships ``line``'s locality jar (when it exists)."""
+    jar = jar_path(line)
     have = [j for j in (jars or "").split(",") if j]
     if jar is not None and str(jar) not in have:
         have.append(str(jar))
     return ",".join(have) or None
 
 
-def locality_conf(jars: str | None = None, extensions: str | None = None) -> dict[str, str]:
-    """The settings a job starts with to read through ``colocatefile://``: the jar on the driver's
-    and executors' classpath, the scheme's class, and the session extension of the same jar
-    (joined to ``extensions``, the job's own). Spark's catalog copies the Hadoop settings, and the
-    session its extensions, when the session starts, so none can be added later; empty without
-    the jar."""
-    if jar_path() is None:
+def locality_conf(jars: str | None = None, extensions: str | None = None, line: str | None = None) -> dict[str, str]:
+    """The settings a job on Spark ``line`` (default: :func:`local_line`) starts with to read
+    through ``colocatefile://``: that line's jar on the driver's and executors' classpath, the
+    scheme's class, and the session extension of the same jar when the line has it (joined to
+    ``extensions``, the job's own). Spark's catalog copies the Hadoop settings, and the session its
+    extensions, when the session starts, so none can be added later; empty without the jar."""
+    jar = jar_path(line)
+    if jar is None:
         return {}
-    have = [e.strip() for e in (extensions or "").split(",") if e.strip()]
-    return {"spark.jars": with_jar(jars) or "", f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS,
-            f"spark.hadoop.fs.{SCHEME}.impl.disable.cache": "true",
-            "spark.sql.extensions": ",".join([*have, *([] if EXTENSIONS_CLASS in have else [EXTENSIONS_CLASS])])}
+    conf = {"spark.jars": with_jar(jars, line) or "", f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS,
+            f"spark.hadoop.fs.{SCHEME}.impl.disable.cache": "true"}
+    if jar_has_ordered(jar):
+        have = [e.strip() for e in (extensions or "").split(",") if e.strip()]
+        conf["spark.sql.extensions"] = ",".join([*have, *([] if EXTENSIONS_CLASS in have else [EXTENSIONS_CLASS])])
+    return conf
 
 
 def roots_spec(backend_hosts: Mapping[str, str]) -> str:
@@ -162,6 +228,10 @@ def ordered_read(spark) -> bool:
                 and (spark.conf.get(ORDERED_READ_KEY, "true") or "true").strip().lower() == "true")
     from py4j.protocol import Py4JError
 
+    line = session_line(spark)
+    if line is not None and ORDERED not in LINES[line].features:
+        announce_line(spark)
+        return False
     try:
         if EXTENSIONS_CLASS not in (spark.conf.get("spark.sql.extensions", "") or ""):
             return False
@@ -188,9 +258,10 @@ def settings(spark, backend_hosts: Mapping[str, str]) -> tuple[dict[str, str | N
     if not spec:
         return off, "no backend on a local file system"
     if not _class_loadable(spark):
-        jar = jar_path()
+        line = session_line(spark)
+        jar = jar_path(line) if line else None
         where = f"{jar} is not on the job's classpath" if jar else \
-            f"{JAR_NAME} is not in the package (a wheel carries it; scripts/setup.sh builds it in a checkout; or set ${JAR_ENV})"
+            f"{jar_name(line) if line else 'a locality jar for Spark ' + spark.version} is not in the package (a wheel carries it; scripts/setup.sh builds it in a checkout; or set ${JAR_ENV})"
         _say_once(f"locality off: {where}; bucket tasks run on any executor (locality ANY)")
         return off, "the locality jar is absent"
     if spark.sparkContext._jsc.hadoopConfiguration().get(f"fs.{SCHEME}.impl") is None:
@@ -318,9 +389,16 @@ def measure(spark, job_group: str, bucket_hosts: Sequence[set[str]] | None, *, n
 
 def executor_hosts(spark) -> set[str]:
     """The hosts of the executors registered now (not the driver's)."""
-    sc = spark.sparkContext._jsc.sc()
-    driver = sc.env().blockManager().blockManagerId().hostPort()
-    return {e.host() for e in sc.statusTracker().getExecutorInfos() if f"{e.host()}:{e.port()}" != driver}
+    # From the status store, whose entries name the driver "driver". Not SparkEnv's block manager:
+    # on Spark 4.3 py4j cannot reflect on SparkEnv (a method's signature names unshaded protobuf
+    # classes the distribution does not ship: NoClassDefFoundError, then "o245.blockManager").
+    executors = spark.sparkContext._jsc.sc().statusStore().executorList(True)
+    out = set()
+    for i in range(executors.size()):
+        e = executors.apply(i)
+        if e.id() != "driver":
+            out.add(e.hostPort().rsplit(":", 1)[0])
+    return out
 
 
 def wait_for_executors(spark, hosts: set[str], timeout_s: float) -> set[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import zipfile
 from dataclasses import dataclass
 
 import pytest
@@ -93,7 +94,8 @@ def fake_spark(monkeypatch, tmp_path):
     monkeypatch.setattr(FakeHook, "behaviour", "report")
     monkeypatch.setattr(FakeHook, "during_submit", None)
     jar = tmp_path / "colocate-locality.jar"
-    jar.write_bytes(b"PK")
+    with zipfile.ZipFile(jar, "w") as z:  # a Spark 4 line's jar: it carries the ordered read's extension
+        z.writestr("colocate/ordered/ColocateExtensions.class", b"")
     monkeypatch.setenv("COLOCATE_LOCALITY_JAR", str(jar))
     return str(jar)
 

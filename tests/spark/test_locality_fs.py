@@ -41,7 +41,7 @@ def test_jobs_ship_the_jar_with_their_own_jars(monkeypatch, tmp_path):
     assert conf[f"spark.hadoop.fs.{locality.SCHEME}.impl"] == locality.FS_CLASS
     monkeypatch.setenv(locality.JAR_ENV, str(tmp_path / "missing.jar"))
     monkeypatch.setattr(locality, "__file__", str(tmp_path / "a" / "b" / "c.py"))  # no source checkout either
-    monkeypatch.setattr(locality, "package_jar", lambda: None)  # nor a jar in the installed package
+    monkeypatch.setattr(locality, "package_jar", lambda line: None)  # nor a jar in the installed package
     assert locality.locality_conf("/opt/a.jar") == {} and locality.with_jar("/opt/a.jar") == "/opt/a.jar"
 
 

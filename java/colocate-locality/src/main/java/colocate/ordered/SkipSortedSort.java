@@ -178,13 +178,40 @@ public final class SkipSortedSort extends Rule<SparkPlan> {
         }
         HadoopFsRelation ordered = new HadoopFsRelation(index, relation.partitionSchema(), relation.dataSchema(),
                 relation.bucketSpec(), relation.fileFormat(), relation.options(), relation.sparkSession());
-        SparkPlan rebuilt = scan.copy(ordered, scan.stream(), scan.output(), scan.requiredSchema(), scan.partitionFilters(),
-                scan.optionalBucketSet(), scan.optionalNumCoalescedBuckets(), scan.dataFilters(), scan.tableIdentifier(),
-                scan.disableBucketedScan());
+        SparkPlan rebuilt = withRelation(scan, ordered);
         for (int i = between.size() - 1; i >= 0; i--) {
             rebuilt = between.get(i).withNewChildren(CollectionConverters.asScala(List.of(rebuilt)).toList());
         }
         String table = scan.tableIdentifier().get().table().substring(BACKING_PREFIX.length());
         return new AssertOrderedExec(sort.sortOrder(), rebuilt, table);
+    }
+
+    /**
+     * {@code scan.copy(relation = ordered)} on every Spark 4 line: the case class's {@code copy} takes
+     * ten fields on 4.0-4.2 and eleven on 4.3 (it added {@code markedForSingleTaskExecution}), so
+     * the call goes through reflection, every field but the first from its {@code copy$default$N},
+     * i.e. the scan's own value.
+     */
+    static SparkPlan withRelation(FileSourceScanExec scan, HadoopFsRelation relation) {
+        try {
+            java.lang.reflect.Method copy = null;
+            for (java.lang.reflect.Method m : scan.getClass().getMethods()) {
+                if (m.getName().equals("copy") && m.getParameterCount() > 0
+                        && m.getParameterTypes()[0] == HadoopFsRelation.class) {
+                    copy = m;
+                }
+            }
+            if (copy == null) {
+                throw new IllegalStateException("FileSourceScanExec has no copy(HadoopFsRelation, ...)");
+            }
+            Object[] args = new Object[copy.getParameterCount()];
+            args[0] = relation;
+            for (int i = 1; i < args.length; i++) {
+                args[i] = scan.getClass().getMethod("copy$default$" + (i + 1)).invoke(scan);
+            }
+            return (SparkPlan) copy.invoke(scan, args);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot copy " + scan.nodeName() + " with the ordered file index", e);
+        }
     }
 }
