@@ -1,4 +1,4 @@
-"""The API's answers that several routes share: a group with what happens next (issue 30) and its
+"""The API's answers that several routes share: a group with what happens next and its
 unavailable partitions, a table with its unavailable partitions."""
 
 from __future__ import annotations
