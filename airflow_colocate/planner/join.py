@@ -21,10 +21,6 @@ from airflow_colocate.model.reasons import Fallback
 if TYPE_CHECKING:
     from airflow_colocate.model.views import TableView
 
-# The reasons' words live in model/reasons.py; these names keep the rule below readable.
-NOT_SAME_GROUP = Fallback.NOT_SAME_GROUP.because()
-NOT_COVERED = Fallback.NOT_COVERED.because()
-
 
 def keys_cover(left_dist: Sequence[str], right_dist: Sequence[str], pairs: Sequence[tuple[str, str]]) -> bool:
     """Equality keys cover the distribution columns position by position: for every i, the pair
@@ -48,7 +44,7 @@ def predict_join(left: Sequence[str], right: Sequence[str], carriers: tuple[Sequ
         if reasons.get(table):
             return False, reasons[table]
     if not left or not right or len({groups.get(t, "") for t in [*left, *right]}) != 1:
-        return False, NOT_SAME_GROUP
+        return False, Fallback.NOT_SAME_GROUP.because()
     if not carriers[0] or not carriers[1]:
         return False, Fallback.NOT_COVERED.because(
             "an input is not partitioned by a bucket key any more (it comes out of a full outer join)")
@@ -57,7 +53,7 @@ def predict_join(left: Sequence[str], right: Sequence[str], carriers: tuple[Sequ
             pairs = [(lk[1], rk[1]) for lk, rk in keys if lk and rk and lk[0] == lt and rk[0] == rt]
             if keys_cover(dist_cols[lt], dist_cols[rt], pairs):
                 return True, None
-    return False, NOT_COVERED
+    return False, Fallback.NOT_COVERED.because()
 
 
 JOIN_SQL = {"inner": "JOIN", "left": "LEFT JOIN", "right": "RIGHT JOIN", "full": "FULL OUTER JOIN",

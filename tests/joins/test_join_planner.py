@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_colocate.planner.join import NOT_COVERED, NOT_SAME_GROUP, keys_cover, predict_join
+from airflow_colocate.model.reasons import Fallback
+from airflow_colocate.planner.join import keys_cover, predict_join
+
+NOT_COVERED = Fallback.NOT_COVERED.sentence
+NOT_SAME_GROUP = Fallback.NOT_SAME_GROUP.sentence
 
 DIST = {"o": ["o_orderkey"], "l": ["l_orderkey"], "a": ["k1", "k2"], "b": ["j1", "j2"], "f": ["f_orderkey"]}
 GROUPS = {"o": "1.1", "l": "1.1", "a": "1.2", "b": "1.2", "f": ""}
