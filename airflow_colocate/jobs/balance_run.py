@@ -36,9 +36,10 @@ def start(catalog, options: BalanceOptions, *, dry_run: bool = False, runner: Ru
         healthy = all(r.ok and r.backend.state == "alive" for r in results)  # a backend held down warns too
         (info if healthy else warn)(probe_line(results))
     names = {b.id: b.name for b in catalog.backends.list()}
-    for line in waiting_to_relocate(catalog.health.backends(relocate_delay=options.delay),
-                                    options.delay, catalog.now(), options.relocate_delay_source):
-        warn(line)  # a repair that waits says so, or it looks as if it did nothing
+    if warn is not _quiet:  # a repair that waits says so, or it looks as if it did nothing (a run's summary says it too)
+        for line in waiting_to_relocate(catalog.health.backends(relocate_delay=options.delay),
+                                        options.delay, catalog.now(), options.relocate_delay_source):
+            warn(line)
     if not dry_run:
         with _runner(runner, master) as clone:
             return _run(catalog, clone, options, names=names, work_dir=work_dir, info=info, hint=hint)
