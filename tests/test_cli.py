@@ -145,6 +145,12 @@ def test_drop_recover_and_alter_from_the_cli(cli):
     code, out, _ = cli("table", "alter", "lineitem", "--colocate-with", "")
     assert code == 0 and "group (none)" in out
     assert json.loads(cli("show", "groups", "--json")[1])[0]["TableIds"] == [1]
+    # the audit log names the group as everything else does, and pages back from an EventId
+    newest = json.loads(cli("events", "--json", "--limit", "2")[1])
+    assert newest[0]["Kind"] == "table.alter_colocate_with"
+    assert newest[0]["Detail"] == {"old_group": "1_g1", "new_group": None}
+    older = json.loads(cli("events", "--json", "--limit", "2", "--before", str(newest[-1]["EventId"]))[1])
+    assert [e["EventId"] for e in older] == [newest[-1]["EventId"] - 1, newest[-1]["EventId"] - 2]
 
 
 def test_console_script_runs_without_traceback(tmp_path):

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog import summary
 from airflow_colocate.catalog.checks import BACKEND_STATES, nested, normalize_root
-from airflow_colocate.catalog.rows import backend_row, backend_view
+from airflow_colocate.catalog.rows import backend_row, backend_view, full_name
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.model.views import ACTIVE, BackendView, Reason, RootChange, split_reason
 from airflow_colocate.core import naming, validate
@@ -276,7 +276,7 @@ def _check_drainable(s: Session, row: m.Backend) -> None:
     for g in s.scalars(select(m.ColocateGroup)):
         rows = s.scalars(select(m.BucketMap.backend_ids).where(m.BucketMap.group_id == g.id))
         if any(row.id in ids for ids in rows):
-            needs.append((g.replication_num, f"group {g.name}"))
+            needs.append((g.replication_num, f"group {full_name(g)}"))
     loose = s.execute(
         select(func.max(m.Partition.replication_num), func.min(m.Table.name))
         .join(m.Replica, m.Replica.partition_id == m.Partition.id)

@@ -17,6 +17,7 @@ from airflow_colocate.core.errors import (
     SchemaMismatch,
 )
 from airflow_colocate.core.sqltypes import normalize_type
+from airflow_colocate.model.views import group_full_name
 
 BACKEND_STATES = ("alive", "down", "decommissioning", "decommissioned")
 
@@ -116,8 +117,7 @@ def check_cgs(group: m.ColocateGroup, what: str, dist_types: list[str], bucket_n
     if replication_num != group.replication_num:
         problems.append(f"replication_num is {replication_num}, the group needs {group.replication_num}")
     if problems:
-        gname = group.name if group.db_id is None else f"{group.db_id}_{group.name}"
-        raise SchemaMismatch(f"{what} does not match colocation group {gname}: " + "; ".join(problems))
+        raise SchemaMismatch(f"{what} does not match colocation group {group_full_name(group.db_id, group.name)}: " + "; ".join(problems))
 
 
 def check_partition_of(t: m.Table, value: str) -> None:

@@ -17,7 +17,7 @@ from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.rows import DEFAULT_DB, backend_view, table_row
 from airflow_colocate.catalog.session import FLAGS
 from airflow_colocate.catalog.summary import VISIBLE
-from airflow_colocate.model.views import BackendView, GroupView, PartitionReplicas, ReplicaView, TableView
+from airflow_colocate.model.views import BackendView, GroupView, PartitionReplicas, ReplicaView, TableView, group_full_name
 from airflow_colocate.core import naming
 from airflow_colocate.core.errors import NotFound
 from airflow_colocate.core.times import utc
@@ -68,7 +68,7 @@ def _tables(s: Session, tables: Mapping[str, Sequence[str] | None]) -> dict[str,
         found.setdefault((db, name), TableView(
             id=tid, db=db, name=name, columns=tuple(tuple(c) for c in cols), dist_cols=tuple(dist),
             partition_cols=tuple(pcols), bucket_num=bnum, replication_num=rnum,
-            group_id=f"{g_db or 0}.{gid}" if gid else None, group_name=g_name if gid else None, state=state,
+            group_id=f"{g_db or 0}.{gid}" if gid else None, group_name=group_full_name(g_db, g_name) if gid else None, state=state,
             dropped_at=utc(dropped), schema_version=schema_v or 1, retention_days=keep))
     out = {}
     for name, key in keys.items():

@@ -160,7 +160,7 @@ def table_view(s: Session, t: m.Table) -> TableView:
     return TableView(id=t.id, db=db.name, name=t.name, columns=tuple(tuple(c) for c in t.columns),
                      dist_cols=tuple(t.dist_cols), partition_cols=tuple(t.partition_cols),
                      bucket_num=t.bucket_num, replication_num=t.replication_num,
-                     group_id=gv.group_id if gv else None, group_name=gv.name if gv else None,
+                     group_id=gv.group_id if gv else None, group_name=gv.full_name if gv else None,
                      state=t.state, dropped_at=utc(t.dropped_at), schema_version=t.schema_version or 1,
                      retention_days=t.retention_days)
 

@@ -23,6 +23,7 @@ from airflow_colocate.catalog.groups import create_group, maybe_remove_group
 from airflow_colocate.catalog.rows import (
     DEFAULT_DB,
     find_group,
+    full_name,
     group_view,
     table_row,
     table_view,
@@ -121,7 +122,7 @@ class Tables:
             if group is not None:
                 group.version += 1
                 group.generation += 1
-            self.db.event(s, "table.create", f"{db_name}.{table_name}", id=t.id, group=colocate_with,
+            self.db.event(s, "table.create", f"{db_name}.{table_name}", id=t.id, group=full_name(group) if group else None,
                         bucket_num=bucket_num, replication_num=replication_num, dist_cols=dist, partition_cols=parts,
                         retention_days=retention_days)
             return table_view(s, t)
@@ -194,7 +195,8 @@ class Tables:
                 g = s.get(m.ColocateGroup, old_group)
                 g.version += 1
                 g.generation += 1
-            self.db.event(s, "table.alter_colocate_with", label, old_group=old_group, new_group=colocate_with or None)
+            self.db.event(s, "table.alter_colocate_with", label, old_group=full_name(s.get(m.ColocateGroup, old_group)) if old_group else None,
+                          new_group=full_name(target) if colocate_with else None)
             s.flush()
             maybe_remove_group(self.db, s, old_group)
             return table_view(s, t)

@@ -196,7 +196,6 @@ def catalog_facts(env: Env, conn_id: str | None, problems: list[str]):
     """The catalog (None when it cannot be used) and what was found about it."""
     from sqlalchemy.engine import make_url
 
-    from airflow_colocate.catalog import Catalog
     from airflow_colocate.catalog.migrate import current_revision, head_revision
     from airflow_colocate.core.errors import ColocateError
 

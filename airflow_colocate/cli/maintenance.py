@@ -46,11 +46,14 @@ def list_(env: Env) -> Table:
 @click.command("events", cls=Command, help="The audit log, newest first.")
 @click.option("--limit", type=params.COUNT, default=50, show_default=True, help="At most this many events.")
 @click.option("--kind", help="Only events of this kind, e.g. table.create.")
+@click.option("--before", type=params.ID, help="Only events older than this EventId: the last EventId of a page "
+                                                "gives the next page.")
 @json_option
 @pass_env
-def events(env: Env, limit: int, kind: str | None) -> Table:
+def events(env: Env, limit: int, kind: str | None, before: int | None) -> Table:
+    found = env.catalog().events(limit=limit, kind=kind, before=before)
     return Table(["EventId", "Time", "Actor", "Kind", "Subject", "Detail"],
-                 [[e.id, e.ts, e.actor, e.kind, e.subject, e.detail] for e in env.catalog().events(limit=limit, kind=kind)])
+                 [[e.id, e.ts, e.actor, e.kind, e.subject, e.detail] for e in found])
 
 
 @click.command("gc", cls=Command, help="Remove files that no visible version needs. Staging of dead writes, superseded versions after the grace, purged tables, temporary copies of killed jobs; lists them.")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import Source, WritePlan, WriteReport
-from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
+from airflow_colocate.core.errors import InvalidArgument, NotFound, SchemaMismatch
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.model.views import WriteTicket
@@ -61,7 +61,7 @@ def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retent
                                   colocate_with=spec.colocate_with, if_not_exists=True, retention_days=retention_days)
         wanted = {"distribution columns": list(spec.dist_cols), "bucket count": spec.bucket_num,
                   "replication_num": spec.replication_num, "partition columns": parts,
-                  "colocation group": spec.colocate_with or None}
+                  "colocation group": _group_named(catalog, spec.colocate_with, t.db)}
         have = {"distribution columns": list(t.dist_cols), "bucket count": t.bucket_num,
                 "replication_num": t.replication_num, "partition columns": list(t.partition_cols),
                 "colocation group": t.group_name}
@@ -71,6 +71,16 @@ def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retent
                                  + " (alter the table with 'colocate table alter', or fix the task)")
     if retention_days is not None and catalog.tables.get(table).retention_days != retention_days:
         catalog.partitions.set_retention(table, retention_days)
+
+
+def _group_named(catalog: Catalog, name: str | None, db: str) -> str | None:
+    """The full name of the group a task names, as the catalog shows a table's group."""
+    if not name:
+        return None
+    try:
+        return catalog.groups.get(name, db=db).full_name
+    except NotFound:
+        return name
 
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "orc")

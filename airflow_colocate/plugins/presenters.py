@@ -86,7 +86,7 @@ def job_model(j: JobView) -> dict:
 
 
 def event_model(e: EventView) -> dict:
-    return {"id": e.id, "ts": e.ts, "kind": e.kind, "subject": e.subject, "detail": e.detail, "actor": e.actor}
+    return {"event_id": e.id, "ts": e.ts, "kind": e.kind, "subject": e.subject, "detail": e.detail, "actor": e.actor}
 
 
 def table_detail(catalog: Catalog, ref: str) -> dict:

@@ -19,6 +19,7 @@ from airflow_colocate.plugins.schemas import (
     WRITE_ERRORS,
     Backend,
     Event,
+    EventBefore,
     Job,
     JobKind,
     JobState,
@@ -56,8 +57,8 @@ def flags(catalog: ReadCatalog) -> dict:
 
 @router.get("/events", response_model=list[Event], responses=READ_ERRORS, summary="The catalog's audit log, newest first")
 def events(catalog: ReadCatalog, limit: Limit = 100,
-           kind: Annotated[str | None, Query(max_length=64)] = None) -> list[dict]:
-    return [event_model(e) for e in catalog.events(limit=limit, kind=kind)]
+           kind: Annotated[str | None, Query(max_length=64)] = None, before: EventBefore = None) -> list[dict]:
+    return [event_model(e) for e in catalog.events(limit=limit, kind=kind, before=before)]
 
 
 @router.get("/metrics", response_class=PlainTextResponse, responses=READ_ERRORS,

@@ -158,7 +158,7 @@ class Job(BaseModel):
 
 
 class Event(BaseModel):
-    id: int
+    event_id: int = Field(description="EventId in `colocate events --json`; `before=` pages back from it")
     ts: datetime
     kind: str
     subject: str
@@ -255,5 +255,7 @@ GroupRef = Annotated[str, PathParam(pattern=GROUP_REF, description="dbId.grpId, 
 JobKind = Literal[JOB_KINDS]  # type: ignore[valid-type]
 JobState = Literal[JOB_STATES]  # type: ignore[valid-type]
 Limit = Annotated[int, Query(ge=1, le=1000)]
+EventBefore = Annotated[int | None, Query(ge=1, le=MAX_ID, description="only events older than this event_id: the "
+                                          "last event_id of a page gives the next page")]
 RelocateDelay = Annotated[float | None, Query(ge=0, le=525600, description="relocate delay in minutes for "
                                               "relocation_starts_at (default: COLOCATE_RELOCATE_DELAY_MINUTES, else 30)")]

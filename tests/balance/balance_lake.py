@@ -158,7 +158,7 @@ def assert_whole(catalog: Catalog, group: str = "g") -> None:
     health = catalog.health.check_group(group)
     assert health.stable, health.reason
     for t in catalog.tables.list():
-        if t.group_name != g.name:
+        if t.group_name != g.full_name:
             continue
         _, parts = catalog.reads.replicas(t.qualified_name)
         for p in parts:

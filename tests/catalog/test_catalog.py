@@ -157,7 +157,7 @@ def test_alter_moves_between_groups_and_out(catalog, backends):
     with pytest.raises(NotFound):
         catalog.groups.get("g_new")
     # back into the original group
-    assert catalog.tables.alter_colocate_with("li", "g_orders").group_name == "g_orders"
+    assert catalog.tables.alter_colocate_with("li", "g_orders").group_name == catalog.groups.get("g_orders").full_name == "1_g_orders"
 
 
 def test_drop_recover_and_purge_with_retention(catalog_url, tmp_path):

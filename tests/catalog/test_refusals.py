@@ -51,7 +51,7 @@ def test_partition_literals_of_every_type(col_type, good, bad):
 def test_decommission_refused_when_replicas_would_have_nowhere_to_go(catalog, backends):
     create_orders(catalog, replication_num=3)  # replication equals the number of backends
     before = snapshot(catalog)
-    with pytest.raises(PlacementError, match=r"cannot be decommissioned: group g_orders keeps 3 replicas .* only 2"):
+    with pytest.raises(PlacementError, match=r"cannot be decommissioned: group 1_g_orders keeps 3 replicas .* only 2"):
         catalog.backends.decommission("be1")
     assert snapshot(catalog) == before
     assert catalog.backends.get("be1").state == "alive"

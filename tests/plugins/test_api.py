@@ -167,8 +167,11 @@ def test_balance_jobs_with_progress(client, as_user, demo):
 def test_flags_and_events(client, as_user, demo):
     assert client.get("/api/colocate/flags", headers=as_user("viewer")).json() == demo.flags()
     events = client.get("/api/colocate/events?limit=5", headers=as_user("viewer")).json()
-    assert [e["id"] for e in events] == [e.id for e in demo.events(limit=5)]
+    assert [e["event_id"] for e in events] == [e.id for e in demo.events(limit=5)]
     assert events[0]["actor"] == "pytest"
+    # the last event_id of a page gives the next page; the CLI names the same id EventId
+    older = client.get(f"/api/colocate/events?limit=5&before={events[-1]['event_id']}", headers=as_user("viewer")).json()
+    assert [e["event_id"] for e in older] == [e.id for e in demo.events(limit=10)][5:]
 
 
 # ---------------------------------------------------------------------- writes
