@@ -210,7 +210,7 @@ def _table_cells(text: str) -> list[list[str]]:
     return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
 
 
-@pytest.mark.parametrize("listing", [["backend", "list"], ["table", "list", "--all"], ["show", "groups"], ["show", "group", "g1"],
+@pytest.mark.parametrize("listing", [["backend", "list", "--wide"], ["table", "list", "--all"], ["show", "groups"], ["show", "group", "g1"],
                                      ["flag", "list"], ["events"], ["jobs", "list"], ["table", "purge"], ["gc", "--dry-run"]])
 def test_every_listing_prints_the_same_rows_as_table_and_json(cli, listing):
     make_tables(cli)
@@ -224,6 +224,21 @@ def test_every_listing_prints_the_same_rows_as_table_and_json(cli, listing):
     assert f"{len(rows)} row{'s' if len(rows) != 1 else ''} in set" in text
     assert all(list(r) == header for r in rows)
     assert cells == [[cell(v) for v in r.values()] for r in rows]  # one value, two renderings
+
+
+def test_backend_list_fits_a_terminal_and_wide_or_json_has_every_field(cli):
+    make_tables(cli)
+    reason = "disk controller replaced; waiting for the vendor to confirm the firmware before traffic returns"
+    assert cli("backend", "mark-down", "be2", "--reason", reason)[0] == 0
+    code, text, _ = cli("backend", "list")
+    assert code == 0 and max(len(line) for line in text.splitlines()) <= 120
+    header, *rows = _table_cells(text)
+    assert header == ["BackendId", "Name", "Host", "State", "Since", "Capacity", "Probe", "Reason"]
+    be2 = next(r for r in rows if r[1] == "be2")
+    assert be2[3] == "down" and be2[4].endswith(" UTC") and be2[7].startswith("disk controller replaced") and be2[7].endswith("…")
+    records = json.loads(cli("backend", "list", "--json")[1])
+    assert {r["Name"]: r["Reason"] for r in records}["be2"] == reason  # whole in JSON
+    assert [c for c in _table_cells(cli("backend", "list", "--wide")[1])[0]] == list(records[0])
 
 
 def _commands(group: click.Group, path=("colocate",)):

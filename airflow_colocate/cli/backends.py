@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import click
 
 from airflow_colocate.cli import params
 from airflow_colocate.cli.base import Env, Group, pass_env
 from airflow_colocate.cli.output import Report, Table, json_option, timestamp
+from airflow_colocate.core.sizes import human_bytes
+from airflow_colocate.core.times import short_time
 
 
 @click.group("backend", cls=Group, help="Storage backends: add, list, probe, mark down/up, move to another root, drain, remove. A backend is a root URI on one host.")
@@ -30,14 +34,36 @@ def add(env: Env, root: str, name: str | None, host: str | None, capacity: str |
 
 
 @backend.command("list", help="List backends: state, why and since when, the last heartbeat and the last probe's own finding.")
+@click.option("--wide", is_flag=True, help="Every field as a column (root, heartbeat, probe time and detail); "
+                                          "--json always has them all.")
 @json_option
 @pass_env
-def list_(env: Env) -> Table:
-    return Table(["BackendId", "Name", "Root", "Host", "CapacityBytes", "State", "Since", "Reason", "ReasonSource",
+def list_(env: Env, wide: bool) -> Table | Report:
+    backends = env.catalog().backends.list()
+    full = Table(["BackendId", "Name", "Root", "Host", "CapacityBytes", "State", "Since", "Reason", "ReasonSource",
                   "LastHeartbeat", "LastProbeAt", "LastProbeOk", "LastProbeDetail"],
                  [[b.id, b.name, b.root_uri, b.host, b.capacity_bytes, b.state, b.state_since, b.state_reason,
                    b.reason_source, b.last_heartbeat, b.last_probe_at, b.last_probe_ok, b.last_probe_detail]
-                  for b in env.catalog().backends.list()])
+                  for b in backends])
+    if wide:
+        return full
+    # What a person checks first fits a terminal; the rest is one --wide or --json away.
+    now = datetime.now(timezone.utc)
+    narrow = Table(["BackendId", "Name", "Host", "State", "Since", "Capacity", "Probe", "Reason"],
+                   [[b.id, b.name, b.host, b.state, short_time(b.state_since, now), human_bytes(b.capacity_bytes),
+                     _clip(_probe(b)), _clip(f"{b.state_reason} ({b.reason_source})" if b.state_reason and b.reason_source
+                                             else b.state_reason)] for b in backends])
+    return Report([narrow], data=full.records())
+
+
+def _clip(text: str | None, width: int = 48) -> str | None:
+    return text if text is None or len(text) <= width else text[:width - 1] + "…"
+
+
+def _probe(b) -> str:
+    if b.last_probe_ok is None:
+        return "-"
+    return "ok" if b.last_probe_ok else f"failed: {b.last_probe_detail or 'no detail'}"
 
 
 @backend.command("decommission", help="Drain a backend: the next balance moves its replicas away. BACKEND is an id or a name.")

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from airflow_colocate.model.views import JobView
 from airflow_colocate.core.sizes import human_bytes
-from airflow_colocate.core.times import utc
+from airflow_colocate.core.times import short_time, utc
 from airflow_colocate.jobs.health import _minutes
 
 DAG_HINT = "trigger with relocate_now"
@@ -64,10 +64,6 @@ def pending_relocations(catalog, delay: timedelta, groups: Collection[int] | Non
             if b.state == "down" and not b.unavailable and b.id in named]
 
 
-def _at(t: datetime, now: datetime) -> str:
-    return f"{t:%H:%M} UTC" if t.date() == now.date() else f"{t:%Y-%m-%d %H:%M} UTC"
-
-
 def pending_line(pending: Sequence[PendingRelocation], now: datetime, hint: str = DAG_HINT) -> str:
     """``relocation of be2's buckets starts at 14:32 UTC (delay 30 min); trigger with relocate_now
     to start it now`` (more backends: ``…, of be3's at 14:40 UTC; …``)."""
@@ -77,7 +73,7 @@ def pending_line(pending: Sequence[PendingRelocation], now: datetime, hint: str 
         if p.paused:
             parts.append(f"{whose} waits: disable_colocate_relocate is set")
         else:
-            parts.append(f"{whose} {'starts ' if i == 0 else ''}at {_at(p.starts_at, now)}"
+            parts.append(f"{whose} {'starts ' if i == 0 else ''}at {short_time(p.starts_at, now)}"
                          + ("" if i else f" (delay {_minutes(p.delay)})"))
     return f"{', '.join(parts)}; {hint} to start it now"
 
