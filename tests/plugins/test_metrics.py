@@ -209,41 +209,50 @@ def test_the_figures_follow_the_catalog(lake):
 
 
 def test_prometheus_scrapes_without_a_gap_across_a_credentials_expiry(lake, served, tokens, tmp_path, monkeypatch):
-    """Issue 47: a token from ``POST /auth/token`` expires (``[api_auth] jwt_expiration_time``, 24 h),
-    and a scrape with it then fails. The scrape token (``[colocate] metrics_token``, read from a
-    credentials file as docs/operations.md says) does not. The clock is injected through the
-    viewer's token: minted here valid for 2 s instead of 24 h, so it expires (with Airflow's 10 s
-    leeway) while one Prometheus scrapes with both credentials every second."""
-    import asyncio
+    """A token from ``POST /auth/token`` expires after ``[api_auth] jwt_expiration_time`` (24 h), and a
+    scrape with it then fails; the scrape token (``[colocate] metrics_token``, read from a credentials
+    file as docs/operations.md says) does not. The server's clock is injected: the served app checks
+    tokens through PyJWT in this process, so moving PyJWT's "now" 24 h and 1 min ahead while one
+    Prometheus scrapes with both credentials every second is a day passing for the credentials."""
+    import datetime as dt
 
-    from airflow.api_fastapi.app import get_auth_manager
+    import jwt.api_jwt
+
+    from airflow.configuration import conf
 
     scrape_token = "scrape-" + "0123456789abcdef" * 3
     monkeypatch.setenv("AIRFLOW__COLOCATE__METRICS_TOKEN", scrape_token)
     (tmp_path / "scrape-token").write_text(scrape_token + "\n")
-    manager = get_auth_manager()
-    viewer = asyncio.run(manager.get_user_from_token(tokens["viewer"]))
-    short_lived = manager.generate_jwt(viewer, expiration_time_in_seconds=2)
-    minted = time.time()
+    ahead = dt.timedelta(0)
+
+    class Clock(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime.now(tz) + ahead
+
+    monkeypatch.setattr(jwt.api_jwt, "datetime", Clock)
+    lifetime = conf.getint("api_auth", "jwt_expiration_time")
+    assert lifetime == 24 * 3600  # the viewer's token is an ordinary one: it lasts a day
     proc, base = start_prometheus(tmp_path, {
         "_targets": [served],
         "scrape_token": {"type": "Bearer", "credentials_file": str(tmp_path / "scrape-token")},
-        "expiring": {"type": "Bearer", "credentials": short_lived}})
+        "user_token": {"type": "Bearer", "credentials": tokens["viewer"]}})
     try:
         wait_for(base, 'up{job="scrape_token"}', 1)
-        wait_for(base, 'up{job="expiring"}', 1)
-        wait_for(base, 'up{job="expiring"}', 0, timeout=40)  # the user's token has expired
-        expired_after = time.time() - minted
-        assert expired_after >= 2, expired_after
+        wait_for(base, 'up{job="user_token"}', 1)
+        time.sleep(2)
+        jumped = time.time()
+        ahead = dt.timedelta(seconds=lifetime + 60)  # a day and a minute later, for the server
+        wait_for(base, 'up{job="user_token"}', 0, timeout=40)  # the user's token has expired
         time.sleep(3)  # three more scrapes after the expiry
-        window = f"{int(time.time() - minted) + 2}s"
+        window = f"{int(time.time() - jumped) + 6}s"
         ups = query(base, f'up{{job="scrape_token"}}[{window}]')[0]["values"]
         assert ups and all(v == "1" for _, v in ups), ups
         times = [float(t) for t, _ in ups]
-        expiring = query(base, f'up{{job="expiring"}}[{window}]')[0]["values"]
-        assert expiring[0][1] == "1", expiring  # it scraped before its token expired...
-        expired_at = min(float(t) for t, v in expiring if v == "0")  # ...and failed from then on
-        assert all(v == "0" for t, v in expiring if float(t) >= expired_at), expiring
+        user = query(base, f'up{{job="user_token"}}[{window}]')[0]["values"]
+        assert user[0][1] == "1", user  # it scraped before the day passed...
+        expired_at = min(float(t) for t, v in user if v == "0")  # ...and failed from then on
+        assert all(v == "0" for t, v in user if float(t) >= expired_at), user
         assert times[0] < expired_at - 1 and times[-1] > expired_at + 2, (times, expired_at)
         assert max(b - a for a, b in zip(times, times[1:])) < 2.5, times  # every second, no gap
         wait_for(base, 'colocate_groups_unstable{job="scrape_token"}', 0)
