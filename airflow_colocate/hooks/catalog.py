@@ -42,11 +42,12 @@ def _backend_failure(conn_id: str) -> BaseException | None:
 
     The SDK's lookup logs a backend's exception at DEBUG and goes on to the next backend, so an
     unreachable Vault ends as the same ``AirflowNotFoundException`` as a connection nobody
-    defined. Asking the same backends again, in the same order, tells the two apart."""
+    defined. Asking the configured backends again (``[secrets] backend``, the ones that can be
+    unreachable: the SDK's own environment and API lookups already answered) tells the two apart."""
     try:
-        from airflow.sdk.execution_time.supervisor import ensure_secrets_backend_loaded
+        from airflow.sdk.configuration import ensure_secrets_loaded
 
-        backends = ensure_secrets_backend_loaded()
+        backends = ensure_secrets_loaded(default_backends=[])
     except Exception as exc:  # the backends cannot even be loaded: that is a configuration error too
         return exc
     for backend in backends:
