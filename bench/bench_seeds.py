@@ -64,6 +64,7 @@ def _on_line() -> None:
 
 _on_line()
 
+import iceberg_way  # noqa: E402
 from bench_join import profile_runs, task_cpu  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
@@ -180,6 +181,7 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
     generate(spark, root, rows, buckets)
     register_plain(spark, root, buckets)
     cat = Catalog(f"sqlite:///{root / 'catalog.db'}", actor="bench")
+    cat.init()  # a lake kept from an older release: its catalog upgraded as `colocate init` does
     tables = {t: QUERY_DAYS for t in "ABC"}
     work = Path(tempfile.mkdtemp(prefix="bench-seeds-"))
     last: dict[str, dict] = {}
@@ -215,6 +217,9 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
     def scan():
         spark.sql(SCAN.format(**NAMES["colocated"])).collect()
 
+    if "iceberg" in WAYS:  # --iceberg: the same days as Iceberg tables, joined by SPJ
+        NAMES["iceberg"] = iceberg_way.names(denominator, buckets)
+        iceberg_way.ensure_tables(spark, root, NAMES["iceberg"], SCHEMA, buckets)
     # correctness first: every way returns the same count; SQL2 returns 10,000 rows
     colocated(SQL1, timed=False)
     expected = spark.sql(SQL1.format(**NAMES["colocated"])).collect()[0][0]
@@ -254,6 +259,9 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
                 wall["SQL1/scan"].append(w)
                 cpu["SQL1/scan"].append(c)
         print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in wall.items()), flush=True)
+    if "iceberg" in WAYS:
+        iceberg_way.check(spark, NAMES, SQL1, SQL2, colocated=last)
+        wall |= daily_writes(spark, root, cat, work, rounds)
     cat.dispose()
     shutil.rmtree(work, ignore_errors=True)
     for k in [f"SQL1/{w}" for w in ("columnar", "colocated", "scan") if f"SQL1/{w}" in wall]:
@@ -268,6 +276,25 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
            "driver": {q: driver_medians(clocks) for q, clocks in driver.items()}}
     report(denominator, res)
     return res
+
+
+def daily_writes(spark, root: Path, cat: Catalog, work: Path, rounds: int) -> dict[str, list[float]]:
+    """The day after the last, appended to each table both ways (the rows of the first day), then
+    dropped again: the nightly load a pipeline runs, ours through ``write_in_session``."""
+    day, out = (dt.date.fromisoformat(DAYS[-1]) + dt.timedelta(days=1)).isoformat(), {}
+    for r in range(rounds):
+        for t in "ABC":
+            t0 = time.perf_counter()
+            write_in_session(spark, cat, t, day, Source(format="parquet", path=str(root / "plain" / t / f"dt={DAYS[0]}")),
+                             work_dir=work)
+            out.setdefault(f"write/{t}/colocated", []).append(time.perf_counter() - t0)
+            cat.partitions.drop(t, day, force=True)
+            out.setdefault(f"write/{t}/iceberg", []).append(
+                iceberg_way.daily_write(spark, root, NAMES["iceberg"][t], t, SCHEMA[t], day, DAYS[0]))
+    for t in "ABC":
+        ours, theirs = median(out[f"write/{t}/colocated"]), median(out[f"write/{t}/iceberg"])
+        print(f"daily write of one partition into {t}: colocated {ours:.2f} s, Iceberg {theirs:.2f} s (x{theirs / ours:.2f})")
+    return out
 
 
 def driver_medians(clocks: list[DriverClock]) -> dict[str, tuple[float, float, float | None]]:
@@ -336,6 +363,9 @@ def main() -> None:
     ap.add_argument("--cluster", choices=["netns"], help="netns: master + driver and 2 workers in network namespaces "
                     "of their own, over a tc-shaped link (bench/netns_cluster.py; needs root)")
     ap.add_argument("--link", choices=["1gbit", "10gbit"], default="1gbit", help="the --cluster netns link's rate")
+    ap.add_argument("--iceberg", action="store_true",
+                    help="one more way: the same data as Iceberg tables partitioned by (dt, bucket(N, id)), joined "
+                         "with Spark's storage-partitioned join (needs --spark-line 4.1: Iceberg's newest runtime)")
     ap.add_argument("--jfr", type=Path, metavar="DIR",
                     help="profile instead of timing: a flight recording per run of SQL1 with the columnar operator "
                          "off and on and of the plain scan (--rounds each, interleaved) into DIR, and the task "
@@ -348,6 +378,10 @@ def main() -> None:
     if COLUMNAR == "both":
         WAYS.insert(1, "columnar")
         NAMES["columnar"] = NAMES["colocated"]
+    if a.iceberg:
+        if os.environ.get("COLOCATE_BENCH_LINE") != "4.1":
+            ap.error("--iceberg runs on Spark 4.1 (the newest line Iceberg's Spark runtime exists for): add --spark-line 4.1")
+        WAYS.insert(1, "iceberg")
     volumes = a.volume or [100, 30, 10]
     cluster = None
     master = a.master
@@ -375,6 +409,8 @@ def main() -> None:
         conf |= {"spark.executor.memory": "1g", "spark.driver.host": "127.0.0.1"}
         conf |= cluster.spark_conf() if a.cluster == "netns" else {}
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if a.iceberg:
+        conf |= iceberg_way.session_conf(DATA / "iceberg")
     conf |= dict(c.split("=", 1) for c in a.conf)
     spark = get_spark("bench-seeds", master, conf)
     spark.sparkContext.setLogLevel("ERROR")
