@@ -196,7 +196,9 @@ with DAG(
         catalog = ColocateCatalogHook().get_conn()
         if params["dry_run"]:
             return {"backend": catalog.backends.get(params["backend"]).name, "dry_run": True}
-        b = catalog.backends.decommission(params["backend"])
+        from airflow_colocate.jobs.backends import change_state
+
+        b, _ = change_state(catalog, params["backend"], "decommission")  # as `colocate backend decommission`
         return {"backend": b.name, "state": b.state}
 
     balance = ColocateBalanceOperator(

@@ -376,6 +376,59 @@ def long_functions(lengths: dict[str, int], reasons: dict[str, str], limit: int 
 # ---------------------------------------------------------------------- the checks themselves
 
 
+ADAPTER_FOLDERS = ("cli", "operators", "sensors")
+MAX_ADAPTER_LINES = 150
+# Modules of those folders that hold what the adapters share rather than an action of their own;
+# they too may hold no catalog transaction, but they are not held to the adapters' length.
+ADAPTER_SUPPORT = {
+    "cli/base.py": "the command classes, the environment and the refusal line every command shares",
+    "cli/output.py": "how every listing and report is printed, as a table or JSON",
+    "cli/params.py": "the option types: every value checked before a command runs",
+    "operators/base.py": "the spark-submit run every operator inherits: its hook, conf and jars",
+}
+TRANSACTION_CALLS = {"tx", "atomic", "begin", "connect", "sessionmaker", "Session"}
+
+
+def adapter_modules(root_dir: Path) -> list[Path]:
+    """The modules that turn a user's call (a command, a task, an HTTP request) into ``jobs/`` calls."""
+    found = [p for folder in ADAPTER_FOLDERS for p in sorted((root_dir / folder).glob("*.py"))]
+    return found + sorted((root_dir / "plugins").glob("routes_*.py"))
+
+
+def thick_adapters(root_dir: Path, support: dict[str, str], limit: int = MAX_ADAPTER_LINES) -> list[str]:
+    """Adapters over ``limit`` lines, and any that opens a catalog transaction of its own."""
+    problems = []
+    for path in adapter_modules(root_dir):
+        rel = path.relative_to(root_dir).as_posix()
+        text = path.read_text()
+        n = len(text.splitlines())
+        if n > limit and rel not in support:
+            problems.append(f"{rel}: {n} lines, over {limit}: move what it decides into jobs/ (or split it)")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+                if name in TRANSACTION_CALLS:
+                    problems.append(f"{rel}:{node.lineno}: {name}(): a transaction of its own; call a jobs/ function")
+    return problems
+
+
+def test_the_check_finds_a_long_adapter_and_one_with_a_transaction(tmp_path):
+    root = _write(tmp_path, {"pkg/cli/thin.py": "def run(catalog):\n    return catalog.tables.get('t')\n",
+                             "pkg/cli/long.py": "x = 1\n" * 151,
+                             "pkg/cli/tx.py": "def run(catalog):\n    with catalog.atomic('table.alter', 't'):\n        pass\n",
+                             "pkg/plugins/routes_x.py": "def f(db):\n    db.tx(lambda s: s)\n",
+                             "pkg/plugins/page.py": "def f(db):\n    db.tx(lambda s: s)\n"})
+    assert thick_adapters(root, {}) == [
+        "cli/long.py: 151 lines, over 150: move what it decides into jobs/ (or split it)",
+        "cli/tx.py:2: atomic(): a transaction of its own; call a jobs/ function",
+        "plugins/routes_x.py:2: tx(): a transaction of its own; call a jobs/ function"]
+    assert thick_adapters(root, {"cli/long.py": "why"})[0].startswith("cli/tx.py")
+
+
+def test_adapters_are_thin_and_open_no_transaction():
+    assert not thick_adapters(PACKAGE, ADAPTER_SUPPORT), "\n".join(thick_adapters(PACKAGE, ADAPTER_SUPPORT))
+
+
 def _write(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

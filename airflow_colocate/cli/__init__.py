@@ -14,9 +14,11 @@ from collections.abc import Sequence
 import click
 
 from airflow_colocate.catalog import DEFAULT_DB
-from airflow_colocate.cli import backends, balance, doctor, groups, imports, maintenance, params, partitions, tables, verify
+from airflow_colocate.cli import backend_health  # noqa: F401 - adds probe, mark-down/up, reinit to `colocate backend`
+from airflow_colocate.cli import (backends, balance, doctor, groups, imports, maintenance, params, partitions, show,
+                                  tables, verify)
 from airflow_colocate.cli.base import CONTEXT, Env, Group
-from airflow_colocate.cli.groups import GROUP_COLUMNS, MAP_COLUMNS
+from airflow_colocate.cli.show import GROUP_COLUMNS, MAP_COLUMNS
 from airflow_colocate.core import validate
 from airflow_colocate.core.errors import ColocateError, summary
 
@@ -38,7 +40,7 @@ def cli(ctx: click.Context, catalog: str | None, db: str, actor: str | None, ver
     ctx.call_on_close(ctx.obj.close)
 
 
-for command in (maintenance.init, backends.backend, tables.table, partitions.partition, groups.show, groups.group,
+for command in (maintenance.init, backends.backend, tables.table, partitions.partition, show.show, groups.group,
                 maintenance.flag, maintenance.gc, balance.balance, verify.verify, imports.import_, balance.jobs,
                 maintenance.events, doctor.doctor):
     cli.add_command(command)

@@ -1,69 +1,15 @@
-"""``colocate show`` and ``colocate group``: the seeds' ``SHOW PROC '/colocation_group'`` views,
-why a group is unstable, and an operator's override of its stability."""
+"""``colocate group``: why a group is unstable, what happens next, and an operator's override of
+its stability or its join policy."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 import click
 
-from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.outlook import GroupOutlook
-from airflow_colocate.model.reasons import Fallback
-from airflow_colocate.model.views import GroupView
 from airflow_colocate.cli import params
 from airflow_colocate.cli.base import Env, Group, pass_env
-from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option, timestamp
-
-GROUP_COLUMNS = ["GroupId", "GroupName", "TableIds", "BucketsNum", "ReplicationNum", "DistCols", "IsStable"]
-MAP_COLUMNS = ["BucketIndex", "BackendIds"]
-GROUP_REF = "GROUP is a group id (dbId.grpId), a full name (dbId_name) or a name."
-
-
-def plural(n: int, word: str) -> str:
-    """``1 problem``, ``3 problems``."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def group_table(catalog: Catalog) -> Table:
-    """``SHOW PROC '/colocation_group'``."""
-    return Table(GROUP_COLUMNS, [[g.group_id, g.full_name, list(g.table_ids), g.bucket_num, g.replication_num,
-                                  list(g.dist_col_types), g.stable] for g in catalog.groups.list()])
-
-
-def map_table(catalog: Catalog, ref: str, db: str) -> Table:
-    """``SHOW PROC '/colocation_group/<id>'``, titled with the group's stability."""
-    g = catalog.groups.get(ref, db=db)
-    title = f"group {g.full_name} ({g.group_id}): {'stable' if g.stable else 'UNSTABLE: ' + (g.unstable_reason or '')}"
-    return Table(MAP_COLUMNS, [[i, list(ids)] for i, ids in enumerate(g.bucket_map)], title=title)
-
-
-@click.group("show", cls=Group, help="Colocation groups and their bucket maps. The seeds' SHOW PROC '/colocation_group' views.")
-def show() -> None:
-    pass
-
-
-@show.command("groups", help="All colocation groups (the seeds' columns).")
-@json_option
-@pass_env
-def show_groups(env: Env) -> Table:
-    return group_table(env.catalog())
-
-
-@show.command("group", help=f"One group's bucket map, and why it is unstable. {GROUP_REF}")
-@click.argument("group")
-@json_option
-@pass_env
-def show_group(env: Env, group: str) -> Report:
-    catalog = env.catalog()
-    blocks: list = [map_table(catalog, group, env.db)]
-    health = catalog.health.group_health(group, db=env.db)
-    if not health.stable:
-        heading = (f"unstable because ({plural(health.problems, 'problem')}, checked "
-                   f"{health.checked_at.strftime('%Y-%m-%d %H:%M:%S')} UTC):")
-        blocks.append(Bullets([r.text for r in health.reasons], heading=heading))
-    return Report(blocks)
-
+from airflow_colocate.cli.outlook_text import OUTLOOK_COLUMNS, outlook_lines, outlook_row
+from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option, plural
+from airflow_colocate.cli.show import GROUP_REF, MAP_COLUMNS
 
 @click.group("group", cls=Group, help="Stability of groups: check it, or override it. An unstable group's joins fall back to a shuffle.")
 def group() -> None:
@@ -84,55 +30,9 @@ def check(env: Env, group: str | None) -> Report:
     return Report(blocks, data=[h.to_dict() for h in healths])
 
 
-OUTLOOK_COLUMNS = ["GroupId", "GroupName", "IsStable", "UnstableSince", "RelocationStartsAt", "RelocationDue",
-                   "JoinsShuffle", "UnstableReason"]
 DELAY_OPTION = click.option("--relocate-delay-minutes", type=params.MINUTES,
                             help="The delay relocation waits for (default $COLOCATE_RELOCATE_DELAY_MINUTES or 30; "
                                  "give what the maintenance run uses).")
-
-
-def _in(now: datetime, then: datetime) -> str:
-    minutes = max(0, round((then - now).total_seconds() / 60))
-    return f"in {minutes} min" if minutes < 120 else f"in {minutes / 60:.1f} h"
-
-
-def _minutes(delay: timedelta) -> str:
-    return f"{delay.total_seconds() / 60:g} min"
-
-
-def outlook_lines(o: GroupOutlook, now: datetime, stable: bool) -> list[tuple[str, str]]:
-    """What happens next, in words: since when, when relocation starts, whether joins shuffle."""
-    delay = timedelta(seconds=o.relocate_delay_seconds)
-    down = ", ".join(o.relocation_backends)
-    if not o.relocation_backends:
-        relocation = "none: every backend its map names is alive"
-    elif o.relocation_disabled:
-        relocation = f"not automatic: disable_colocate_relocate is set ({down} not alive)"
-    elif o.relocation_due:
-        relocation = f"due now: the next repair or balance run relocates the buckets of {down}"
-    elif o.relocation_starts_at is not None:
-        relocation = (f"starts at {timestamp(o.relocation_starts_at)} ({_in(now, o.relocation_starts_at)}, "
-                      f"delay {_minutes(delay)}; {down} down)")
-    else:
-        relocation = f"waits for {down} ({_minutes(delay)} after it went down)"
-    return [("unstable since", timestamp(o.unstable_since) if o.unstable_since else "-"),
-            ("relocation", relocation),
-            ("joins", _joins(o, stable))]
-
-
-def _joins(o: GroupOutlook, stable: bool) -> str:
-    if not o.joins_shuffle and not stable:
-        return f"stay bucketed (join policy readable; {o.remote_buckets} buckets read remotely)"
-    if not o.joins_shuffle:
-        return "colocated (no shuffle)"
-    if not stable and Fallback.of(o.joins_shuffle_reason) is not Fallback.DISABLED:
-        return "shuffle now: the group is not stable (the reason is its state above)"
-    return f"shuffle now: {o.joins_shuffle_reason}"
-
-
-def _outlook_row(g: GroupView, o: GroupOutlook) -> list:
-    return [g.group_id, g.full_name, g.stable, o.unstable_since, o.relocation_starts_at, o.relocation_due,
-            o.joins_shuffle, g.unstable_reason]
 
 
 @group.command("list", help="Every group: stable or since when not, when relocation starts, whether joins shuffle now.")
@@ -143,7 +43,7 @@ def list_groups(env: Env, relocate_delay_minutes: float | None) -> Table:
     catalog = env.catalog()
     outlooks = catalog.groups.outlooks(relocate_delay=params.relocate_delay(relocate_delay_minutes))
     rows = [(g, outlooks.get(g.grp_id) or catalog.groups.outlook(g.group_id)) for g in catalog.groups.list()]
-    return Table(OUTLOOK_COLUMNS, [_outlook_row(g, o) for g, o in rows])
+    return Table(OUTLOOK_COLUMNS, [outlook_row(g, o) for g, o in rows])
 
 
 @group.command("show", help=f"One group: why it is unstable, since when, when relocation starts, whether joins shuffle "

@@ -168,6 +168,11 @@ def cell(value) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def plural(n: int, word: str) -> str:
+    """``1 problem``, ``3 problems``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def timestamp(value: datetime) -> str:
     """ISO 8601 to the second, with the offset when the time has one: the same text in a table and in JSON."""
     return value.isoformat(timespec="seconds")

@@ -10,7 +10,6 @@ import click
 from airflow_colocate.cli import params
 from airflow_colocate.cli.base import Env, Group, pass_env
 from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option
-from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.sqltypes import parse_columns
 
 
@@ -55,22 +54,11 @@ def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int
 @pass_env
 def alter(env: Env, table: str, colocate_with: str | None, replication: int | None, add_columns: tuple[str, ...],
           drop_columns: tuple[str, ...], widen_columns: tuple[str, ...], retention_days: int | None) -> str:
-    schema = bool(add_columns or drop_columns or widen_columns)
-    if colocate_with is None and replication is None and not schema and retention_days is None:
-        raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group), --replication N, "
-                              "--add-column 'NAME TYPE', --drop-column NAME, --widen-column 'NAME TYPE' or --retention-days N")
-    catalog = env.catalog()
-    name = catalog.tables.get(table, db=env.db).qualified_name
-    with catalog.atomic("table.alter", name):  # every option or none, one event
-        if colocate_with is not None:
-            t = catalog.tables.alter_colocate_with(table, colocate_with, db=env.db)
-        if replication is not None:
-            t = catalog.tables.set_replication_num(table, replication, db=env.db)
-        if schema:
-            t = catalog.schemas.alter(table, add=add_columns, drop=drop_columns, widen=widen_columns, db=env.db)
-        if retention_days is not None:
-            t = catalog.partitions.set_retention(table, retention_days or None, db=env.db)
-        t = catalog.tables.get(t.id)
+    from airflow_colocate.jobs.tables import TableChange, alter_table
+
+    change = TableChange(colocate_with=colocate_with, replication=replication, add=add_columns, drop=drop_columns,
+                         widen=widen_columns, retention_days=retention_days)
+    t = alter_table(env.catalog(), table, change, db=env.db)
     retention = f"{t.retention_days} days" if t.retention_days else "none"
     return (f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}, "
             f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}")

@@ -85,3 +85,24 @@ def set_backend_root(catalog, ref: int | str, root_uri: str, *, reason: str | No
         raise ColocateError(f"backend {b.name}'s root stays {b.root_uri}: the new root {root} is not its disk: {problem}; "
                             f"copy or mount {b.name}'s disk there (with its {identity.MARKER}) first")
     return catalog.backends.set_root(b.id, root, reason=reason, marker_token=token)
+
+
+STATE_CHANGES = ("down", "alive", "decommission", "cancel-decommission")
+
+
+def change_state(catalog, ref: int | str, change: str, *, reason: str | None = None) -> tuple[BackendView, bool]:
+    """An admin's change of a backend's state (mark down or up, start or cancel a drain), and every
+    group's stability recomputed at once, so the next join or balance planned sees it; whether
+    anything changed (marking a backend what it already is changes nothing)."""
+    if change not in STATE_CHANGES:
+        raise InvalidArgument(f"unknown backend state change {change!r}: one of {', '.join(STATE_CHANGES)}")
+    if change == "decommission":
+        b, changed = catalog.backends.decommission(ref), True
+    elif change == "cancel-decommission":
+        b, changed = catalog.backends.cancel_decommission(ref), True
+    else:
+        b, changed = catalog.backends.mark(ref, change, reason=reason)
+    if changed:
+        catalog.health.check_groups()
+    return b, changed
+

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import PlainTextResponse
 
+from airflow_colocate.jobs.tables import TableChange, alter_table
 from airflow_colocate.model.views import BALANCE_KINDS
 from airflow_colocate.plugins.answers import table_answer
 from airflow_colocate.plugins.deps import AdminCatalog, MetricsCatalog, ReadCatalog
@@ -81,15 +82,15 @@ def table(catalog: ReadCatalog, table: TableRef) -> dict:
              description="Distribution and partition columns cannot change; a widening must be lossless; a "
                          "dropped column's name cannot be added again. Refused (422) with the rule otherwise.")
 def alter_schema(catalog: AdminCatalog, table: TableRef, change: Annotated[SchemaChangeBody, Body()]) -> dict:
-    catalog.schemas.alter(table, add=[(c.name, c.type) for c in change.add], drop=list(change.drop),
-                          widen=[(c.name, c.type) for c in change.widen])
+    alter_table(catalog, table, TableChange(add=[(c.name, c.type) for c in change.add], drop=list(change.drop),
+                                            widen=[(c.name, c.type) for c in change.widen]))
     return table_answer(catalog, table)
 
 
 @router.post("/tables/{table}/retention", response_model=TableDetail, responses=WRITE_ERRORS,
              summary="Set a table's retention (the maintenance DAG drops partitions dated older)")
 def set_retention(catalog: AdminCatalog, table: TableRef, body: Annotated[RetentionBody, Body()]) -> dict:
-    catalog.partitions.set_retention(table, body.retention_days)
+    alter_table(catalog, table, TableChange(retention_days=body.retention_days or 0))
     return table_answer(catalog, table)
 
 
