@@ -83,7 +83,8 @@ def predict_join(left: Sequence[str], right: Sequence[str], carriers: tuple[Sequ
     """Whether one join of the query can run without a shuffle, and if not, why, from what the plan
     registered (``reasons``, ``groups``, ``dist_cols`` per table alias), the tables under each side,
     the tables whose bucketing still partitions each side (``carriers``), and the join's equality
-    keys resolved to table columns. The join job compares this prediction with Spark's plan."""
+    keys resolved to table columns. The join job compares this prediction with Spark's plan; it is
+    made here because a SQL query's joins and their keys exist only once Spark has analysed it."""
     for table in [*left, *right]:
         if reasons.get(table):
             return False, reasons[table]
