@@ -1,6 +1,6 @@
 """The seeds' SQL1 and SQL2, colocated, with the bucket join and the read checks varied, interleaved
 round by round on the same data (the lake bench_seeds.py generated): where a colocated query's time
-goes, and the measurement behind planner.join.hash_pays_off.
+goes, and the measurement behind spark.bucket_join.hash_pays_off.
 
     .venv/bin/python bench/bench_seeds_variants.py [--volume 10] [--rounds 4]
 
@@ -32,8 +32,8 @@ from bench_join import task_cpu  # noqa: E402
 from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.jobs.join import prepare_join  # noqa: E402
 from airflow_colocate.spark import register  # noqa: E402
-from airflow_colocate.planner.join import hash_pays_off, one_file_per_bucket  # noqa: E402
-from airflow_colocate.spark import join_job  # noqa: E402
+from airflow_colocate.spark import bucket_join  # noqa: E402
+from airflow_colocate.spark.bucket_join import hash_pays_off  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
 from airflow_colocate.spark.session import get_spark  # noqa: E402
 
@@ -65,16 +65,16 @@ def main() -> None:
         if not checksum:
             register.GUARD_OPTIONS["parquet.page.verify-checksum.enabled"] = "false"
         if force_hash:  # neither the query's shape nor the ordered read turns the hash join down
-            join_job.hash_pays_off = lambda keys, streams: None
-            join_job.one_file_per_bucket = lambda tables: False
+            bucket_join.hash_pays_off = lambda keys, streams: None
         try:
             plan, _ = prepare_join(cat, sql, {t: seeds.QUERY_DAYS for t in "ABC"}, work_dir=work, hash_budget=budget)
+            if force_hash:
+                plan = replace(plan, bucket_facts=replace(plan.bucket_facts, one_file_per_bucket=False))
             if not guard:
                 plan = replace(plan, tables=[replace(t, bucket_guard=False) for t in plan.tables])
             return run_join(spark, plan)
         finally:
-            join_job.hash_pays_off = hash_pays_off
-            join_job.one_file_per_bucket = one_file_per_bucket
+            bucket_join.hash_pays_off = hash_pays_off
             register.GUARD_OPTIONS.clear()
             register.GUARD_OPTIONS.update(saved)
 

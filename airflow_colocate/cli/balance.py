@@ -41,12 +41,13 @@ def balance(env: Env, dry_run: bool, strategy: str, groups: tuple[str, ...], thr
     from airflow_colocate.jobs.balance import BalanceOptions
     from airflow_colocate.jobs.balance_outcome import CLI_HINT
 
+    catalog = env.catalog()
     options = BalanceOptions(strategy=strategy, threshold=threshold, relocate_delay=params.relocate_delay(relocate_delay_minutes),
                              relocate_delay_source=("COLOCATE_RELOCATE_DELAY_MINUTES" if relocate_delay_minutes is None
                                                     else "--relocate-delay-minutes"),
                              grace=timedelta(minutes=grace_minutes), groups=list(groups) or None, verify=verify,
                              relocate_now=relocate_now)
-    out = balance_run.start(env.catalog(), options, dry_run=dry_run, runner=runner, master=master,
+    out = balance_run.start(catalog, options, dry_run=dry_run, runner=runner, master=master,
                             info=output.progress(), hint=CLI_HINT)
     if dry_run:
         blocks = ["dry run: nothing is changed", *out["headings"],

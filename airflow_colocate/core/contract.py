@@ -172,7 +172,7 @@ class ReadTable:
     # checksums: a file with another bucket's rows or a flipped byte fails the query, never a wrong row.
     bucket_guard: bool = True
     # Register with a SHUFFLE_HASH hint: a join may build a hash map of this table's bucket (the join
-    # job sets it on the tables whose every bucket fits the hash budget, planner.join.choose_bucket_join).
+    # job sets it on the tables whose every bucket fits the hash budget, spark.bucket_join.choose_bucket_join).
     hash_build: bool = False
 
 
@@ -191,6 +191,19 @@ class BadReplica:
 
 
 # ---------------------------------------------------------------------- joins
+
+
+@dataclass
+class BucketFacts:
+    """What the catalog's sizes and file lists say of a join's bucketed reads, worked out before the
+    job is submitted (planner.join.bucket_facts); the job weighs them against the executors' memory
+    and the query's shape, which only the running Spark knows (spark.bucket_join). A plan without
+    them (older) reads as no table known: the sort-merge join, which is always right."""
+
+    largest_bucket: dict[str, int] = field(default_factory=dict)  # bucketed table -> its largest bucket, in memory (bytes)
+    unsized: list[str] = field(default_factory=list)  # bucketed tables whose plan carries no bucket sizes
+    one_file_per_bucket: bool = False  # every bucket read is one file per partition (its files may be read in order)
+    read_orders: list[list[str]] = field(default_factory=list)  # the column orders the buckets are read in
 
 
 @dataclass
@@ -214,15 +227,16 @@ class JoinPlan(JsonMixin):
     # when the locality jar is present (spark.locality), so its bucket task runs on that host
     backend_hosts: dict[str, str] = field(default_factory=dict)
     # Memory budget (bytes) of one bucket's hash-join build side; None: derived from the job's Spark
-    # conf (spark.colocate.join.hashBudget, else planner.join.default_hash_budget); 0: sort-merge only.
+    # conf (spark.colocate.join.hashBudget, else spark.bucket_join.default_hash_budget); 0: sort-merge only.
     hash_budget: int | None = None
     # Lines the explain adds about the bucket reads (an unstable group read bucketed, its remote buckets).
     read_notes: list[str] = field(default_factory=list)
+    bucket_facts: BucketFacts = field(default_factory=BucketFacts)
 
 
 @dataclass
 class BucketJoin:
-    """How the colocated joins join inside a bucket, and why (planner.join.choose_bucket_join)."""
+    """How the colocated joins join inside a bucket, and why (spark.bucket_join.choose_bucket_join)."""
 
     method: str  # "hash" (the hinted tables fit the budget) or "sort-merge"
     budget: int  # bytes one task may give one bucket's build side

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from airflow_colocate.core.errors import InvalidArgument
+
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -23,4 +25,21 @@ def human_bytes(n: int | float | None) -> str:
     return f"{sign}{size:.{digits}f} {unit}"
 
 
-__all__ = ["human_bytes"]
+def parse_size(value: str | int, what: str) -> int:
+    """``536870912``, ``512m``, ``1g``, ``512MiB`` -> bytes (Spark's size strings, binary units)."""
+    text = str(value).strip().lower().removesuffix("ib").removesuffix("b")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    try:
+        if text and text[-1] in units:
+            size = int(float(text[:-1]) * units[text[-1]])
+        else:
+            size = int(text)
+    except ValueError:
+        raise InvalidArgument(f"{what} {value!r} is not a size: expected bytes or a number with k, m, g or t "
+                              "(e.g. 512m)") from None
+    if size < 0:
+        raise InvalidArgument(f"{what} {value!r} is negative: expected 0 (no hash join) or a positive size")
+    return size
+
+
+__all__ = ["human_bytes", "parse_size"]

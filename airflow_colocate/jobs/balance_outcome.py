@@ -51,14 +51,14 @@ class PendingRelocation:
 def pending_relocations(catalog, delay: timedelta, groups: Collection[int] | None = None) -> list[PendingRelocation]:
     """The down backends that a group in scope (``groups``: group ids, None = all) still names and
     whose relocation waits for ``delay``. A backend that holds no bucket of those groups is left
-    out: nothing of theirs would move when its delay ends."""
+    out: nothing of theirs would move when its delay ends. The catalog's health view is in UTC already."""
     named: dict[int, list[str]] = {}
     for g in catalog.groups.list():
         if groups is None or g.grp_id in groups:
             for be in {be for row in g.bucket_map for be in row}:
                 named.setdefault(be, []).append(g.full_name)
     paused = bool(catalog.flags().get("disable_colocate_relocate"))
-    return [PendingRelocation(b.name, utc(b.state_since), utc(b.state_since) + delay, delay,
+    return [PendingRelocation(b.name, b.state_since, b.state_since + delay, delay,
                               tuple(sorted(named[b.id])), paused)
             for b in catalog.health.backends(relocate_delay=delay)
             if b.state == "down" and not b.unavailable and b.id in named]

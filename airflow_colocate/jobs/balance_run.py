@@ -40,10 +40,12 @@ def start(catalog, options: BalanceOptions, *, dry_run: bool = False, runner: Ru
         for line in waiting_to_relocate(catalog.health.backends(relocate_delay=options.delay),
                                         options.delay, catalog.now(), options.relocate_delay_source):
             warn(line)
+    balancer = Balancer(catalog, None, options, work_dir=work_dir, echo=info, backend_names=names)
     if not dry_run:
         with _runner(runner, master) as clone:
-            return _run(catalog, clone, options, names=names, work_dir=work_dir, info=info, hint=hint)
-    pending = Balancer(catalog, None, options).pending()
+            balancer.runner = clone  # started after the warnings: a Spark session takes a while
+            return _run(balancer, hint)
+    pending = balancer.pending()
     plans = plan(catalog, options)
     return {"dry_run": True, "plans": [p.summary() for p in plans], "pending": [p.to_dict() for p in pending],
             "relocate_now": options.relocate_now, "lines": describe_plans(plans, names),
@@ -53,16 +55,16 @@ def start(catalog, options: BalanceOptions, *, dry_run: bool = False, runner: Ru
             "outcome": f"dry run: {pending_line(pending, catalog.now(), hint)}" if pending else None}
 
 
-def _run(catalog, runner: Runner, options: BalanceOptions, *, names: dict[int, str], work_dir: str | None,
-         info: Echo, hint: str) -> dict:
+def _run(balancer: Balancer, hint: str) -> dict:
     """:meth:`Balancer.run` as plain JSON, with the one line that says what it did (``outcome``)
     and the unstable-group gauge. Each job's plan is echoed before it runs."""
-    summary = Balancer(catalog, runner, options, work_dir=work_dir, echo=info, backend_names=names).run()
+    summary = balancer.run()
+    names = balancer.backend_names
     for line in describe_plans([p for p in summary["plans"] if not p.needs_job], names):  # notes: no job ran
-        info(f"plan: {line}")
+        balancer.echo(f"plan: {line}")
     out = summary_json(summary)
     metrics.gauge("balance.unstable_groups", sum(1 for g in out["groups"] if not g["stable"]))
-    out["outcome"] = outcome_line(out, catalog.now(), hint)
+    out["outcome"] = outcome_line(out, balancer.catalog.now(), hint)
     return out
 
 

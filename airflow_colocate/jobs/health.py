@@ -22,7 +22,6 @@ from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, BackendHealth
 from airflow_colocate.core import validate
 from airflow_colocate.core.contract import BadReplica
 from airflow_colocate.core.errors import InvalidArgument
-from airflow_colocate.core.times import utc
 from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage.probe import probe_root
 
@@ -213,11 +212,12 @@ def probe_line(results: list[ProbeResult]) -> str:
 def waiting_to_relocate(health, delay: timedelta, now, source: str = "COLOCATE_RELOCATE_DELAY_MINUTES") -> list[str]:
     """Why a repair does nothing yet: a backend down for less than the relocate delay keeps its
     buckets (it may come back; its replicas are read elsewhere meanwhile). One line per such backend,
-    e.g. ``be2 down 4 min; relocation starts after 30 min (COLOCATE_RELOCATE_DELAY_MINUTES)``."""
+    e.g. ``be2 down 4 min; relocation starts after 30 min (COLOCATE_RELOCATE_DELAY_MINUTES)``.
+    ``health`` is the catalog's view, whose times are UTC already."""
     lines = []
     for b in health:
         if b.state == "down" and not b.unavailable:
-            down_for = now - utc(b.state_since)
+            down_for = now - b.state_since
             lines.append(f"{b.name} down {_minutes(down_for)}; relocation starts after {_minutes(delay)} ({source}), "
                          f"in {_minutes(max(delay - down_for, timedelta(0)))}")
     return lines

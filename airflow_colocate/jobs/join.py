@@ -13,9 +13,10 @@ from airflow_colocate.catalog import Catalog
 from airflow_colocate.model.views import WriteTicket
 from airflow_colocate.core.contract import BadReplica, JoinPlan, JoinReport, Source
 from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.core.sizes import parse_size
 from airflow_colocate.jobs.read import count_failovers, plan_query_reads
 from airflow_colocate.jobs.write import finish_write, prepare_write
-from airflow_colocate.planner.join import parse_size
+from airflow_colocate.planner.join import bucket_facts
 
 
 def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str] | None], *,
@@ -27,7 +28,7 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
                  join_policy: str | None = None) -> tuple[JoinPlan, WriteTicket | None]:
     """Plan the reads (colocated or fallback, with reasons) and, for a catalog output, its write.
     ``hash_budget`` (bytes or ``512m``; 0: sort-merge only) overrides the job's memory-derived budget
-    for a bucket's hash-join build side (planner.join.choose_bucket_join). ``executor_hosts``: the
+    for a bucket's hash-join build side (spark.bucket_join.choose_bucket_join). ``executor_hosts``: the
     hosts that run Spark executors; each bucket then reads a replica on one of them when it has one
     (placement.replica_choice), so its task can run where its files are (spark.locality).
     ``join_policy`` overrides the group's for this join (``model.reasons.JoinPolicy``)."""
@@ -46,7 +47,8 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
     plan = JoinPlan(job_id=job_id, query=query, tables=decided.tables, reasons=decided.reasons, groups=decided.groups,
                     require_colocate=require_colocate, report_uri=f"{work.rstrip('/')}/{job_id}/report.json",
                     output_path=output_path, output=output, hash_budget=budget, read_notes=list(decided.notes),
-                    backend_hosts={b.root_uri: b.host for b in backends if b.state == "alive"})
+                    backend_hosts={b.root_uri: b.host for b in backends if b.state == "alive"},
+                    bucket_facts=bucket_facts(decided.tables))
     return plan, ticket
 
 

@@ -27,6 +27,7 @@ from airflow_colocate.placement.model import (
     BackendSlot,
     BucketMap,
     check_all_available,
+    check_maps,
     check_rows,
     index_backends,
 )
@@ -309,11 +310,11 @@ class _Balancer:
     """One call's fixed inputs: the strategy, the backends and their capacities, and every unit's
     sort key (computed once, shared by the per-group and the cross-group passes)."""
 
-    def __init__(self, strategy: BalanceStrategy, backends: Sequence[BackendSlot], threshold: float) -> None:
+    def __init__(self, strategy: BalanceStrategy, by_id: dict[int, BackendSlot], threshold: float) -> None:
         self.strategy = strategy
         self.objective = strategy.objective
         self.threshold = threshold
-        self.by_id = index_backends(backends)
+        self.by_id = by_id
         self.eligible = sorted(be for be, slot in self.by_id.items() if slot.available)
         if not self.eligible:
             raise PlacementError("no backend is available: bring one up before balancing")
@@ -426,7 +427,11 @@ class _Balancer:
 def _check_options(
     strategy: str | BalanceStrategy, bucket_bytes: object, threshold: float, max_moves: int | None
 ) -> BalanceStrategy:
-    chosen = resolve_strategy(strategy)
+    return _check_numbers(resolve_strategy(strategy), bucket_bytes, threshold, max_moves)
+
+
+def _check_numbers(chosen: BalanceStrategy, bucket_bytes: object, threshold: float,
+                   max_moves: int | None) -> BalanceStrategy:
     if chosen.needs_bytes and bucket_bytes is None:
         raise PlacementError(
             f"strategy {chosen.name!r} needs bucket_bytes (bytes of one replica of each bucket, summed over "
@@ -471,14 +476,21 @@ def balance(
     balance job can proceed in rounds; each round is itself a valid prefix.
     """
     chosen = _check_options(strategy, bucket_bytes, threshold, max_moves)
-    call = _Balancer(chosen, backends, threshold)
+    call = _Balancer(chosen, index_backends(backends), threshold)
     check_rows(bucket_map)
     check_all_available(bucket_map, call.by_id)
+    return _balance_one(call, bucket_map, bucket_bytes, load, max_moves)
+
+
+def _balance_one(call: _Balancer, bucket_map: Sequence[Sequence[int]], bucket_bytes: Mapping[int, int] | None,
+                 load: Mapping[int, float] | None, max_moves: int | None) -> tuple[BucketMap, list[Move]]:
+    """:func:`balance` once its input is checked."""
+    per_group = call.strategy.per_group
     load = load or {}
     call.add(0, None, len(bucket_map), bucket_bytes)
     maps = {0: bucket_map}
-    level = call.levels(maps, {} if chosen.per_group else load)
-    layout = call.run(maps, level, load if chosen.per_group else {}, max_moves)
+    level = call.levels(maps, {} if per_group else load)
+    layout = call.run(maps, level, load if per_group else {}, max_moves)
     return layout.bucket_map(0, len(bucket_map)), layout.moves_by_group().get(0, [])
 
 
@@ -514,12 +526,19 @@ def balance_all(
     all groups together.
     """
     chosen = _check_options(strategy, bucket_bytes, threshold, max_moves)
-    call = _Balancer(chosen, backends, threshold)
+    call = _Balancer(chosen, index_backends(backends), threshold)
     for group, bucket_map in groups.items():
         if isinstance(group, bool) or not isinstance(group, int):
             raise PlacementError(f"group ids must be ints, got {group!r}")
         check_rows(bucket_map, f"group {group}")
         check_all_available(bucket_map, call.by_id, f"group {group}")
+    return _balance_all(call, groups, bucket_bytes, load, max_moves)
+
+
+def _balance_all(call: _Balancer, groups: Mapping[int, Sequence[Sequence[int]]],
+                 bucket_bytes: Mapping[int, Mapping[int, int]] | None, load: Mapping[int, float] | None,
+                 max_moves: int | None) -> tuple[dict[int, BucketMap], dict[int, list[Move]]]:
+    """:func:`balance_all` once its input is checked."""
     load = load or {}
     order = sorted(groups)
     maps: dict[int, BucketMap] = {g: [list(row) for row in groups[g]] for g in order}
@@ -533,7 +552,7 @@ def balance_all(
             maps[g] = layout.bucket_map(g, len(maps[g]))
             moves[g].extend(made[g])
 
-    if not chosen.per_group:
+    if not call.strategy.per_group:
         level = call.levels(maps, load)
         if call.worth(level):
             record(call.run(maps, level, {}, max_moves))
@@ -562,3 +581,39 @@ def balance_all(
         group_counts = {g: Counter(be for row in maps[g] for be in row) for g in order}
         record(call.run(maps, totals, {}, budget, group_counts))
     return maps, moves
+
+
+def balance_groups(
+    groups: Mapping[int, Sequence[Sequence[int]]],
+    backends: Sequence[BackendSlot],
+    *,
+    strategy: BalanceStrategy,
+    bucket_bytes: Mapping[int, Mapping[int, int]],
+    load: Mapping[int, float] | None = None,
+    threshold: float = 0.0,
+    cross_group: bool = True,
+) -> dict[int, BucketMap]:
+    """The new map of every group, in one call: with ``cross_group`` and several groups as
+    :func:`balance_all` makes them; otherwise each group as :func:`balance` makes it, in the order
+    given, with ``load`` plus what the other groups' maps hold at that point (the ones before it
+    already balanced) as its load. One call checks the strategy, the options and every map once,
+    before anything is moved, so a caller that plans several groups hands them over together.
+    ``strategy`` is the registry's object (:func:`resolve_strategy`): the caller resolved the name
+    once, where an unknown one is refused whether or not anything is balanced."""
+    chosen = _check_numbers(strategy, bucket_bytes, threshold, None)
+    cross = cross_group and len(groups) > 1
+    by_id = check_maps(groups, backends, named=cross)
+    if cross:
+        return _balance_all(_Balancer(chosen, by_id, threshold), groups, bucket_bytes, load, None)[0]
+    maps = {g: [list(row) for row in bucket_map] for g, bucket_map in groups.items()}
+    cost = chosen.cost
+    for g in maps:
+        others = Counter(load or {})
+        for r, bucket_map in maps.items():
+            sizes = bucket_bytes.get(r) or {}
+            for seq, row in enumerate(bucket_map if r != g else ()):
+                weight = cost(_new_bucket(Bucket, (r, seq, sizes.get(seq, 0)))) if callable(cost) else cost
+                for be in row:
+                    others[be] += weight
+        maps[g] = _balance_one(_Balancer(chosen, by_id, threshold), maps[g], bucket_bytes.get(g), others, None)[0]
+    return maps

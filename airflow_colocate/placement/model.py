@@ -116,3 +116,16 @@ def check_all_available(
                     f"bucket {seq} of {what} names {slot.label}, which is down or "
                     f"decommissioning: run relocate() first, then balance"
                 )
+
+
+def check_maps(maps: Mapping[int, Sequence[Sequence[int]]], backends: Iterable[BackendSlot], *,
+               named: bool = True) -> dict[int, BackendSlot]:
+    """The backends by id, once every map was found fit to balance: the checks of :func:`balance_all`
+    (``named``: an error names the group) or of :func:`balance` in one pass, for a caller that hands
+    several groups over at once."""
+    by_id = index_backends(backends)
+    for group, bucket_map in maps.items():
+        what = f"group {group}" if named else "the map"
+        check_rows(bucket_map, what)
+        check_all_available(bucket_map, by_id, what)
+    return by_id

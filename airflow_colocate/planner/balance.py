@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from airflow_colocate.model.views import ClusterSnapshot, GroupSnapshot
 from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.placement.strategies import resolve_strategy
-from airflow_colocate.placement import BackendSlot, balance, balance_all, relocate
+from airflow_colocate.placement import BackendSlot, relocate
+from airflow_colocate.placement.balance import balance_groups
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,6 @@ def plan_balance(snapshot: ClusterSnapshot, *, strategy: str = "count", threshol
                  relocate_enabled: bool | None = None, balance_enabled: bool | None = None) -> list[GroupPlan]:
     """One :class:`GroupPlan` per group in scope (``groups``: group ids, default all) that has no
     balance job running. Flags come from the snapshot unless overridden."""
-    resolve_strategy(strategy)  # a name the registry does not hold is refused before anything is planned
     relocate_on = (not snapshot.flags.get("disable_colocate_relocate")) if relocate_enabled is None else relocate_enabled
     balance_on = (not snapshot.flags.get("disable_colocate_balance")) if balance_enabled is None else balance_enabled
     alive = {b.id for b in snapshot.backends if b.alive}
@@ -158,7 +158,9 @@ def plan_balance(snapshot: ClusterSnapshot, *, strategy: str = "count", threshol
         maps[g.grp_id], extra = _relocate_group(g, snapshot, load)
         notes[g.grp_id] += extra
 
-    # 2. balance the groups whose maps name alive backends only.
+    # 2. balance the groups whose maps name alive backends only. A name the registry does not hold
+    # is refused here, whether or not anything is balanced, and placement is handed what it names.
+    chosen = resolve_strategy(strategy)
     if balance_on:
         ready = [g for g in scope if g.grp_id not in busy and all(be in alive for row in maps[g.grp_id] for be in row)]
         for g in scope:
@@ -176,21 +178,9 @@ def plan_balance(snapshot: ClusterSnapshot, *, strategy: str = "count", threshol
                     for be in row:
                         load[be] += sizes[gid].get(seq, 0)
         try:
-            if len(ready) > 1 and cross_group:
-                new_maps, _ = balance_all({g.grp_id: maps[g.grp_id] for g in ready}, slots, strategy=strategy,
-                                          bucket_bytes={g.grp_id: sizes[g.grp_id] for g in ready}, load=load,
-                                          threshold=threshold)
-                maps.update(new_maps)
-            else:
-                for g in ready:
-                    others = Counter(load)
-                    for r in ready:
-                        if r.grp_id != g.grp_id:
-                            for seq, row in enumerate(maps[r.grp_id]):
-                                for be in row:
-                                    others[be] += 1 if strategy == "count" else sizes[r.grp_id].get(seq, 0)
-                    maps[g.grp_id], _ = balance(maps[g.grp_id], slots, strategy=strategy, bucket_bytes=sizes[g.grp_id],
-                                                load=others, threshold=threshold)
+            maps.update(balance_groups({g.grp_id: maps[g.grp_id] for g in ready}, slots, strategy=chosen,
+                                       bucket_bytes={g.grp_id: sizes[g.grp_id] for g in ready}, load=load,
+                                       threshold=threshold, cross_group=cross_group))
         except PlacementError as exc:
             for g in ready:
                 notes[g.grp_id].append(f"not balanced: {exc}")

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
-import weakref
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, replace
 
@@ -27,21 +26,10 @@ from airflow_colocate.core.contract import (
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.planner.explain import explain_text as render_explain
 from airflow_colocate.planner.explain import key_names
-from airflow_colocate.planner.join import (
-    HASH,
-    ORDERED_READ_WINS,
-    SORT_MERGE,
-    choose_bucket_join,
-    default_hash_budget,
-    hash_pays_off,
-    keys_in_read_order,
-    one_file_per_bucket,
-    parse_size,
-    predict_join,
-)
+from airflow_colocate.model.reasons import Fallback
 from airflow_colocate.spark import locality
+from airflow_colocate.spark.bucket_join import HASH, SORT_MERGE, plan_bucket_join
 from airflow_colocate.spark.connect import is_connect
-from airflow_colocate.spark.connect import master as connect_master
 from airflow_colocate.spark.physical_plan import (
     JoinNode,
     final_plan,
@@ -49,9 +37,8 @@ from airflow_colocate.spark.physical_plan import (
     joins_of_text,
     ordered_reads,
     plan_text,
-    query_shape,
 )
-from airflow_colocate.spark.register import UnreadableBuckets, name_the_replica, register_tables
+from airflow_colocate.spark.register import name_the_replica, register_tables
 from airflow_colocate.spark.session import scoped
 from airflow_colocate.spark.timing import DriverClock
 from airflow_colocate.storage import fs
@@ -79,50 +66,39 @@ def load_bad_replicas(plan: JoinPlan) -> list[BadReplica]:
 log = logging.getLogger("airflow_colocate.spark.join")  # shown as colocate-join: … (spark.entry)
 
 
-HASH_BUDGET_CONF = "spark.colocate.join.hashBudget"
+def keys_cover(left_dist: Sequence[str], right_dist: Sequence[str], pairs: Sequence[tuple[str, str]]) -> bool:
+    """Equality keys cover the distribution columns position by position: for every i, the pair
+    (left_dist[i], right_dist[i]) is among the join's equality pairs. More pairs (``dt``) are fine."""
+    have = {(a.lower(), b.lower()) for a, b in pairs}
+    return len(left_dist) == len(right_dist) and all(
+        (lc.lower(), rc.lower()) in have for lc, rc in zip(left_dist, right_dist))
 
 
-def hash_budget(spark, plan: JoinPlan) -> tuple[int, str]:
-    """The bytes one task may give one bucket's hash-join build side, and where that came from: the
-    plan (the operator's ``hash_budget``), else the session's ``spark.colocate.join.hashBudget``,
-    else :func:`default_hash_budget` of this session's memory and cores."""
-    if plan.hash_budget is not None:
-        return plan.hash_budget, "the join's hash_budget"
-    # Spark Connect has no SparkContext: the server's settings are read through spark.conf
-    conf = spark.conf if is_connect(spark) else _context_conf(spark.sparkContext)
-    configured = spark.conf.get(HASH_BUDGET_CONF, None) or conf.get(HASH_BUDGET_CONF, None)
-    if configured:
-        return parse_size(configured, HASH_BUDGET_CONF), HASH_BUDGET_CONF
-    local = connect_master(spark).startswith("local")
-    memory_key = "spark.driver.memory" if local else "spark.executor.memory"
-    memory = conf.get(memory_key, "1g")
-    cores = int(conf.get("spark.executor.cores", "0") or 0) if not local else 0
-    if not cores and is_connect(spark):
-        cores = int(conf.get("spark.default.parallelism", None) or 0) or _local_cores(connect_master(spark))
-    cores = cores or spark.sparkContext.defaultParallelism
-    fraction = float(conf.get("spark.memory.fraction", "0.6"))
-    budget = default_hash_budget(memory, cores, fraction)
-    return budget, f"({memory_key} {memory} - 300 MiB) x {fraction:g} x safety 0.5 / {cores} cores"
+Column = tuple[str, str]  # (table alias, column)
 
 
-# A running SparkContext's SparkConf never changes: read the keys the budget needs once per context
-# (getConf() copies the whole conf through py4j, tens of ms of every query's planning).
-_CONTEXT_CONF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_CONTEXT_KEYS = (HASH_BUDGET_CONF, "spark.driver.memory", "spark.executor.memory", "spark.executor.cores",
-                 "spark.memory.fraction", "spark.default.parallelism")
-
-
-def _context_conf(sc) -> dict[str, str]:
-    if sc not in _CONTEXT_CONF:
-        conf = sc.getConf()
-        _CONTEXT_CONF[sc] = {k: v for k in _CONTEXT_KEYS if (v := conf.get(k, None)) is not None}
-    return _CONTEXT_CONF[sc]
-
-
-def _local_cores(master: str) -> int:
-    """The cores of a ``local[n]`` master (``local[*]``, ``local``: this machine's, at least 1)."""
-    m = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", master)
-    return int(m[1]) if m else (os.cpu_count() or 1)
+def predict_join(left: Sequence[str], right: Sequence[str], carriers: tuple[Sequence[str], Sequence[str]],
+                 keys: Sequence[tuple[Column | None, Column | None]], *, reasons: Mapping[str, str],
+                 groups: Mapping[str, str], dist_cols: Mapping[str, Sequence[str]]) -> tuple[bool, str | None]:
+    """Whether one join of the query can run without a shuffle, and if not, why, from what the plan
+    registered (``reasons``, ``groups``, ``dist_cols`` per table alias), the tables under each side,
+    the tables whose bucketing still partitions each side (``carriers``), and the join's equality
+    keys resolved to table columns. The join job compares this prediction with Spark's plan; it is
+    made here because a SQL query's joins and their keys exist only once Spark has analysed it."""
+    for table in [*left, *right]:
+        if reasons.get(table):
+            return False, reasons[table]
+    if not left or not right or len({groups.get(t, "") for t in [*left, *right]}) != 1:
+        return False, Fallback.NOT_SAME_GROUP.because()
+    if not carriers[0] or not carriers[1]:
+        return False, Fallback.NOT_COVERED.because(
+            "an input is not partitioned by a bucket key any more (it comes out of a full outer join)")
+    for lt in carriers[0]:
+        for rt in carriers[1]:
+            pairs = [(lk[1], rk[1]) for lk, rk in keys if lk and rk and lk[0] == lt and rk[0] == rt]
+            if keys_cover(dist_cols[lt], dist_cols[rt], pairs):
+                return True, None
+    return False, Fallback.NOT_COVERED.because()
 
 
 def join_method(description: str) -> tuple[str, str | None]:
@@ -289,25 +265,6 @@ def out_of_order(message: str) -> str | None:
     return m.group(0).rstrip(". ") if m else None
 
 
-def hash_or_not(spark, plan: JoinPlan, choice: BucketJoin) -> BucketJoin:
-    """The build side fits: hash join, unless the sort-merge join is the faster one, read from the
-    parsed query: when its keys are the order the buckets' files are read in (the ordered read:
-    no sort at all), or when the query's shape makes it so (planner.join.hash_pays_off). A query
-    Spark cannot parse keeps the choice (it fails to plan with its own message right after)."""
-    columns = {t.name.lower(): {c.lower(): ty.lower() for c, ty in t.columns} for t in plan.tables if t.bucketed}
-    try:
-        streams, keys, names = query_shape(spark, plan.query, columns)
-    except Exception:
-        return choice
-    if locality.ordered_read(spark) and one_file_per_bucket(plan.tables) and keys_in_read_order(names, plan.tables):
-        # measured: bench_seeds_variants.py (smj against hash) and bench_join.py (ours_smj)
-        return replace(choice, method=SORT_MERGE, build_tables=[], reason=f"{choice.reason} fits, but {ORDERED_READ_WINS}")
-    why_not = hash_pays_off(keys, streams)
-    if why_not:
-        return replace(choice, method=SORT_MERGE, build_tables=[], reason=f"{choice.reason} fits, but {why_not}")
-    return choice
-
-
 def run_join(spark, plan: JoinPlan, *, replace_views: bool = False, clock: DriverClock | None = None) -> JoinReport:
     """Run the join of ``plan`` into its output and return its report (the entry writes it).
     ``replace_views``: the registration may replace a caller's temp view of a table's name.
@@ -336,20 +293,6 @@ def _phase(clock: DriverClock | None, name: str):
     return clock.phase(name) if clock is not None else nullcontext()
 
 
-def _bucket_join(spark, plan: JoinPlan, clock: DriverClock | None) -> tuple[JoinPlan, BucketJoin | None]:
-    """How the colocated joins join inside a bucket (hash or sort-merge, against the executors'
-    memory), marked on the tables that build a hash join; None when no table is read bucketed."""
-    if not any(t.bucketed for t in plan.tables):
-        return plan, None
-    with _phase(clock, "plan"):
-        budget, budget_from = hash_budget(spark, plan)
-        choice = choose_bucket_join(plan.tables, budget, budget_from)
-        if choice.method == HASH:
-            choice = hash_or_not(spark, plan, choice)
-    log.info(f"bucket join: {choice.method} ({choice.reason}; budget from {budget_from})")
-    return replace(plan, tables=[replace(t, hash_build=t.name in choice.build_tables) for t in plan.tables]), choice
-
-
 def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
                    clock: DriverClock | None = None) -> JoinReport:
     """One attempt of :func:`run_join` on ``plan``'s replicas as they are."""
@@ -361,7 +304,7 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log.info(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
     fs.delete_file(bad_replicas_uri(plan))
-    plan, choice = _bucket_join(spark, plan, clock)
+    plan, choice = plan_bucket_join(spark, plan, clock)
     # For the job only: the caller's session keeps its settings and job group (session.scoped).
     conf, local_off = locality.settings(spark, plan.backend_hosts)  # read each replica where it lies, if possible
     if any(t.bucketed for t in plan.tables):
@@ -372,11 +315,9 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
         # (reuseBroadcastOnly): planning them cost ~15 ms a query at SQL1 and hid the plan's text.
         conf[DPP_CONF] = "false"
     with scoped(spark, conf):
-        try:
-            registered = register_tables(spark, plan.tables, replace_views=replace_views, clock=clock)
-        except UnreadableBuckets as exc:
-            fs.write_text_atomic(bad_replicas_uri(plan), json.dumps([asdict(b) for b in exc.bad]))
-            raise
+        # no replica of a bucket left raises UnreadableBuckets, whose bad replicas run_join leaves
+        # next to the report (the failover adds those found bad while read)
+        registered = register_tables(spark, plan.tables, replace_views=replace_views, clock=clock)
         for b in registered.bad:
             log.info(f"replica {b.path} ({b.table}/{b.partition} bucket {b.bucket_seq}) is not read: {b.reason}")
         log.info(f"checked {registered.checked} replica directories")

@@ -16,14 +16,9 @@ from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.write import write_in_session
-from airflow_colocate.planner.join import (
-    build_estimate,
-    choose_bucket_join,
-    default_hash_budget,
-    hash_pays_off,
-    packs_into_long,
-    parse_size,
-)
+from airflow_colocate.core.sizes import parse_size
+from airflow_colocate.planner.join import bucket_facts, build_estimate
+from airflow_colocate.spark.bucket_join import choose_bucket_join, default_hash_budget, hash_pays_off, packs_into_long
 from airflow_colocate.spark.physical_plan import final_plan
 from colocate_testing import add_local_backends
 
@@ -132,7 +127,7 @@ def test_budget_between_the_tables_hints_only_the_smaller(spark, lake, resort):
 def test_keys_that_do_not_pack_hash_only_a_query_that_stops_early(spark, lake, resort):
     """(dt, k) is a date and a bigint: Spark would hash them with its generic map, slower than the
     sort-merge join for a query that reads every row, so the build side fitting is not enough; a
-    LIMIT above the join streams, and there the hash join wins (planner.join.hash_pays_off)."""
+    LIMIT above the join streams, and there the hash join wins (spark.bucket_join.hash_pays_off)."""
     wide = query("inner", on="x.dt = y.dt AND x.k = y.k")
     expected = spark.sql(query("inner", "ref_ha", "ref_hb", on="x.dt = y.dt AND x.k = y.k")).count()
     result = join_in_session(spark, lake, wide, TABLES, hash_budget="1g")
@@ -185,11 +180,11 @@ def test_choice_sums_each_bucket_over_the_partitions_read():
     small = table("small", [[100, 0], [100, 50]])  # bucket 0: 200 bytes over two days
     big = table("big", [[1000, 10], [10, 1000]])
     fits_small = build_estimate(200, 20)
-    choice = choose_bucket_join([big, small], fits_small, "test")
+    choice = choose_bucket_join(bucket_facts([big, small]), fits_small, "test")
     assert choice.method == "hash" and choice.build_tables == ["small"]
     assert choice.largest_bucket == {"small": fits_small, "big": build_estimate(1010, 101)}
-    assert choice_of(choose_bucket_join([big, small], fits_small - 1)) == ("sort-merge", [])
-    assert choice_of(choose_bucket_join([big, small], 0)) == ("sort-merge", [])
+    assert choice_of(choose_bucket_join(bucket_facts([big, small]), fits_small - 1)) == ("sort-merge", [])
+    assert choice_of(choose_bucket_join(bucket_facts([big, small]), 0)) == ("sort-merge", [])
 
 
 def choice_of(c):

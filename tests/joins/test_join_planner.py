@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_colocate.model.reasons import Fallback
-from airflow_colocate.planner.join import keys_cover, predict_join
+from airflow_colocate.spark.join_job import keys_cover, predict_join
 
 NOT_COVERED = Fallback.NOT_COVERED.sentence
 NOT_SAME_GROUP = Fallback.NOT_SAME_GROUP.sentence

@@ -21,7 +21,8 @@ from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session, prepare_join
 from airflow_colocate.jobs.write import write_in_session
-from airflow_colocate.planner.join import keys_in_read_order, one_file_per_bucket
+from airflow_colocate.planner.join import one_file_per_bucket, read_orders
+from airflow_colocate.spark.bucket_join import keys_in_read_order
 from airflow_colocate.spark import locality
 from airflow_colocate.spark.join_job import run_join
 from airflow_colocate.spark.physical_plan import final_plan
@@ -181,9 +182,9 @@ def test_which_plans_read_in_order():
                          bucket_num=2, partitions=parts)
     one, two, unknown = table("a", [["f", 10]]), table("b", [["f", 5], ["g", 5]]), table("c", None)
     assert one_file_per_bucket([one]) and not one_file_per_bucket([one, two]) and not one_file_per_bucket([unknown])
-    assert keys_in_read_order([(["dt", "k"], ["dt", "k"])], [one])
-    assert keys_in_read_order([(["dt"], ["dt"])], [one])
-    assert not keys_in_read_order([(["k", "dt"], ["k", "dt"])], [one])
-    assert not keys_in_read_order([(["k"], ["k"])], [one])  # two days: k alone is not the order
-    assert keys_in_read_order([(["k"], ["k"])], [table("d", [["f", 1]], days=1)])
-    assert not keys_in_read_order([([None, "k"], ["dt", "k"])], [one]) and not keys_in_read_order([], [one])
+    assert keys_in_read_order([(["dt", "k"], ["dt", "k"])], read_orders([one]))
+    assert keys_in_read_order([(["dt"], ["dt"])], read_orders([one]))
+    assert not keys_in_read_order([(["k", "dt"], ["k", "dt"])], read_orders([one]))
+    assert not keys_in_read_order([(["k"], ["k"])], read_orders([one]))  # two days: k alone is not the order
+    assert keys_in_read_order([(["k"], ["k"])], read_orders([table("d", [["f", 1]], days=1)]))
+    assert not keys_in_read_order([([None, "k"], ["dt", "k"])], read_orders([one])) and not keys_in_read_order([], read_orders([one]))
