@@ -389,6 +389,7 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
         if report_dirs is not None and replica_paths.usable(spark):
             chosen = replica_paths.with_replica_sets(chosen, tables, registered.bad, report_dirs,
                                                      lambda path: locality.read_location(spark, path))
+            location = replica_paths.EMPTY_LOCATION
         for table in chosen:  # under colocatefile:// when local reads are on (spark.locality)
             table = locality.located(spark, table)
             _run(spark, table, create_statements(table, location), texts[table.name], roots)

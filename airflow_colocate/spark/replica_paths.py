@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import re
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -32,6 +33,9 @@ SCHEME = "colocatereplica"
 FS_CLASS = "colocate.locality.ReplicaFileSystem"
 IMPL_KEY = f"spark.hadoop.fs.{SCHEME}.impl"
 MAGIC = "colocate-replicas 1"
+# The backing table's LOCATION when its buckets are replica sets: Spark's in-memory catalog checks
+# each partition's directory with the file system of the table's, so the table is under this scheme too.
+EMPTY_LOCATION = f"{SCHEME}:///_empty"
 REPORT_SUFFIX = ".tsv"
 
 
@@ -92,15 +96,17 @@ def token_path(where: Sequence[object], replicas: Sequence[ReadReplica], report_
     for r in replicas:
         lines.append("\t".join(_clean(x) for x in (r.replica_id, r.backend_id, r.checksum, locate(r.path),
                                                    report_dirs.get(r.backend_id, ""), r.path)))
-    token = base64.urlsafe_b64encode("\n".join(lines).encode("utf-8")).decode("ascii").rstrip("=")
+    packed = zlib.compress("\n".join(lines).encode("utf-8"), 9)  # it shows in Spark's messages: keep it short
+    token = base64.urlsafe_b64encode(packed).decode("ascii").rstrip("=")
     return f"{SCHEME}:///{token}"
 
 
 def with_replica_sets(chosen: list[ReadTable], planned: list[ReadTable], bad: Sequence[BadReplica],
                       report_dirs: Mapping[int, str], locate: Callable[[str], str] = lambda p: p) -> list[ReadTable]:
-    """``chosen`` (the tables as the listing check registered them) with each bucket that has
-    another good candidate in ``planned`` registered as its replica set: the checked replica first,
-    then the others the check did not find bad."""
+    """``chosen`` (the tables as the listing check registered them) with each bucket registered as
+    its replica set: the checked replica first, then the others of ``planned`` the check did not find
+    bad. Every bucket, even one with a single replica (a set of one: its read still fails naming the
+    bucket), since a table's partitions must all be under this scheme (:data:`EMPTY_LOCATION`)."""
     excluded = {b.replica_id for b in bad}
     out = []
     for table, plan in zip(chosen, planned):
@@ -108,13 +114,12 @@ def with_replica_sets(chosen: list[ReadTable], planned: list[ReadTable], bad: Se
         for part, planned_part in zip(table.partitions, plan.partitions):
             paths = list(part.bucket_paths)
             for b, path in enumerate(paths):
-                if not path or not planned_part.candidates:
+                if not path:
                     continue
-                rest = [r for r in planned_part.candidates[b] if r.replica_id not in excluded and r.path != path]
-                first = [r for r in planned_part.candidates[b] if r.path == path]
-                if first and rest:
-                    paths[b] = token_path((table.table or table.name, part.value, b), [*first, *rest], report_dirs,
-                                          locate)
+                candidates = planned_part.candidates[b] if planned_part.candidates else []
+                first = [r for r in candidates if r.path == path] or [ReadReplica(0, 0, path, 0)]
+                rest = [r for r in candidates if r.replica_id not in excluded and r.path != path]
+                paths[b] = token_path((table.table or table.name, part.value, b), [*first, *rest], report_dirs, locate)
             parts.append(replace(part, bucket_paths=paths))
         out.append(replace(table, partitions=parts))
     return out
@@ -133,5 +138,5 @@ def parse_report(text: str) -> list[BadReplica]:
     return out
 
 
-__all__ = ["FS_CLASS", "IMPL_KEY", "SCHEME", "conf", "parse_report", "task_attempts", "token_path", "usable",
+__all__ = ["EMPTY_LOCATION", "FS_CLASS", "IMPL_KEY", "SCHEME", "conf", "parse_report", "task_attempts", "token_path", "usable",
            "with_replica_sets"]

@@ -1,5 +1,6 @@
 package colocate.locality;
 
+import java.io.ByteArrayInputStream;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
@@ -15,6 +16,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.zip.InflaterInputStream;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.BlockLocation;
@@ -38,7 +40,7 @@ import org.apache.spark.TaskContext;
  * makes that retry read elsewhere. Spark never hands out a failed task's rows, so no row is
  * returned twice.
  *
- * <p>The token is the URL-safe base64 of a few lines (written by {@code spark/replica_paths.py}):
+ * <p>The token is the URL-safe base64 of the zlib-compressed text of a few lines (written by {@code spark/replica_paths.py}):
  * {@code colocate-replicas 1}, then table, partition, bucket (tab-separated), then one line per
  * candidate replica in preference order: replica id, backend id, the catalog's replica checksum
  * (sha-256 over the sorted {@code name:sha256} lines of its files), the directory URI it is read
@@ -56,6 +58,9 @@ import org.apache.spark.TaskContext;
 public class ReplicaFileSystem extends FileSystem {
     public static final String SCHEME = "colocatereplica";
     static final String MAGIC = "colocate-replicas 1";
+    // The backing table's own LOCATION: an empty directory of this scheme (Spark's in-memory catalog
+    // checks each partition's directory with the table directory's file system), never a token.
+    static final String EMPTY = "_empty";
     private static final URI NAME = URI.create(SCHEME + ":///");
     // (task attempt id, candidate directory) -> null when its files match the checksum, else why not
     private static final Map<String, String> VERDICTS = new ConcurrentHashMap<>();
@@ -77,9 +82,9 @@ public class ReplicaFileSystem extends FileSystem {
 
     static Spec parse(String token) throws IOException {
         String text;
-        try {
-            text = new String(Base64.getUrlDecoder().decode(token), StandardCharsets.UTF_8);
-        } catch (IllegalArgumentException e) {
+        try (InputStream in = new InflaterInputStream(new ByteArrayInputStream(Base64.getUrlDecoder().decode(token)))) {
+            text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (IllegalArgumentException | IOException e) {
             throw new FileNotFoundException(SCHEME + ":///" + token + " is not a colocate replica set");
         }
         String[] lines = text.split("\n");
@@ -266,6 +271,9 @@ public class ReplicaFileSystem extends FileSystem {
     @Override
     public FileStatus getFileStatus(Path f) throws IOException {
         String[] at = split(f);
+        if (at[0].equals(EMPTY) && at[1].isEmpty()) {
+            return new FileStatus(0, true, 1, 0, 0, makeQualified(f));
+        }
         String[] c = choose(parse(at[0]), at[1]);
         Path p = inCandidate(c, at[1]);
         return ours(p.getFileSystem(getConf()).getFileStatus(p), f);
@@ -276,6 +284,9 @@ public class ReplicaFileSystem extends FileSystem {
         String[] at = split(f);
         if (!at[1].isEmpty()) {
             return new FileStatus[] {getFileStatus(f)};
+        }
+        if (at[0].equals(EMPTY)) {
+            return new FileStatus[0];
         }
         String[] c = choose(parse(at[0]), "");
         Path dir = inCandidate(c, "");
