@@ -91,8 +91,11 @@ def _clean(value: object) -> str:
 def token_path(where: Sequence[object], replicas: Sequence[ReadReplica], report_dirs: Mapping[int, str],
                locate: Callable[[str], str]) -> str:
     """``colocatereplica:///<token>`` for one bucket directory: ``where`` is (table, partition,
-    bucket) for messages and reports, ``replicas`` the candidates in the order they are read."""
-    lines = [MAGIC, "\t".join(_clean(w) for w in where)]
+    bucket) for messages and reports, ``replicas`` the candidates in the order they are read; the
+    first's recorded files go with it, so the listing at query time is checked again (a file gone
+    since the registration would otherwise read as fewer rows)."""
+    files = next((r.files for r in replicas if r.files is not None), None) or []
+    lines = [MAGIC, "\t".join(_clean(w) for w in where), "\t".join(_clean(x) for f in files for x in f)]
     for r in replicas:
         lines.append("\t".join(_clean(x) for x in (r.replica_id, r.backend_id, r.checksum, locate(r.path),
                                                    report_dirs.get(r.backend_id, ""), r.path)))

@@ -118,7 +118,8 @@ def check_read(lake: dict, got: dict) -> None:
         collect_read_failures(cat, cat.backends.list())  # what the next register() / query() does first
         assert state_of(cat, victim) == "bad"
         (reason,) = [e.detail["reason"] for e in cat.events(kind="replica.bad") if e.subject == victim]
-        expected = {"truncated": lake["why"], "deleted": lake["why"], "deleted_late": "missing file"}
+        expected = {"truncated": lake["why"], "deleted": lake["why"], "deleted_late": "missing file",
+                    "truncated_late": "bytes, the catalog recorded"}
         assert expected.get(lake["case"], "checksum mismatch") in reason, reason
         folder = Path(victim.removeprefix("file://")).parents[4] / "_colocate" / "read-failures"
         assert not folder.exists() or not list(folder.iterdir())  # read once, then deleted
@@ -219,8 +220,8 @@ def test_task_attempts_by_master():
 def test_a_replica_set_path_names_the_checked_replica_first():
     from airflow_colocate.core.contract import BadReplica, ReadPartition, ReadReplica, ReadTable
 
-    reps = [ReadReplica(replica_id=i, backend_id=i, path=f"file:///be{i}/t/b00000", bytes=1, checksum=f"c{i}")
-            for i in (1, 2, 3)]
+    reps = [ReadReplica(replica_id=i, backend_id=i, path=f"file:///be{i}/t/b00000", bytes=7, checksum=f"c{i}",
+                        files=[["part-0", 7]]) for i in (1, 2, 3)]
     planned = ReadTable(name="t", columns=[["k", "bigint"]], dist_cols=["k"], partition_cols=[], bucket_num=1,
                         partitions=[ReadPartition(value="", bucket_paths=[reps[0].path], candidates=[reps])])
     chosen = ReadTable(name="t", columns=[["k", "bigint"]], dist_cols=["k"], partition_cols=[], bucket_num=1,
@@ -234,6 +235,6 @@ def test_a_replica_set_path_names_the_checked_replica_first():
 
     token = path.removeprefix("colocatereplica:///")
     lines = zlib.decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))).decode().splitlines()
-    assert lines[0] == replica_paths.MAGIC and lines[1] == "t\t\t0"
-    assert [row.split("\t")[0] for row in lines[2:]] == ["2", "3"]  # the checked one, then the one not found bad
-    assert lines[2].split("\t")[4] == "file:///be2/_colocate/read-failures" and lines[3].split("\t")[4] == ""
+    assert lines[0] == replica_paths.MAGIC and lines[1] == "t\t\t0" and lines[2] == "part-0\t7"
+    assert [row.split("\t")[0] for row in lines[3:]] == ["2", "3"]  # the checked one, then the one not found bad
+    assert lines[3].split("\t")[4] == "file:///be2/_colocate/read-failures" and lines[4].split("\t")[4] == ""

@@ -14,6 +14,7 @@ import java.util.Base64;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.zip.InflaterInputStream;
@@ -41,14 +42,16 @@ import org.apache.spark.TaskContext;
  * returned twice.
  *
  * <p>The token is the URL-safe base64 of the zlib-compressed text of a few lines (written by {@code spark/replica_paths.py}):
- * {@code colocate-replicas 1}, then table, partition, bucket (tab-separated), then one line per
+ * {@code colocate-replicas 1}, then table, partition, bucket (tab-separated), then the recorded
+ * files' names and sizes (tab-separated, alternating), then one line per
  * candidate replica in preference order: replica id, backend id, the catalog's replica checksum
  * (sha-256 over the sorted {@code name:sha256} lines of its files), the directory URI it is read
  * through, the directory where a replica found bad is reported (read by the control plane the next
  * time it runs, which marks the replica bad) and the directory as the catalog names it. Files of one bucket's replicas have the same names and bytes.
  *
  * <p>Which replica a file is read from: outside a task (the driver's listing) and in a task's
- * first attempt, the first candidate that holds the file (a candidate without it is reported);
+ * first attempt, the first candidate that holds exactly the recorded files (the listing) or the
+ * file at its recorded size (a read); a candidate that does not is reported;
  * in a later attempt, the first candidate whose files hash to its recorded checksum (every
  * candidate that does not is reported), and when they all do (the failure was not the bytes'),
  * candidate {@code attempt % n} of them. When none is left, opening fails naming the bucket and
@@ -73,6 +76,7 @@ public class ReplicaFileSystem extends FileSystem {
         String table;
         String partition;
         String bucket;
+        final Map<String, Long> files = new TreeMap<>(); // name -> size, as the catalog recorded them
         final List<String[]> candidates = new ArrayList<>(); // {replica, backend, checksum, uri, report dir, path}
 
         String label() {
@@ -88,7 +92,7 @@ public class ReplicaFileSystem extends FileSystem {
             throw new FileNotFoundException(SCHEME + ":///" + token + " is not a colocate replica set");
         }
         String[] lines = text.split("\n");
-        if (lines.length < 3 || !lines[0].equals(MAGIC)) {
+        if (lines.length < 4 || !lines[0].equals(MAGIC)) {
             throw new FileNotFoundException(SCHEME + ":///" + token + " is not a colocate replica set");
         }
         Spec spec = new Spec();
@@ -96,7 +100,11 @@ public class ReplicaFileSystem extends FileSystem {
         spec.table = where[0];
         spec.partition = where.length > 1 ? where[1] : "";
         spec.bucket = where.length > 2 ? where[2] : "";
-        for (int i = 2; i < lines.length; i++) {
+        String[] files = lines[2].split("\t");
+        for (int i = 0; i + 1 < files.length; i += 2) {
+            spec.files.put(files[i], Long.parseLong(files[i + 1]));
+        }
+        for (int i = 3; i < lines.length; i++) {
             String[] c = lines[i].split("\t", -1);
             if (c.length == 6) {
                 spec.candidates.add(c);
@@ -144,7 +152,7 @@ public class ReplicaFileSystem extends FileSystem {
         List<String> tried = new ArrayList<>();
         List<String[]> good = new ArrayList<>();
         for (String[] c : spec.candidates) {
-            String problem = attempt == 0 ? missing(c, rest) : verdict(task.taskAttemptId(), c);
+            String problem = attempt == 0 ? missing(spec, c, rest) : verdict(task.taskAttemptId(), c);
             if (problem == null && attempt == 0) {
                 return c;
             }
@@ -163,13 +171,39 @@ public class ReplicaFileSystem extends FileSystem {
                 + ". The bad replicas are reported to the catalog; run 'colocate balance' to repair them");
     }
 
-    private String missing(String[] c, String rest) {
-        if (rest.isEmpty()) {
-            return null;
-        }
+    /** Null when candidate {@code c} holds {@code rest} (the bucket directory: exactly the recorded
+     *  files) at its recorded size, else what is wrong: a listing that lost a file since the
+     *  registration's check would otherwise read as fewer rows. */
+    private String missing(Spec spec, String[] c, String rest) {
         try {
             Path p = inCandidate(c, rest);
-            return p.getFileSystem(getConf()).exists(p) ? null : "missing file " + rest.substring(1);
+            FileSystem fs = p.getFileSystem(getConf());
+            if (!rest.isEmpty()) {
+                String name = rest.substring(1);
+                Long want = spec.files.get(name);
+                long got = fs.getFileStatus(p).getLen();
+                return want == null || want == got ? null
+                        : "file " + name + " has " + got + " bytes, the catalog recorded " + want;
+            }
+            if (spec.files.isEmpty()) {
+                return null; // recorded before file lists: the registration's check by bytes stands
+            }
+            Map<String, Long> found = new TreeMap<>();
+            for (FileStatus f : fs.listStatus(p)) {
+                found.put(f.getPath().getName(), f.isFile() ? f.getLen() : -1L);
+            }
+            for (Map.Entry<String, Long> e : spec.files.entrySet()) {
+                Long got = found.remove(e.getKey());
+                if (got == null) {
+                    return "missing file " + e.getKey();
+                }
+                if (!got.equals(e.getValue())) {
+                    return "file " + e.getKey() + " has " + got + " bytes, the catalog recorded " + e.getValue();
+                }
+            }
+            return found.isEmpty() ? null : "unknown file " + found.keySet().iterator().next();
+        } catch (FileNotFoundException e) {
+            return "missing file " + (rest.isEmpty() ? "(the directory)" : rest.substring(1));
         } catch (IOException e) {
             return "read failed: " + e;
         }
