@@ -367,10 +367,9 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
     (:func:`check_candidates_on_cluster`); the result says which replicas were registered and which
     were found bad. A temp view of a table's name that this module did not create stops the
     registration before anything is created, unless ``replace_views``. ``clock``: times the
-    ``check`` and the ``views`` (spark.timing). ``report_dirs`` (backend id -> its read-failure
-    folder): a query this call does not run will read the tables, so where the session has the
-    jar's replica file system each bucket is registered with its other good replicas for a retried
-    task to read (spark.replica_paths); the returned tables still name the checked replica."""
+    ``check`` and the ``views`` (spark.timing). ``report_dirs`` (backend id -> read-failure folder):
+    queries not ours will read the tables, so each bucket is registered as its replica set where the
+    session can read one (spark.replica_paths); the returned tables name the checked replica."""
     with clock.phase("views") if clock else nullcontext():
         check_session_catalog(spark)
         texts = {table.name: _check_view_free(spark, table.name, replace_views) for table in tables}
@@ -385,11 +384,8 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
         _ensure_database(spark)
         location = locality.read_location(spark, f"{_location(spark)}/{EMPTY}")
         roots = spark.conf.get(locality.ROOTS_KEY, "") or ""  # the hosts a listed view's files are on
-        chosen = registered.tables
-        if report_dirs is not None and replica_paths.usable(spark):
-            chosen = replica_paths.with_replica_sets(chosen, tables, registered.bad, report_dirs,
-                                                     lambda path: locality.read_location(spark, path))
-            location = replica_paths.EMPTY_LOCATION
+        chosen, location = replica_paths.for_user_queries(spark, registered.tables, tables, registered.bad, report_dirs,
+                                                          location, lambda path: locality.read_location(spark, path))
         for table in chosen:  # under colocatefile:// when local reads are on (spark.locality)
             table = locality.located(spark, table)
             _run(spark, table, create_statements(table, location), texts[table.name], roots)

@@ -128,6 +128,17 @@ def with_replica_sets(chosen: list[ReadTable], planned: list[ReadTable], bad: Se
     return out
 
 
+def for_user_queries(spark, chosen: list[ReadTable], planned: list[ReadTable], bad: Sequence[BadReplica],
+                     report_dirs: Mapping[int, str] | None, location: str,
+                     locate: Callable[[str], str]) -> tuple[list[ReadTable], str]:
+    """The tables and backing-table LOCATION a registration for the user's own queries uses: the
+    replica sets (:func:`with_replica_sets`) where the session is :func:`usable`, else as they were
+    (``report_dirs`` None: the caller runs the query itself, with its own failover)."""
+    if report_dirs is None or not usable(spark):
+        return chosen, location
+    return with_replica_sets(chosen, planned, bad, report_dirs, locate), EMPTY_LOCATION
+
+
 def parse_report(text: str) -> list[BadReplica]:
     """The replicas one report file names (lines the file system wrote; a torn line is skipped)."""
     out = []
@@ -141,5 +152,5 @@ def parse_report(text: str) -> list[BadReplica]:
     return out
 
 
-__all__ = ["EMPTY_LOCATION", "FS_CLASS", "IMPL_KEY", "SCHEME", "conf", "parse_report", "task_attempts", "token_path", "usable",
-           "with_replica_sets"]
+__all__ = ["EMPTY_LOCATION", "FS_CLASS", "IMPL_KEY", "SCHEME", "conf", "for_user_queries", "parse_report",
+           "task_attempts", "token_path", "usable", "with_replica_sets"]

@@ -135,8 +135,8 @@ def classic_results(spark, tmp_path_factory):
     lakes.append(make_lake(spark, root / "all-bad", "flipped_byte", every_replica=True) | {"case": "all_bad"})
     (root / "lakes.json").write_text(json.dumps(lakes))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", f"import test_register_failover as t; t.main({str(root / 'lakes.json')!r})"],
-                          capture_output=True, text=True, env=env, timeout=900, cwd=root)
+    script = f"import test_register_failover as t; t.main({str(root / 'lakes.json')!r})"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900, cwd=root)
     results = [x for x in done.stdout.splitlines() if x.startswith("RESULTS ")]
     assert results, done.stderr[-4000:]
     return {lake["case"]: lake for lake in lakes}, json.loads(results[0].removeprefix("RESULTS "))

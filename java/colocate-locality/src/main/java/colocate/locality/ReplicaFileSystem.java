@@ -41,22 +41,22 @@ import org.apache.spark.TaskContext;
  * makes that retry read elsewhere. Spark never hands out a failed task's rows, so no row is
  * returned twice.
  *
- * <p>The token is the URL-safe base64 of the zlib-compressed text of a few lines (written by {@code spark/replica_paths.py}):
- * {@code colocate-replicas 1}, then table, partition, bucket (tab-separated), then the recorded
- * files' names and sizes (tab-separated, alternating), then one line per
- * candidate replica in preference order: replica id, backend id, the catalog's replica checksum
- * (sha-256 over the sorted {@code name:sha256} lines of its files), the directory URI it is read
- * through, the directory where a replica found bad is reported (read by the control plane the next
- * time it runs, which marks the replica bad) and the directory as the catalog names it. Files of one bucket's replicas have the same names and bytes.
+ * <p>The token is the URL-safe base64 of the zlib-compressed text of a few lines (written by
+ * {@code spark/replica_paths.py}): {@code colocate-replicas 1}; table, partition, bucket
+ * (tab-separated); the recorded files' names and sizes (tab-separated, alternating); then one line
+ * per candidate replica in preference order: replica id, backend id, the catalog's replica
+ * checksum (sha-256 over the sorted {@code name:sha256} lines of its files), the directory URI it
+ * is read through, the directory where a replica found bad is reported (read by the control plane
+ * the next time it runs, which marks the replica bad) and the directory as the catalog names it.
+ * Files of one bucket's good replicas have the same names and bytes.
  *
  * <p>Which replica a file is read from: outside a task (the driver's listing) and in a task's
  * first attempt, the first candidate that holds exactly the recorded files (the listing) or the
- * file at its recorded size (a read); a candidate that does not is reported;
- * in a later attempt, the first candidate whose files hash to its recorded checksum (every
- * candidate that does not is reported), and when they all do (the failure was not the bytes'),
- * candidate {@code attempt % n} of them. When none is left, opening fails naming the bucket and
- * every replica. Only Spark's public {@code TaskContext} is used, so the source compiles for
- * every Spark line.
+ * file at its recorded size (a read); in a later attempt, the first candidate whose files hash to
+ * its recorded checksum (when the first does, the failure was not its bytes and it is read
+ * again). Each candidate passed over is reported. When none is left, opening fails naming the
+ * bucket and every replica. Only Spark's public {@code TaskContext} is used, so the source
+ * compiles for every Spark line.
  */
 public class ReplicaFileSystem extends FileSystem {
     public static final String SCHEME = "colocatereplica";
@@ -150,21 +150,13 @@ public class ReplicaFileSystem extends FileSystem {
         TaskContext task = TaskContext.get();
         int attempt = task == null ? 0 : task.attemptNumber();
         List<String> tried = new ArrayList<>();
-        List<String[]> good = new ArrayList<>();
         for (String[] c : spec.candidates) {
             String problem = attempt == 0 ? missing(spec, c, rest) : verdict(task.taskAttemptId(), c);
-            if (problem == null && attempt == 0) {
-                return c;
-            }
             if (problem == null) {
-                good.add(c);
-                continue;
+                return c;
             }
             tried.add("backend " + c[1] + " (" + c[3] + "): " + problem);
             report(spec, c, problem);
-        }
-        if (!good.isEmpty()) {
-            return good.get(attempt % good.size());
         }
         throw new FileNotFoundException("colocate: cannot read " + spec.label() + ": every replica failed, so the "
                 + "query stops instead of returning wrong rows; replicas tried: " + String.join("; ", tried)
