@@ -74,7 +74,7 @@ def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Cata
     from airflow_colocate.storage import layout
 
     catalog = catalog or Catalog()
-    reads, backends = _plan_reported(catalog, tables)
+    reads, backends = plan_reported(catalog, tables)
     report_dirs = {b.id: layout.read_failures_dir(b.root_uri) for b in backends}
     plans = reads.tables
     try:
@@ -114,7 +114,7 @@ def query(spark, sql: str, tables: Mapping[str, Sequence[str] | None], *, catalo
             raise ColocateError(named) from exc
 
     try:
-        rows, failover = run_with_failover(_plan_reported(catalog, tables)[0].tables, attempt)
+        rows, failover = run_with_failover(plan_reported(catalog, tables)[0].tables, attempt)
     except Exception as exc:
         if getattr(exc, "bad", None):
             catalog.health.mark_replicas_bad(exc.bad)
@@ -125,12 +125,13 @@ def query(spark, sql: str, tables: Mapping[str, Sequence[str] | None], *, catalo
     return rows
 
 
-def _plan_reported(catalog: Catalog, tables: Mapping[str, Sequence[str] | None]) -> tuple[JoinReads, list]:
-    """:func:`plan_query_reads`, again after marking the replicas an earlier registered read
-    reported bad (:func:`collect_read_failures`), so this read does not choose them."""
-    reads, backends = plan_query_reads(catalog, tables)
+def plan_reported(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], **options) -> tuple[JoinReads, list]:
+    """:func:`plan_query_reads` (``options`` are its own), again after marking the replicas an
+    earlier registered read reported bad (:func:`collect_read_failures`), so this read does not
+    choose them: every read the control plane plans is a "next time" for those reports."""
+    reads, backends = plan_query_reads(catalog, tables, **options)
     if collect_read_failures(catalog, backends):
-        reads, backends = plan_query_reads(catalog, tables)
+        reads, backends = plan_query_reads(catalog, tables, **options)
     return reads, backends
 
 

@@ -238,3 +238,26 @@ def test_a_replica_set_path_names_the_checked_replica_first():
     assert lines[0] == replica_paths.MAGIC and lines[1] == "t\t\t0" and lines[2] == "part-0\t7"
     assert [row.split("\t")[0] for row in lines[3:]] == ["2", "3"]  # the checked one, then the one not found bad
     assert lines[3].split("\t")[4] == "file:///be2/_colocate/read-failures" and lines[4].split("\t")[4] == ""
+
+
+def test_a_join_planned_next_marks_a_reported_replica_bad_and_reads_another(spark, tmp_path):
+    """The executors' report (a line in the backend's read-failures folder) reaches the catalog the
+    next time the control plane plans a read, here a join's (jobs.join.prepare_join)."""
+    from airflow_colocate.jobs.join import prepare_join
+    from airflow_colocate.storage import layout
+
+    lake = make_lake(spark, tmp_path / "lake", "flipped_byte")
+    (victim,) = lake["victims"]
+    cat = Catalog(lake["url"], actor="pytest")
+    try:
+        backend = next(b for b in cat.backends.list() if victim.startswith(b.root_uri.rstrip("/") + "/"))
+        folder = Path(layout.read_failures_dir(backend.root_uri).removeprefix("file://"))
+        folder.mkdir(parents=True)
+        rid = read_plans(cat, {"t": None}).tables[0].partitions[0].candidates[BUCKET][0].replica_id
+        line = [str(rid), str(backend.id), "default.t", DAY, str(BUCKET), victim, "read failed: checksum mismatch: x"]
+        (folder / f"r{rid}-1.tsv").write_text("\t".join(line) + "\n")
+        plan, _ = prepare_join(cat, SQL, {"t": None}, work_dir=tmp_path / "runs")
+        assert state_of(cat, victim) == "bad" and not list(folder.iterdir())
+        assert victim not in [r.path for r in plan.tables[0].partitions[0].candidates[BUCKET]]
+    finally:
+        cat.dispose()
