@@ -117,6 +117,7 @@ def check_read(lake: dict, got: dict) -> None:
         (victim,) = lake["victims"]
         collect_read_failures(cat, cat.backends.list())  # what the next register() / query() does first
         assert state_of(cat, victim) == "bad"
+        assert [r.path for r in replicas_in_state(cat, "bad")] == [victim]  # no good replica reported
         (reason,) = [e.detail["reason"] for e in cat.events(kind="replica.bad") if e.subject == victim]
         expected = {"truncated": lake["why"], "deleted": lake["why"], "deleted_late": "missing file",
                     "truncated_late": "bytes, the catalog recorded"}
@@ -125,6 +126,15 @@ def check_read(lake: dict, got: dict) -> None:
         assert not folder.exists() or not list(folder.iterdir())  # read once, then deleted
     finally:
         cat.dispose()
+
+
+def replicas_in_state(cat, state: str) -> list:
+    from sqlalchemy import select
+
+    from airflow_colocate.catalog import models as m
+
+    with cat.engine.connect() as c:
+        return list(c.execute(select(m.Replica.path).where(m.Replica.state == state)))
 
 
 @pytest.fixture(scope="module")

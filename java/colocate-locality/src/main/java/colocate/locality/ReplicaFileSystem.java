@@ -147,6 +147,10 @@ public class ReplicaFileSystem extends FileSystem {
 
     /** The candidate directory (its spec line) that serves {@code rest} of bucket {@code spec}. */
     String[] choose(Spec spec, String rest) throws IOException {
+        if (!rest.isEmpty() && !spec.files.isEmpty() && !spec.files.containsKey(rest.substring(1))) {
+            // a name the bucket never had (Spark looking for _spark_metadata): no replica's fault
+            throw new FileNotFoundException(SCHEME + ":// " + spec.label() + " has no file " + rest.substring(1));
+        }
         TaskContext task = TaskContext.get();
         int attempt = task == null ? 0 : task.attemptNumber();
         List<String> tried = new ArrayList<>();
