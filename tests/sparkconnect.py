@@ -48,12 +48,13 @@ class ConnectServer:
                 self.process.wait(timeout=10)
 
 
-def start_connect_server(workdir: Path, conf: dict[str, str], *, timeout_s: float = 120.0) -> ConnectServer:
+def start_connect_server(workdir: Path, conf: dict[str, str], *, timeout_s: float = 120.0,
+                         master: str = "local[2]") -> ConnectServer:
     """Start the server and wait until its port answers; its output goes to ``workdir/server.log``
     (the first lines of which are in the error when it does not come up)."""
     port = free_port()
     log = workdir / "server.log"
-    args = [spark_submit(), "--class", SERVER_CLASS, "--master", "local[2]", "--conf", f"{PORT_CONF}={port}",
+    args = [spark_submit(), "--class", SERVER_CLASS, "--master", master, "--conf", f"{PORT_CONF}={port}",
             "--conf", "spark.connect.grpc.binding.address=127.0.0.1"]
     jars = conf.get("spark.jars")
     if jars:

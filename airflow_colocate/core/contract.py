@@ -142,6 +142,9 @@ class ReadReplica:
     bytes: int
     files: list[list] | None = None  # [[name, size], ...]; None: recorded before 0.2, checked by bytes
     rows: int = 0  # the catalog's row count (with bytes, what the hash-join choice estimates from)
+    # the catalog's replica checksum (storage.replica_dir.replica_checksum): what a registered
+    # table's retried task proves a replica's bytes against before reading it (spark.replica_paths)
+    checksum: str = ""
 
 
 @dataclass

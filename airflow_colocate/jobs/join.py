@@ -14,7 +14,7 @@ from airflow_colocate.model.views import WriteTicket
 from airflow_colocate.core.contract import BadReplica, JoinPlan, JoinReport, Source
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.core.sizes import parse_size
-from airflow_colocate.jobs.read import count_failovers, plan_query_reads
+from airflow_colocate.jobs.read import count_failovers, plan_reported
 from airflow_colocate.jobs.write import finish_write, prepare_write
 from airflow_colocate.planner.join import bucket_facts
 
@@ -33,8 +33,8 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
     (placement.replica_choice), so its task can run where its files are (spark.locality).
     ``join_policy`` overrides the group's for this join (``model.reasons.JoinPolicy``)."""
     budget = None if hash_budget is None else parse_size(hash_budget, "hash_budget")
-    decided, backends = plan_query_reads(catalog, tables, disabled=disable_colocate_join,
-                                         executor_hosts=executor_hosts, policy=join_policy)
+    decided, backends = plan_reported(catalog, tables, disabled=disable_colocate_join,
+                                      executor_hosts=executor_hosts, policy=join_policy)
     work = str(work_dir or default_work_dir())
     ticket = None
     output = None

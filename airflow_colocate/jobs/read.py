@@ -63,13 +63,21 @@ def register(spark, tables: Mapping[str, Sequence[str] | None], *, catalog: Cata
     """Register ``tables`` (name -> partition values, or None for all committed) in ``spark``, a
     classic or a Spark Connect session; returns them as registered (``name``: the view; each
     bucket's checked replica in ``bucket_paths``). ``replace_views``: replace a temp view of one of
-    those names that colocate did not create (else the call stops, naming it)."""
+    those names that colocate did not create (else the call stops, naming it).
+
+    With the jar's replica file system on the cluster (``spark.replica_paths.conf()`` in the session's
+    or the Connect server's start settings, and a master that retries tasks), a bucket replica that
+    fails while ``spark.sql`` reads it is read from the bucket's next good replica by the task's
+    retry, and reported: the next call (or :func:`query`) marks it bad."""
     from airflow_colocate.spark.register import UnreadableBuckets, register_tables
+    from airflow_colocate.storage import layout
 
     catalog = catalog or Catalog()
-    plans = read_plans(catalog, tables).tables
+    reads, backends = plan_reported(catalog, tables)
+    report_dirs = {b.id: layout.read_failures_dir(b.root_uri) for b in backends}
+    plans = reads.tables
     try:
-        registered = register_tables(spark, plans, replace_views=replace_views)
+        registered = register_tables(spark, plans, replace_views=replace_views, report_dirs=report_dirs)
     except UnreadableBuckets as exc:
         if exc.bad:
             catalog.health.mark_replicas_bad(exc.bad)
@@ -105,7 +113,7 @@ def query(spark, sql: str, tables: Mapping[str, Sequence[str] | None], *, catalo
             raise ColocateError(named) from exc
 
     try:
-        rows, failover = run_with_failover(read_plans(catalog, tables).tables, attempt)
+        rows, failover = run_with_failover(plan_reported(catalog, tables)[0].tables, attempt)
     except Exception as exc:
         if getattr(exc, "bad", None):
             catalog.health.mark_replicas_bad(exc.bad)
@@ -114,6 +122,48 @@ def query(spark, sql: str, tables: Mapping[str, Sequence[str] | None], *, catalo
         catalog.health.mark_replicas_bad([*failover.bad, *checked])
         count_failovers([*failover.bad, *checked])
     return rows
+
+
+def plan_reported(catalog: Catalog, tables: Mapping[str, Sequence[str] | None], **options) -> tuple[JoinReads, list]:
+    """:func:`plan_query_reads` (``options`` are its own), again after marking the replicas an
+    earlier registered read reported bad (:func:`collect_read_failures`), so this read does not
+    choose them: every read the control plane plans is a "next time" for those reports."""
+    reads, backends = plan_query_reads(catalog, tables, **options)
+    if collect_read_failures(catalog, backends):
+        reads, backends = plan_query_reads(catalog, tables, **options)
+    return reads, backends
+
+
+def collect_read_failures(catalog: Catalog, backends: Sequence) -> list:
+    """Mark bad the replicas that registered tables' tasks passed over since the last call (the
+    lines the replica file system left in each alive backend's read-failure folder, spark.replica_paths),
+    count each as a failover, and delete the reports. Returns what was marked (paths). A backend
+    that cannot be listed keeps its reports for the next call."""
+    from airflow_colocate.spark.replica_paths import REPORT_SUFFIX, parse_report
+    from airflow_colocate.storage import fs, layout
+
+    found, done = [], []
+    for backend in backends:
+        if backend.state != "alive":
+            continue
+        folder = layout.read_failures_dir(backend.root_uri)
+        try:
+            names = [n for n, _ in fs.list_files(folder, missing_ok=True) if n.endswith(REPORT_SUFFIX)]
+            for name in names:
+                found += parse_report(fs.read_text(fs.join(folder, name)))
+                done.append(fs.join(folder, name))
+        except Exception:  # noqa: BLE001 - unreachable now (any file system's error): reports wait for the next read
+            continue
+    if not done:
+        return []
+    marked = catalog.health.mark_replicas_bad(found) if found else []
+    count_failovers(found)
+    for uri in done:
+        try:
+            fs.delete_file(uri)
+        except Exception:  # noqa: BLE001 - read again next time: a replica no longer verified is left alone
+            pass
+    return marked
 
 
 def count_failovers(bad: Sequence) -> None:

@@ -50,6 +50,7 @@ def read_table(view: TableView, partitions: Sequence[PartitionReplicas], *, avai
 
 def _read_replica(r: ReplicaView) -> ReadReplica:
     return ReadReplica(replica_id=r.id, backend_id=r.backend_id, path=r.path, bytes=r.bytes, rows=r.rows,
+                       checksum=r.checksum,
                        files=None if r.files is None else [[n, int(size)] for n, size in r.files])
 
 

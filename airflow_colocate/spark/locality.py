@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 from airflow_colocate.core.contract import JoinLocality, ReadTable
 from airflow_colocate.core.spark_lines import LINES, ORDERED, jar_name, missing_features, spark_line
+from airflow_colocate.spark import replica_paths
 from airflow_colocate.spark.connect import is_connect, say_once
 from airflow_colocate.spark.connect import master as connect_master
 from airflow_colocate.storage import fs
@@ -181,14 +182,14 @@ def with_jar(jars: str | None, line: str | None = None) -> str | None:
 def locality_conf(jars: str | None = None, extensions: str | None = None, line: str | None = None) -> dict[str, str]:
     """The settings a job on Spark ``line`` (default: :func:`local_line`) starts with to read
     through ``colocatefile://``: that line's jar on the driver's and executors' classpath, the
-    scheme's class, and the session extension of the same jar when the line has it (joined to
+    scheme's class (and the replica file system's, spark.replica_paths), and the session extension of the same jar when the line has it (joined to
     ``extensions``, the job's own). Spark's catalog copies the Hadoop settings, and the session its
     extensions, when the session starts, so none can be added later; empty without the jar."""
     jar = jar_path(line)
     if jar is None:
         return {}
     conf = {"spark.jars": with_jar(jars, line) or "", f"spark.hadoop.fs.{SCHEME}.impl": FS_CLASS,
-            f"spark.hadoop.fs.{SCHEME}.impl.disable.cache": "true"}
+            f"spark.hadoop.fs.{SCHEME}.impl.disable.cache": "true", **replica_paths.conf()}
     if jar_has_ordered(jar):
         have = [e.strip() for e in (extensions or "").split(",") if e.strip()]
         conf["spark.sql.extensions"] = ",".join([*have, *([] if EXTENSIONS_CLASS in have else [EXTENSIONS_CLASS])])

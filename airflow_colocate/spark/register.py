@@ -41,13 +41,13 @@ import re
 import tempfile
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.spark import listed_views, locality
+from airflow_colocate.spark import listed_views, locality, replica_paths
 from airflow_colocate.spark.connect import is_connect, list_on_cluster
 from airflow_colocate.spark.listing import judge_replicas
 from airflow_colocate.spark.timing import DriverClock
@@ -357,8 +357,8 @@ def check_candidates_on_cluster(spark, tables: list[ReadTable]) -> Registered:
     return check_candidates(tables, judge=judge)
 
 
-def register_tables(spark, tables: list[ReadTable], *, threads: int | None = None,
-                    replace_views: bool = False, clock: DriverClock | None = None) -> Registered:
+def register_tables(spark, tables: list[ReadTable], *, threads: int | None = None, replace_views: bool = False,
+                    clock: DriverClock | None = None, report_dirs: Mapping[int, str] | None = None) -> Registered:
     """Register every table in the session's catalog: ``spark.sql('select … from <name>')`` works.
 
     Each bucket's replica is checked first: on a classic session by the driver
@@ -367,7 +367,9 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
     (:func:`check_candidates_on_cluster`); the result says which replicas were registered and which
     were found bad. A temp view of a table's name that this module did not create stops the
     registration before anything is created, unless ``replace_views``. ``clock``: times the
-    ``check`` and the ``views`` (spark.timing)."""
+    ``check`` and the ``views`` (spark.timing). ``report_dirs`` (backend id -> read-failure folder):
+    queries not ours will read the tables, so each bucket is registered as its replica set where the
+    session can read one (spark.replica_paths); the returned tables name the checked replica."""
     with clock.phase("views") if clock else nullcontext():
         check_session_catalog(spark)
         texts = {table.name: _check_view_free(spark, table.name, replace_views) for table in tables}
@@ -382,7 +384,9 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
         _ensure_database(spark)
         location = locality.read_location(spark, f"{_location(spark)}/{EMPTY}")
         roots = spark.conf.get(locality.ROOTS_KEY, "") or ""  # the hosts a listed view's files are on
-        for table in registered.tables:  # under colocatefile:// when local reads are on (spark.locality)
+        chosen, location = replica_paths.for_user_queries(spark, registered.tables, tables, registered.bad, report_dirs,
+                                                          location, lambda path: locality.read_location(spark, path))
+        for table in chosen:  # under colocatefile:// when local reads are on (spark.locality)
             table = locality.located(spark, table)
             _run(spark, table, create_statements(table, location), texts[table.name], roots)
     return registered

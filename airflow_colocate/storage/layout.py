@@ -19,6 +19,9 @@ import re
 
 STAGING = "_staging"
 TMP = "_colocate/tmp"
+# where a registered table's read leaves a line per replica it found bad (spark.replica_paths), for
+# the control plane to mark the next time it reads (jobs.read); outside every replica directory
+READ_FAILURES = "_colocate/read-failures"
 
 _REPLICA_DIR = re.compile(r"^(?P<root>.+)/[^/]+/[^/]+_\d+/[^/]+/v\d{6}/b\d{5}$")
 
@@ -42,6 +45,11 @@ def staging_dir(root: str, job_id: str) -> str:
 def bucket_file_name(write_id: str, bucket: int, suffix: str = ".c000.snappy.parquet") -> str:
     """Spark's ``BucketingUtils`` name: ``part-00000-<id>_<bucket:05d>.c000…``."""
     return f"part-00000-{write_id}_{bucket:05d}{suffix}"
+
+
+def read_failures_dir(root: str) -> str:
+    """The backend's folder of read-failure reports (:data:`READ_FAILURES`)."""
+    return f"{root.rstrip('/')}/{READ_FAILURES}"
 
 
 def tmp_dir(root: str) -> str:
