@@ -35,14 +35,16 @@ import org.apache.hadoop.util.Progressable;
  * gets no location (Spark then schedules it anywhere). The job sets the key per query, so the
  * instance must not be cached: set {@code fs.colocatefile.impl.disable.cache=true}.
  */
-public class LocalityFileSystem extends FileSystem {
+public class LocalityFileSystem extends ReadOnlyFileSystem {
     public static final String SCHEME = "colocatefile";
     public static final String ROOTS_KEY = "colocate.locality.roots";
     private static final URI NAME = URI.create(SCHEME + ":///");
 
     private final RawLocalFileSystem local = new RawLocalFileSystem();
     private final List<String[]> roots = new ArrayList<>(); // {root without trailing '/', host}
-    private Path workingDir = new Path(SCHEME + ":/");
+    public LocalityFileSystem() {
+        super(SCHEME);
+    }
 
     @Override
     public void initialize(URI name, Configuration conf) throws IOException {
@@ -96,7 +98,7 @@ public class LocalityFileSystem extends FileSystem {
     }
 
     private Path toLocal(Path p) {
-        Path q = p.isAbsolute() ? p : new Path(workingDir, p);
+        Path q = p.isAbsolute() ? p : new Path(getWorkingDirectory(), p);
         return new Path("file", null, q.toUri().getPath());
     }
 
@@ -147,39 +149,9 @@ public class LocalityFileSystem extends FileSystem {
     }
 
     @Override
-    public void setWorkingDirectory(Path dir) {
-        workingDir = dir.isAbsolute() ? dir : new Path(workingDir, dir);
-    }
-
-    @Override
-    public Path getWorkingDirectory() {
-        return workingDir;
-    }
-
-    private IOException readOnly(Path f) {
+    protected IOException readOnly(Path f) {
         return new IOException(SCHEME + ":// is read-only (colocate's locality reads); write "
                 + f.toUri().getPath() + " through file:// instead");
-    }
-
-    @Override
-    public FSDataOutputStream create(Path f, FsPermission permission, boolean overwrite, int bufferSize,
-                                     short replication, long blockSize, Progressable progress) throws IOException {
-        throw readOnly(f);
-    }
-
-    @Override
-    public FSDataOutputStream append(Path f, int bufferSize, Progressable progress) throws IOException {
-        throw readOnly(f);
-    }
-
-    @Override
-    public boolean rename(Path src, Path dst) throws IOException {
-        throw readOnly(src);
-    }
-
-    @Override
-    public boolean delete(Path f, boolean recursive) throws IOException {
-        throw readOnly(f);
     }
 
     @Override

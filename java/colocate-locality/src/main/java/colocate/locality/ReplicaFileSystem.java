@@ -58,7 +58,7 @@ import org.apache.spark.TaskContext;
  * bucket and every replica. Only Spark's public {@code TaskContext} is used, so the source
  * compiles for every Spark line.
  */
-public class ReplicaFileSystem extends FileSystem {
+public class ReplicaFileSystem extends ReadOnlyFileSystem {
     public static final String SCHEME = "colocatereplica";
     static final String MAGIC = "colocate-replicas 1";
     // The backing table's own LOCATION: an empty directory of this scheme (Spark's in-memory catalog
@@ -69,7 +69,9 @@ public class ReplicaFileSystem extends FileSystem {
     private static final Map<String, String> VERDICTS = new ConcurrentHashMap<>();
     private static final Set<String> REPORTED = ConcurrentHashMap.newKeySet(); // replica ids, per JVM
 
-    private Path workingDir = new Path(SCHEME + ":/");
+    public ReplicaFileSystem() {
+        super(SCHEME);
+    }
 
     /** One bucket directory as the token names it. */
     static final class Spec {
@@ -131,7 +133,7 @@ public class ReplicaFileSystem extends FileSystem {
 
     /** {token, the rest of the path after it: "" for the bucket directory, else "/name"}. */
     private String[] split(Path p) {
-        Path q = p.isAbsolute() ? p : new Path(workingDir, p);
+        Path q = p.isAbsolute() ? p : new Path(getWorkingDirectory(), p);
         String path = q.toUri().getPath();
         while (path.startsWith("/")) {
             path = path.substring(1);
@@ -342,38 +344,8 @@ public class ReplicaFileSystem extends FileSystem {
     }
 
     @Override
-    public void setWorkingDirectory(Path dir) {
-        workingDir = dir.isAbsolute() ? dir : new Path(workingDir, dir);
-    }
-
-    @Override
-    public Path getWorkingDirectory() {
-        return workingDir;
-    }
-
-    private IOException readOnly(Path f) {
+    protected IOException readOnly(Path f) {
         return new IOException(SCHEME + ":// is read-only (a registered bucket's replicas): " + f);
-    }
-
-    @Override
-    public FSDataOutputStream create(Path f, FsPermission permission, boolean overwrite, int bufferSize,
-                                     short replication, long blockSize, Progressable progress) throws IOException {
-        throw readOnly(f);
-    }
-
-    @Override
-    public FSDataOutputStream append(Path f, int bufferSize, Progressable progress) throws IOException {
-        throw readOnly(f);
-    }
-
-    @Override
-    public boolean rename(Path src, Path dst) throws IOException {
-        throw readOnly(src);
-    }
-
-    @Override
-    public boolean delete(Path f, boolean recursive) throws IOException {
-        throw readOnly(f);
     }
 
     @Override
