@@ -38,7 +38,6 @@ import org.apache.hadoop.util.Progressable;
 public class LocalityFileSystem extends ReadOnlyFileSystem {
     public static final String SCHEME = "colocatefile";
     public static final String ROOTS_KEY = "colocate.locality.roots";
-    private static final URI NAME = URI.create(SCHEME + ":///");
 
     private final RawLocalFileSystem local = new RawLocalFileSystem();
     private final List<String[]> roots = new ArrayList<>(); // {root without trailing '/', host}
@@ -87,18 +86,8 @@ public class LocalityFileSystem extends ReadOnlyFileSystem {
         return null;
     }
 
-    @Override
-    public String getScheme() {
-        return SCHEME;
-    }
-
-    @Override
-    public URI getUri() {
-        return NAME;
-    }
-
     private Path toLocal(Path p) {
-        Path q = p.isAbsolute() ? p : new Path(getWorkingDirectory(), p);
+        Path q = absolute(p);
         return new Path("file", null, q.toUri().getPath());
     }
 

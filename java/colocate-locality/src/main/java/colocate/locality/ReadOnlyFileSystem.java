@@ -1,6 +1,7 @@
 package colocate.locality;
 
 import java.io.IOException;
+import java.net.URI;
 
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
@@ -14,10 +15,29 @@ import org.apache.hadoop.util.Progressable;
  * resolved under their own scheme.
  */
 abstract class ReadOnlyFileSystem extends FileSystem {
+    private final String scheme;
+    private final URI name;
     private Path workingDir;
 
     protected ReadOnlyFileSystem(String scheme) {
+        this.scheme = scheme;
+        this.name = URI.create(scheme + ":///");
         workingDir = new Path(scheme + ":/");
+    }
+
+    @Override
+    public String getScheme() {
+        return scheme;
+    }
+
+    @Override
+    public URI getUri() {
+        return name;
+    }
+
+    /** {@code p} made absolute under the working directory. */
+    protected Path absolute(Path p) {
+        return p.isAbsolute() ? p : new Path(workingDir, p);
     }
 
     /** The refusal of a write to {@code f}, saying where the write belongs. */

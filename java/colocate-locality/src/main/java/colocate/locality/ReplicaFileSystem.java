@@ -64,7 +64,6 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
     // The backing table's own LOCATION: an empty directory of this scheme (Spark's in-memory catalog
     // checks each partition's directory with the table directory's file system), never a token.
     static final String EMPTY = "_empty";
-    private static final URI NAME = URI.create(SCHEME + ":///");
     // (task attempt id, candidate directory) -> null when its files match the checksum, else why not
     private static final Map<String, String> VERDICTS = new ConcurrentHashMap<>();
     private static final Set<String> REPORTED = ConcurrentHashMap.newKeySet(); // replica ids, per JVM
@@ -121,19 +120,9 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
         setConf(conf);
     }
 
-    @Override
-    public String getScheme() {
-        return SCHEME;
-    }
-
-    @Override
-    public URI getUri() {
-        return NAME;
-    }
-
     /** {token, the rest of the path after it: "" for the bucket directory, else "/name"}. */
     private String[] split(Path p) {
-        Path q = p.isAbsolute() ? p : new Path(getWorkingDirectory(), p);
+        Path q = absolute(p);
         String path = q.toUri().getPath();
         while (path.startsWith("/")) {
             path = path.substring(1);
