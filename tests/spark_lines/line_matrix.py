@@ -47,7 +47,10 @@ QUERY = ("SELECT o.o_orderkey, o.o_custkey, o.o_status, l.l_price, l.l_flag FROM
          "ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey")
 PLAIN_QUERY = ("SELECT o.o_orderkey, o.o_custkey, o.o_status, l.l_price, l.l_flag FROM orders o JOIN lineitem l "
                "ON o.o_orderkey = l.l_orderkey")
-CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+# The backends' hosts (be1..be3, each its own failure domain) name no Spark worker: a join that
+# waited for executors there (spark.colocate.locality.executorWaitSeconds, 15 s) would only idle.
+CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+        "spark.colocate.locality.executorWaitSeconds": "0"}
 
 
 def sources(root: Path) -> dict[str, tuple[str, str]]:

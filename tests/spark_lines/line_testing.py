@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from sparkcluster import REPO, SHORT_JVM, locked_pins
+from sparkcluster import REPO, SHORT_JVM
 
 sys.path.insert(0, str(REPO / "build_support"))
-from spark_lines_env import line_venv, pyspark_home  # noqa: E402
+from spark_lines_env import line_venv, pyspark_home, worker_pins  # noqa: E402
 
 from airflow_colocate.core.spark_lines import LINES  # noqa: E402
 
-WORKER_EXTRAS = tuple(locked_pins(["pyarrow", "pandas"]))
+WORKER_EXTRAS = worker_pins()
 
 
 DEFAULT_LINES = "all"
