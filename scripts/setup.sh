@@ -6,7 +6,8 @@
 #   scripts/setup.sh --with-browser   ... and headless Chromium (+ fonts-liberation) for the browser test,
 #                                     and Prometheus for the metrics scrape test
 #   scripts/setup.sh --with-spark-lines  ... and every Spark line's virtualenv (pyspark, pyarrow, pandas) for the
-#                                     line matrix's clusters (tests/spark_lines; first time ~1 min a line)
+#                                     line matrix's clusters (tests/spark_lines; first time: each line's ~750 MB,
+#                                     about 3 min a line from uv's cache on a loaded 2-core machine)
 #
 # Environment:
 #   COLOCATE_PYTHON=/path/to/python3.11  interpreter for a new .venv (default: python3 if >= 3.11)
@@ -26,7 +27,7 @@ for arg in "$@"; do
         --with-postgres) with_postgres=1 ;;
         --with-browser) with_browser=1 ;;
         --with-spark-lines) with_spark_lines=1 ;;
-        -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup: unknown argument: $arg (try --help)" >&2; exit 2 ;;
     esac
 done
