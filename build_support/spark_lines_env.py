@@ -67,6 +67,29 @@ def pyspark_home(venv: Path) -> Path:
     return found[0]
 
 
-if __name__ == "__main__":  # scripts/setup.sh: every line's virtualenv, pyspark only
-    for name in sys.argv[1:] or LINES:
-        print(line_venv(name))
+# What a test cluster's worker needs beside pyspark (the jobs ship the package and the jar)
+WORKER_PACKAGES = ("pyarrow", "pandas")
+
+
+def worker_pins(lock: Path = ROOT / "requirements.lock") -> tuple[str, ...]:
+    """``name==version`` of :data:`WORKER_PACKAGES` as ``requirements.lock`` pins them: the workers
+    run what the Airflow side was tested with."""
+    pins = {}
+    for line in lock.read_text().splitlines():
+        name, sep, version = line.split(";")[0].split("#")[0].strip().partition("==")
+        if sep:
+            pins[name.strip().lower()] = f"{name.strip()}=={version.strip()}"
+    missing = [n for n in WORKER_PACKAGES if n not in pins]
+    if missing:
+        raise RuntimeError(f"{lock} pins no {', '.join(missing)}")
+    return tuple(pins[n] for n in WORKER_PACKAGES)
+
+
+if __name__ == "__main__":
+    # `spark_lines_env.py [LINE ...]`: each line's virtualenv, pyspark only (the jars' build);
+    # `--workers`: with the workers' packages too, as the line matrix starts its clusters from them
+    # (scripts/setup.sh --with-spark-lines, which `make test` passes)
+    args = sys.argv[1:]
+    extras = worker_pins() if "--workers" in args else ()
+    for name in [a for a in args if a != "--workers"] or LINES:
+        print(line_venv(name, extras))

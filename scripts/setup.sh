@@ -5,6 +5,9 @@
 #   scripts/setup.sh --with-postgres  ... and PostgreSQL server binaries for the integration tests
 #   scripts/setup.sh --with-browser   ... and headless Chromium (+ fonts-liberation) for the browser test,
 #                                     and Prometheus for the metrics scrape test
+#   scripts/setup.sh --with-spark-lines  ... and every Spark line's virtualenv (pyspark, pyarrow, pandas) for the
+#                                     line matrix's clusters (tests/spark_lines; first time: each line's ~750 MB,
+#                                     about 3 min a line from uv's cache on a loaded 2-core machine)
 #
 # Environment:
 #   COLOCATE_PYTHON=/path/to/python3.11  interpreter for a new .venv (default: python3 if >= 3.11)
@@ -18,11 +21,13 @@ STAMP=$VENV/.installed
 
 with_postgres=0
 with_browser=0
+with_spark_lines=0
 for arg in "$@"; do
     case "$arg" in
         --with-postgres) with_postgres=1 ;;
         --with-browser) with_browser=1 ;;
-        -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --with-spark-lines) with_spark_lines=1 ;;
+        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup: unknown argument: $arg (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -238,5 +243,16 @@ else
             "$VENV/bin/python" build_support/locality_jar.py >/dev/null || die "the locality jars did not build (see above)"
         say "built $(ls "$LOC_DIR"/colocate-locality-spark*.jar | wc -l) locality jars in $LOC_DIR"
     fi
+fi
+
+# --- (g) the Spark lines' virtualenvs, for the line matrix (--with-spark-lines) ----------------
+# The matrix (tests/spark_lines) starts a cluster of every line from that line's virtualenv, whose
+# workers also need pyarrow and pandas: built here, so a fresh machine downloads them before the
+# tests start and not inside a test's time limit. Cached like the jars' (the same virtualenvs).
+if [[ $with_spark_lines == 1 ]]; then
+    say "the Spark lines' virtualenvs for the line matrix (first time: each line's pyspark is fetched once)"
+    PATH="$(dirname "$(command -v "${UV[0]}" 2>/dev/null || echo /usr/bin/uv)"):$PATH" \
+        "$VENV/bin/python" build_support/spark_lines_env.py --workers >/dev/null \
+        || die "a Spark line's virtualenv did not build (see above)"
 fi
 say "done"

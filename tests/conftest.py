@@ -125,7 +125,10 @@ def airflow_db():
 # The longest test files (seconds on the idle 2-core machine, two workers), started first so the
 # two workers finish together instead of one running a 4-minute file alone at the end.
 LONGEST_FIRST = [
-    "tests/spark_lines/test_line_matrix.py",  # issue 42: a cluster and a DAG per Spark line, then the cross-line joins
+    "tests/spark_lines/test_line_matrix.py",  # 3.5 and 4.3: a cluster and a DAG each, then the cross-line joins
+    "tests/spark_lines/test_line_matrix_4_0.py",  # a cluster and a DAG of the line
+    "tests/spark_lines/test_line_matrix_4_1.py",
+    "tests/spark_lines/test_line_matrix_4_2.py",
     "tests/dags/test_dags.py",  # ~190-300 s: the daily DAG twice through spark-submit
     "tests/dags/test_daily_dag_on_cluster.py",  # ~170-280 s
     "tests/balance/test_local_reads.py",  # ~150-200 s

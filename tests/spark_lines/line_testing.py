@@ -6,10 +6,9 @@ workers' pyarrow and pandas (``requirements.lock``'s pins): the cluster's daemon
 Python and the jobs' driver all come from it; the Airflow side (this process) keeps its own
 pyspark 4.2. Built once and cached.
 
-Which lines get a cluster: ``$COLOCATE_TEST_SPARK_LINES`` (``3.5,4.3``, or ``all``); by default the
-two ends, 3.5 (Scala 2.12, no ordered read) and the newest line, which is what the suite can afford
-on two cores (each line's cluster and DAG take about 2.5 minutes there). The other lines' jars are
-still built and checked (test_line_refusals, test_wheel).
+Which lines get a cluster: ``$COLOCATE_TEST_SPARK_LINES`` (``3.5,4.3``, or ``all``, the default:
+every line, as CI runs them). The entries are spread over several test files (``line_matrix.py:
+MATRIX_FILES``) so that the two test workers share them.
 """
 
 from __future__ import annotations
@@ -22,17 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from sparkcluster import REPO, SHORT_JVM, locked_pins
+from sparkcluster import REPO, SHORT_JVM
 
 sys.path.insert(0, str(REPO / "build_support"))
-from spark_lines_env import line_venv, pyspark_home  # noqa: E402
+from spark_lines_env import line_venv, pyspark_home, worker_pins  # noqa: E402
 
 from airflow_colocate.core.spark_lines import LINES  # noqa: E402
 
-WORKER_EXTRAS = tuple(locked_pins(["pyarrow", "pandas"]))
+WORKER_EXTRAS = worker_pins()
 
 
-DEFAULT_LINES = "3.5,4.3"
+DEFAULT_LINES = "all"
 
 
 def lines_under_test() -> list[str]:
@@ -89,14 +88,23 @@ spark.stop()
 """
 
 
-def plain_spark(venv: Path, tables: dict[str, tuple[str, str]], buckets: int, query: str) -> dict:
-    """Plain Spark of the line (a local session of its own pyspark): each source row's bucket id
-    and the query's rows over the sources (registered as views named like the tables)."""
+def plain_spark_start(venv: Path, tables: dict[str, tuple[str, str]], buckets: int, query: str) -> subprocess.Popen:
+    """Plain Spark of the line (a local session of its own pyspark), started in the background: each
+    source row's bucket id and the query's rows over the sources (registered as views named like the
+    tables). It needs only the sources, so it runs beside the entry's DAG (:func:`plain_spark_result`)."""
     args = {"tables": tables, "tables_only": {n: p for n, (p, _) in tables.items()}, "buckets": buckets, "query": query}
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME", "PYSPARK_PYTHON",
                                                             "PYSPARK_DRIVER_PYTHON", "SPARK_CONF_DIR")}
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", PLAIN, json.dumps(args)], capture_output=True,
-                          text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    line = next(x for x in done.stdout.splitlines() if x.startswith("PLAIN "))
+    return subprocess.Popen([str(venv / "bin" / "python"), "-c", PLAIN, json.dumps(args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def plain_spark_result(proc: subprocess.Popen) -> dict:
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    line = next(x for x in out.splitlines() if x.startswith("PLAIN "))
     return json.loads(line[len("PLAIN "):])
