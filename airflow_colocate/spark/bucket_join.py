@@ -23,6 +23,7 @@ from airflow_colocate.spark import locality
 from airflow_colocate.spark.connect import is_connect
 from airflow_colocate.spark.connect import master as connect_master
 from airflow_colocate.spark.physical_plan import query_shape
+from airflow_colocate.spark.read_order import keys_in_read_order
 from airflow_colocate.spark.timing import DriverClock
 
 log = logging.getLogger("airflow_colocate.spark.join")  # the join job's lines (colocate-join: …)
@@ -121,22 +122,6 @@ def choose_bucket_join(facts: BucketFacts, budget: int, budget_from: str = "") -
                       largest_bucket=largest, build_tables=build, reason=reason)
 
 
-def keys_in_read_order(key_names: Sequence[tuple[Sequence[str | None], Sequence[str | None]]],
-                       orders: Sequence[Sequence[str]]) -> bool:
-    """Whether every join's keys, on each side in the order written, are an order the colocated
-    buckets are read in (``orders``: planner.join.read_orders, carried by the plan). Then Spark's
-    merge join finds its inputs in order (the ordered read) and sorts nothing; ``ON a.id = b.id AND
-    a.dt = b.dt`` asks for (id, dt) and is sorted. A prediction for the choice: the rule in the jar
-    decides at run time, and the explain reports what it did."""
-    if not key_names:
-        return False
-    for sides in key_names:
-        for names in sides:
-            if not names or not any(list(names) == list(order[:len(names)]) for order in orders):
-                return False
-    return True
-
-
 ORDERED_READ_WINS = ("each bucket's files are sorted by the key and read in order, so the sort-merge join sorts "
                      "nothing, and then it is faster than the hash join")
 
@@ -213,4 +198,4 @@ def plan_bucket_join(spark, plan: JoinPlan, clock: DriverClock | None) -> tuple[
 
 __all__ = ["DEFAULT_SAFETY", "HASH", "HASH_BUDGET_CONF", "ORDERED_READ_WINS", "RESERVED_MEMORY", "SORT_MERGE",
            "choose_bucket_join", "default_hash_budget", "hash_budget", "hash_or_not", "hash_pays_off",
-           "keys_in_read_order", "packs_into_long", "plan_bucket_join"]
+           "packs_into_long", "plan_bucket_join"]

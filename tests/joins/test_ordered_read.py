@@ -22,7 +22,7 @@ from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.join import join_in_session, prepare_join
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.planner.join import one_file_per_bucket, read_orders
-from airflow_colocate.spark.bucket_join import keys_in_read_order
+from airflow_colocate.spark.read_order import keys_in_read_order
 from airflow_colocate.spark import locality
 from airflow_colocate.spark.join_job import run_join
 from airflow_colocate.spark.physical_plan import final_plan
