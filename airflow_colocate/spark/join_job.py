@@ -286,6 +286,7 @@ def run_join(spark, plan: JoinPlan, *, replace_views: bool = False, clock: Drive
     if failover.bad:
         report = replace(report, bad_replicas=[*failover.bad, *report.bad_replicas],
                          explain="\n".join([*failover.lines, report.explain]))
+    fs.delete_file(bad_replicas_uri(plan))  # an earlier attempt's (a re-submitted application): this one's report says it all
     return report
 
 
@@ -303,7 +304,6 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
                             f"(output_path) or run it with the join operator")
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log.info(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
-    fs.delete_file(bad_replicas_uri(plan))
     plan, choice = plan_bucket_join(spark, plan, clock)
     # For the job only: the caller's session keeps its settings and job group (session.scoped).
     conf, local_off = locality.settings(spark, plan.backend_hosts)  # read each replica where it lies, if possible
