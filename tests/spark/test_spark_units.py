@@ -23,7 +23,6 @@ from airflow_colocate.operators.spark_env import job_path
 from airflow_colocate.spark import entry
 from airflow_colocate.spark.register import create_statements
 from airflow_colocate.spark.write_job import check_plan
-from airflow_colocate.storage import fs
 from airflow_colocate.storage.place import staged_buckets
 from airflow_colocate.storage.plan_files import save_plan
 
