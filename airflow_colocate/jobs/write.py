@@ -13,10 +13,10 @@ from pathlib import Path
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import Source, WritePlan, WriteReport
-from airflow_colocate.core.errors import InvalidArgument, NotFound, SchemaMismatch
+from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.core.sqltypes import parse_columns
-from airflow_colocate.model.views import WriteTicket
+from airflow_colocate.model.views import WriteTicket, group_full_name
 from airflow_colocate.planner.reads import read_table
 from airflow_colocate.planner.write import write_plan
 
@@ -61,7 +61,7 @@ def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retent
                                   colocate_with=spec.colocate_with, if_not_exists=True, retention_days=retention_days)
         wanted = {"distribution columns": list(spec.dist_cols), "bucket count": spec.bucket_num,
                   "replication_num": spec.replication_num, "partition columns": parts,
-                  "colocation group": _group_named(catalog, spec.colocate_with, t.db)}
+                  "colocation group": _group_named(spec.colocate_with, t.group_id)}
         have = {"distribution columns": list(t.dist_cols), "bucket count": t.bucket_num,
                 "replication_num": t.replication_num, "partition columns": list(t.partition_cols),
                 "colocation group": t.group_name}
@@ -73,14 +73,12 @@ def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retent
         catalog.partitions.set_retention(table, retention_days)
 
 
-def _group_named(catalog: Catalog, name: str | None, db: str) -> str | None:
-    """The full name of the group a task names, as the catalog shows a table's group."""
-    if not name:
-        return None
-    try:
-        return catalog.groups.get(name, db=db).full_name
-    except NotFound:
-        return name
+def _group_named(name: str | None, table_group: str | None) -> str | None:
+    """The full name of the group a task names, as the catalog shows a table's group: a name is
+    looked up in the table's database, whose id leads the table's group id (``dbId.grpId``)."""
+    if not name or table_group is None:
+        return name or None
+    return group_full_name(int(table_group.split(".")[0]), name)
 
 
 SOURCE_FORMATS = ("parquet", "csv", "json", "orc")

@@ -47,3 +47,23 @@ def test_a_task_and_a_notebook_refuse_a_table_that_differs_alike(sqlite_catalog,
     with pytest.raises(SchemaMismatch, match=r"bucket count is 4 in the catalog, 8 in the task"):
         write_in_session(None, sqlite_catalog, "events", "2026-11-01", Source(format="parquet", path="/x"), spec=differing)
     assert sqlite_catalog.jobs.list() == []
+
+
+def test_a_task_naming_the_tables_group_by_its_short_name_matches_and_another_group_is_named_in_full(sqlite_catalog, tmp_path):
+    """A task's ``colocate_with`` is the short name; the catalog shows the full name ``dbId_name``:
+    the same group is no difference, another one is named in full on both sides."""
+    from colocate_testing import add_local_backends
+
+    from airflow_colocate.core.errors import SchemaMismatch
+    from airflow_colocate.jobs.write import TableSpec
+
+    add_local_backends(sqlite_catalog, tmp_path / "backends", n=2)
+    spec = TableSpec("k bigint, dt date", ["k"], 4, partition_col="dt", colocate_with="g_events")
+    ensure_table(sqlite_catalog, "events", spec)
+    ensure_table(sqlite_catalog, "events", spec)  # again: the same group, nothing differs
+    other = TableSpec("k bigint, dt date", ["k"], 4, partition_col="dt", colocate_with="g_other")
+    with pytest.raises(SchemaMismatch, match=r"colocation group is '1_g_events' in the catalog, '1_g_other' in the task"):
+        ensure_table(sqlite_catalog, "events", other)
+    plain = TableSpec("k bigint, dt date", ["k"], 4, partition_col="dt")
+    with pytest.raises(SchemaMismatch, match=r"colocation group is '1_g_events' in the catalog, None in the task"):
+        ensure_table(sqlite_catalog, "events", plain)
