@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.storage import fs, layout
+from airflow_colocate.storage import fs, layout, s3
 from airflow_colocate.storage.durability import WRITEBACK_MIN, start_writeback
 from airflow_colocate.storage.replica_dir import TMP_MARK, _names, is_data_name, replica_files, subdirs
 
@@ -41,12 +41,18 @@ def tmp_area(root: str) -> str:
     return area
 
 
-def staging_area(root: str, dst_dir: str, checked: dict | None = None) -> str:
+def staging_area(root: str, dst_dir: str, checked: dict | None = None) -> str | None:
     """The backend's tmp area (:func:`tmp_area`) for copies into the directory ``dst_dir``, checked
     once for all its files: on the same file system, so the final rename is atomic. ``checked``:
     what a batch already found, for each root (area, its device) and for each replica directory's
     parent (its device): its clones share a few roots and each partition's version directory,
-    and the device of a directory about to be made is found by a walk up of failing ``stat``-s."""
+    and the device of a directory about to be made is found by a walk up of failing ``stat``-s.
+    None on an object store, once its root is found: copies go to their final keys there
+    (:func:`_stage_on_object_store`)."""
+    if fs.is_object_store(dst_dir):
+        if not fs.exists(root):
+            raise StagingError(f"backend root {root} does not exist (a lost bucket or prefix): nothing is copied there")
+        return None
     found = checked.get(root) if checked is not None else None
     if found is None:
         area = tmp_area(root)
@@ -155,6 +161,8 @@ def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
     ``fsync``: the clone job's) opens its temporary file with one system call too
     (:func:`_stage_local`). Any other stream (an object store's, a wrapper around the file) is
     written through its ``write``."""
+    if fs.is_object_store(dst_uri):
+        return _stage_on_object_store(src_uri, dst_uri, expect_sha256)
     batch = area is not None and not fsync and _FAST_LOCAL
     if batch and fs.is_local(area) and fs.is_local(src_uri) and fs.is_local(dst_uri):
         return _stage_local(src_uri, dst_uri, expect_sha256, area)
@@ -186,6 +194,29 @@ def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
         fs.delete_file(tmp)
         raise
     return Staged(tmp, dst_uri, written, digest)
+
+
+def _stage_on_object_store(src_uri: str, dst_uri: str, expect_sha256: str | None) -> Staged:
+    """A copy onto an object store goes to its final key at once: the store has no rename, and an
+    object is visible whole or not at all once its upload ends. That key is in a replica
+    directory no committed version names yet (a write's new version, a clone's new replica), so
+    no reader sees it before the catalog commit; a copy killed before then leaves an object no
+    version names, which ``gc`` removes. Between two buckets of one S3 API the store copies
+    (:func:`~airflow_colocate.storage.s3.server_copy`); from anywhere else the bytes stream here."""
+    try:
+        if s3.is_s3(src_uri) and s3.is_s3(dst_uri) and s3.has_client():
+            written, digest = s3.server_copy(src_uri, dst_uri, expect_sha256, sha256_file)
+        else:
+            with fs.open_write(dst_uri) as dst:
+                written, digest = _copy_stream(src_uri, dst_uri, dst)
+            if expect_sha256 is not None and digest != expect_sha256:
+                _wrong_checksum(src_uri, dst_uri, expect_sha256, digest, False)
+            if fs.size(dst_uri) != written:
+                _wrong_size(src_uri, dst_uri, written, fs.size(dst_uri))
+    except BaseException:
+        fs.delete_file(dst_uri)
+        raise
+    return Staged(dst_uri, dst_uri, written, digest, in_place=True)
 
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # what open(path, "wb") asks

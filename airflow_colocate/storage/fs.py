@@ -17,6 +17,9 @@ from airflow_colocate.core.errors import ColocateError
 
 # Hadoop spellings that pyarrow knows under another name.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs"}
+# Object stores: no rename (a "rename" is a copy and a delete), no directories (a prefix is there
+# while an object is under it), and an object is visible whole or not at all once its PUT ends.
+_OBJECT_STORES = frozenset({"s3", "s3a", "s3n", "gs", "gcs"})
 
 
 def is_local(uri: str) -> bool:
@@ -25,6 +28,11 @@ def is_local(uri: str) -> bool:
         return True
     scheme = urlsplit(uri).scheme
     return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def is_object_store(uri: str) -> bool:
+    uri = str(uri)
+    return not uri.startswith(("file:/", "/")) and urlsplit(uri).scheme in _OBJECT_STORES
 
 
 def local_path(uri: str) -> str:
@@ -108,6 +116,8 @@ def makedirs(uri: str) -> None:
     if is_local(uri):
         os.makedirs(local_path(uri), exist_ok=True)
         return
+    if is_object_store(uri):
+        return  # a prefix needs no making: it exists once an object is put under it
     filesystem, path = _arrow(uri)
     filesystem.create_dir(path, recursive=True)
 
@@ -211,15 +221,19 @@ def same_device(src_uri: str, dst_uri: str) -> bool:
 
 
 def can_rename(src_uri: str, dst_uri: str) -> bool:
-    """Whether :func:`rename` can move ``src`` to ``dst`` without copying through this process."""
+    """Whether :func:`rename` can move ``src`` to ``dst`` atomically, without copying through this
+    process: never on an object store (its rename is a copy and a delete)."""
     if is_local(src_uri) or is_local(dst_uri):
         return same_device(src_uri, dst_uri)
+    if is_object_store(src_uri) or is_object_store(dst_uri):
+        return False
     a, b = urlsplit(src_uri), urlsplit(dst_uri)
     return (_SCHEME_ALIASES.get(a.scheme, a.scheme), a.netloc) == (_SCHEME_ALIASES.get(b.scheme, b.scheme), b.netloc)
 
 
 def rename(src_uri: str, dst_uri: str) -> None:
-    """Move a file within one file system, replacing ``dst``; raises if :func:`can_rename` is false."""
+    """Move a file atomically within one file system, replacing ``dst``; raises if
+    :func:`can_rename` is false."""
     if not can_rename(src_uri, dst_uri):
         raise ColocateError(f"cannot rename {src_uri} to {dst_uri}: not on the same file system; copy instead")
     if is_local(src_uri):
@@ -263,7 +277,12 @@ def read_text(uri: str) -> str:
 
 
 def write_text_atomic(uri: str, text: str) -> None:
-    """Write ``uri`` through a temporary sibling and a rename, so a reader never sees half of it."""
+    """Write ``uri`` so that a reader never sees half of it: through a temporary sibling and a
+    rename, or on an object store with one PUT (visible whole once it ends; there is no rename)."""
+    if is_object_store(uri):
+        with open_write(uri) as f:
+            f.write(text.encode("utf-8"))
+        return
     makedirs(parent(uri))
     tmp = f"{uri}.tmp-{os.urandom(6).hex()}"
     try:

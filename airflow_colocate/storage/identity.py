@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from urllib.parse import urlsplit
 
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs
@@ -32,7 +33,12 @@ def check_root_usable(root: str) -> None:
     The probe file sits at the root itself, not in ``_colocate/``: a root that is then refused
     (a taken name, a root inside another backend's) is left exactly as it was, without a marker
     folder that would make it look half-added."""
-    if not fs.exists(root) or not fs.is_dir(root):
+    if fs.is_object_store(root):  # a prefix is nothing until an object is put under it: its bucket must be there
+        bucket = root.split("://", 1)[0] + "://" + urlsplit(root).netloc
+        if not fs.is_dir(bucket):
+            raise ColocateError(f"backend root {root}: the bucket {bucket} does not exist or these credentials "
+                                f"cannot see it: create it (or grant access) first, then add the backend again")
+    elif not fs.exists(root) or not fs.is_dir(root):
         raise ColocateError(f"backend root {root} does not exist: create it (and mount the disk) first, "
                             f"then add it again")
     probe = fs.join(root, f".colocate-add-probe-{secrets.token_hex(4)}")

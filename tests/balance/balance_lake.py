@@ -57,10 +57,14 @@ class Lake:
     def work(self) -> Path:
         return self.root / "runs"
 
-    def add_backend(self, name: str, **kwargs):
+    def backend_root(self, name: str) -> str:
+        """Where a new backend lives: a local folder here; an object store's lake overrides it."""
         path = self.root / "backends" / name
         path.mkdir(parents=True, exist_ok=True)
-        b = self.catalog.backends.add(path.as_uri(), name=name, **kwargs)
+        return path.as_uri()
+
+    def add_backend(self, name: str, **kwargs):
+        b = self.catalog.backends.add(self.backend_root(name), name=name, **kwargs)
         self.names[name] = b.id
         return b
 
@@ -85,7 +89,8 @@ class Lake:
             if ks:
                 name = layout.bucket_file_name(write_id_for(plan), b.bucket_seq)
                 data = pa.table({"id": pa.array(ks, pa.int64()), "v": pa.array([f"{table}-{partition}-{k}" for k in ks])})
-                pq.write_table(data, fs.local_path(fs.join(primary, name)))
+                with fs.open_write(fs.join(primary, name)) as out:
+                    pq.write_table(data, out)
                 files.append((name, copy_mod.sha256_file(fs.join(primary, name))))
             sizes = dict(replica_dir.replica_files(primary))
             size = sum(sizes.values())
@@ -133,7 +138,8 @@ def rows(catalog: Catalog, table: str) -> dict[str, list[tuple]]:
         for bucket in p.buckets:
             assert bucket, f"{table}/{p.value}: a bucket has no verified replica"
             for name, _ in replica_dir.replica_files(bucket[0].path):
-                got += [tuple(r.values()) for r in pq.read_table(fs.local_path(fs.join(bucket[0].path, name))).to_pylist()]
+                with fs.open_read(fs.join(bucket[0].path, name)) as f:
+                    got += [tuple(r.values()) for r in pq.read_table(f).to_pylist()]
         out[p.value] = sorted(got)
     return out
 

@@ -1,0 +1,74 @@
+"""Fixtures for the object-store tests: one real S3 API (SeaweedFS, tests/s3server.py) for the run,
+and a lake whose backends are buckets on it.
+
+The S3 server's address and key reach the product the way they reach it in a deployment: the AWS
+SDKs' standard environment variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, …), which
+pyarrow, boto3 and hadoop-aws all read."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "balance"))  # the lake of the balance tests
+
+from balance_lake import Clock, Lake  # noqa: E402
+
+from airflow_colocate.catalog import Catalog  # noqa: E402
+from airflow_colocate.jobs.backends import add_backend  # noqa: E402
+
+_bucket_names = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    from s3server import start_s3
+
+    server = start_s3(tmp_path_factory.mktemp("s3"))
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    try:
+        yield server
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+class S3Lake(Lake):
+    """The balance tests' lake with each backend under a prefix of one bucket on the S3 server
+    (SeaweedFS gives each bucket volumes of its own: a bucket per backend would fill its disk
+    allowance in a few tests), added as a user adds one: with its identity marker."""
+
+    server = None
+    bucket = None
+
+    def backend_root(self, name: str) -> str:
+        if self.bucket is None:
+            self.bucket = self.server.make_bucket(f"lake-{os.getpid()}-{next(_bucket_names)}")
+        return f"s3a://{self.bucket}/{name}"
+
+    def add_backend(self, name: str, **kwargs):
+        b = add_backend(self.catalog, self.backend_root(name), name=name, **kwargs)
+        self.names[name] = b.id
+        return b
+
+
+@pytest.fixture
+def s3_lake(tmp_path, s3_server):
+    clock = Clock()
+    cat = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest", clock=clock)
+    cat.init()
+    lake = S3Lake(cat, clock, tmp_path)
+    lake.server = s3_server
+    for name in ("be1", "be2", "be3"):
+        lake.add_backend(name)
+    yield lake
+    cat.dispose()

@@ -1,0 +1,151 @@
+"""The control plane's operations on backends that are buckets of a real S3 API (SeaweedFS): a
+backend's identity marker, writes at replication 1-3, the probe of a lost prefix, the repair that
+follows (server-side copies, checked with the store's checksums), decommission and drain,
+``set-root``, a killed write's objects and a dropped partition's collected by gc, and a replica
+overwritten behind our back refused by the copy that would spread it. No Spark here: the Spark
+side (write job, colocated join, register, verify) is test_s3_spark.py."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from balance_lake import assert_whole, rows
+
+from airflow_colocate.core.contract import Source
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.jobs.backends import add_backend, change_state, set_backend_root
+from airflow_colocate.jobs.gc import collect_garbage
+from airflow_colocate.jobs.health import probe_backends
+from airflow_colocate.jobs.write import prepare_write
+from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import fs, identity, s3
+
+DAYS = ("2026-11-01", "2026-11-02")
+
+
+def objects(server, root: str) -> set[str]:
+    """Every object key under a backend's root, listed by boto3 (not by the code under test)."""
+    bucket, prefix = s3.bucket_key(root)
+    pages = server.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+    return {f"{bucket}/{o['Key']}" for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")}
+
+
+def data_objects(server, lake) -> set[str]:
+    out = set()
+    for b in lake.catalog.backends.list():
+        out |= {k for k in objects(server, b.root_uri) if k.endswith(".parquet")}
+    return out
+
+
+def test_backend_add_puts_its_identity_marker_and_writes_keep_every_replication(s3_lake, s3_server):
+    lake = s3_lake
+    b = lake.add_backend("be4")
+    root = b.root_uri
+    marker = identity.read_marker(root)
+    assert marker is not None and marker["backend_id"] == b.id
+    assert [k for k in objects(s3_server, root) if ".tmp" in k] == []  # one PUT, no temporary sibling
+    for replicas in (1, 2, 3):
+        table = f"t{replicas}"
+        lake.create(table, group=f"g{replicas}", replicas=replicas)
+        lake.write(table, DAYS[0], range(150))
+        assert rows(lake.catalog, f"default.{table}")[DAYS[0]] == sorted(
+            (k, f"{table}-{DAYS[0]}-{k}") for k in range(150))
+        assert_whole(lake.catalog, f"g{replicas}")
+
+
+def test_a_lost_prefix_is_probed_down_and_repaired_by_server_side_copies(s3_lake, s3_server):
+    lake = s3_lake
+    lake.create("orders")
+    lake.create("lines")
+    for day in DAYS:
+        lake.write("orders", day, range(200))
+        lake.write("lines", day, range(0, 400, 2))
+    before = {t: rows(lake.catalog, f"default.{t}") for t in ("orders", "lines")}
+    be2 = lake.catalog.backends.get("be2")
+    fs.delete_tree(be2.root_uri)  # the prefix is gone, marker and all
+    assert objects(s3_server, be2.root_uri) == set()
+    results = {r.backend.name: r for r in probe_backends(lake.catalog, timeout=10)}
+    assert not results["be2"].ok and "missing" in results["be2"].error
+    assert objects(s3_server, be2.root_uri) == set()  # the probe did not bring an empty root back
+    lake.clock.advance(minutes=31)
+    lake.run()
+    assert_whole(lake.catalog)
+    assert {t: rows(lake.catalog, f"default.{t}") for t in ("orders", "lines")} == before
+    assert be2.id not in {be for ids in lake.catalog.groups.get("g").bucket_map for be in ids}
+    assert objects(s3_server, be2.root_uri) == set()
+
+
+def test_decommission_drains_a_backend_and_set_root_follows_a_moved_bucket(s3_lake, s3_server):
+    lake = s3_lake
+    lake.create("orders")
+    lake.write("orders", DAYS[0], range(300))
+    before = rows(lake.catalog, "default.orders")
+    change_state(lake.catalog, "be3", "decommission", reason="hardware refresh")
+    lake.run()
+    assert lake.catalog.backends.get("be3").state in ("decommissioning", "decommissioned")
+    assert lake.names["be3"] not in {be for ids in lake.catalog.groups.get("g").bucket_map for be in ids}
+    assert rows(lake.catalog, "default.orders") == before
+    assert_whole(lake.catalog)
+
+    # be1's objects move to another bucket (an operator's `aws s3 sync`): set-root follows them
+    be1 = lake.catalog.backends.get("be1")
+    client, (old_bucket, old_prefix) = s3_server.client(), s3.bucket_key(be1.root_uri)
+    new_bucket = s3_server.make_bucket(f"moved-{old_bucket}")
+    for name in objects(s3_server, be1.root_uri):
+        key = name.split("/", 1)[1]
+        client.copy_object(Bucket=new_bucket, Key=key, CopySource={"Bucket": old_bucket, "Key": key})
+    change = set_backend_root(lake.catalog, "be1", f"s3a://{new_bucket}/{old_prefix}", reason="bucket moved")
+    assert change.changed and change.replicas > 0
+    fs.delete_tree(be1.root_uri)
+    assert rows(lake.catalog, "default.orders") == before
+    assert_whole(lake.catalog)
+
+
+def test_gc_removes_a_killed_writes_objects_and_a_dropped_partitions(s3_lake, s3_server):
+    lake = s3_lake
+    lake.create("orders")
+    lake.write("orders", DAYS[0], range(100))
+    committed = data_objects(s3_server, lake)
+    # a write killed after its objects landed and before its commit: objects no version names
+    ticket, plan = prepare_write(lake.catalog, "orders", DAYS[1], Source(format="parquet", path=str(lake.root)),
+                                 work_dir=lake.work)
+    for b in plan.buckets:
+        for r in b.replicas:
+            with fs.open_write(fs.join(r.path, f"part-killed_{b.bucket_seq:05d}.c000.snappy.parquet")) as f:
+                f.write(b"half a write")
+    orphans = data_objects(s3_server, lake) - committed
+    assert len(orphans) == 8  # 4 buckets x 2 replicas
+    lake.clock.advance(hours=25)
+    collect_garbage(lake.catalog, grace=timedelta(0), stale_after=timedelta(hours=24))
+    lake.clock.advance(hours=2)
+    result = collect_garbage(lake.catalog, grace=timedelta(0), stale_after=timedelta(hours=24))
+    assert not result.failed and not result.unreachable
+    assert data_objects(s3_server, lake) == committed
+    assert rows(lake.catalog, "default.orders") == {DAYS[0]: sorted((k, f"orders-{DAYS[0]}-{k}") for k in range(100))}
+
+    lake.catalog.partitions.drop("orders", DAYS[0])
+    lake.catalog.partitions.purge_dropped(retention=timedelta(0))
+    collect_garbage(lake.catalog, grace=timedelta(0), stale_after=timedelta(hours=24))
+    assert data_objects(s3_server, lake) == set()
+
+
+def test_a_replica_overwritten_behind_our_back_is_not_spread_by_a_server_side_copy(s3_lake, s3_server):
+    lake = s3_lake
+    lake.create("orders", replicas=1)
+    lake.write("orders", DAYS[0], range(100))
+    _, parts = lake.catalog.reads.replicas("default.orders")
+    replica = next(r for bucket in parts[0].buckets for r in bucket)
+    (name, _), = [f for f in fs.list_files(replica.path) if f[0].endswith(".parquet")]
+    src = fs.join(replica.path, name)
+    recorded = copy_mod.sha256_file(src)
+    bucket, key = s3.bucket_key(src)
+    s3_server.client().put_object(Bucket=bucket, Key=key, Body=b"not the committed bytes")
+    dst = fs.join(lake.catalog.backends.get("be2").root_uri, "scratch/copy.parquet")
+    with pytest.raises(ColocateError, match="failed its check|checksum mismatch"):
+        copy_mod.copy_file(src, dst, expect_sha256=recorded)
+    assert not fs.exists(dst)
+    # the same copy of good bytes is the store's: checked by its checksum, not read back here
+    s3_server.client().put_object(Bucket=bucket, Key=key, Body=b"good bytes")
+    good = copy_mod.sha256_file(src)
+    assert copy_mod.copy_file(src, dst, expect_sha256=good) == (len(b"good bytes"), good)
