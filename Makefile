@@ -16,7 +16,7 @@ demo: setup
 	bash scripts/demo.sh
 
 test:
-	bash scripts/setup.sh --with-postgres --with-browser --with-spark-lines
+	bash scripts/setup.sh --with-postgres --with-browser --with-spark-lines --with-s3
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 bench: setup

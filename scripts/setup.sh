@@ -8,6 +8,8 @@
 #   scripts/setup.sh --with-spark-lines  ... and every Spark line's virtualenv (pyspark, pyarrow, pandas) for the
 #                                     line matrix's clusters (tests/spark_lines; first time: each line's ~750 MB,
 #                                     about 3 min a line from uv's cache on a loaded 2-core machine)
+#   scripts/setup.sh --with-s3        ... and hadoop-aws + the AWS SDK of the pinned Spark line in ~/.m2, for the
+#                                     tests on the S3 server (tests/object_stores; first time ~650 MB)
 #
 # Environment:
 #   COLOCATE_PYTHON=/path/to/python3.11  interpreter for a new .venv (default: python3 if >= 3.11)
@@ -22,11 +24,13 @@ STAMP=$VENV/.installed
 with_postgres=0
 with_browser=0
 with_spark_lines=0
+with_s3=0
 for arg in "$@"; do
     case "$arg" in
         --with-postgres) with_postgres=1 ;;
         --with-browser) with_browser=1 ;;
         --with-spark-lines) with_spark_lines=1 ;;
+        --with-s3) with_s3=1 ;;
         -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup: unknown argument: $arg (try --help)" >&2; exit 2 ;;
     esac
@@ -254,5 +258,13 @@ if [[ $with_spark_lines == 1 ]]; then
     PATH="$(dirname "$(command -v "${UV[0]}" 2>/dev/null || echo /usr/bin/uv)"):$PATH" \
         "$VENV/bin/python" build_support/spark_lines_env.py --workers >/dev/null \
         || die "a Spark line's virtualenv did not build (see above)"
+fi
+# --- (h) hadoop-aws and the AWS SDK for s3a:// backends (--with-s3) ----------------------------
+# pyspark ships no hadoop-aws; a job on S3 backends ships the one of its Spark line's Hadoop
+# (airflow_colocate/spark/object_stores.py). Fetched once from Maven Central into ~/.m2 (~650 MB
+# for the pinned line: the AWS SDK bundle). The S3 server of the tests comes with requirements.lock.
+if [[ $with_s3 == 1 ]]; then
+    say "hadoop-aws and the AWS SDK for the pinned Spark line (first time: ~650 MB from Maven Central)"
+    "$VENV/bin/python" build_support/s3_jars.py || die "hadoop-aws did not download (see above)"
 fi
 say "done"

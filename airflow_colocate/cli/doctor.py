@@ -104,6 +104,12 @@ def _blocks(facts: dict) -> list:
         blocks.append(Table(["BackendId", "Name", "Host", "Root", "State", "Reachable", "Marker", "Error"],
                             [[b["id"], b["name"], b["host"], b["root"], b["state"], str(b["reachable"]).lower(),
                               (b["marker"] or {}).get("name") or "", b["error"] or ""] for b in facts["backends"]]))
+    stores = facts.get("object_stores")
+    if stores is not None:
+        blocks.append(Fields("S3 backends", [
+            ("endpoint", stores["endpoint"]), ("credentials from", stores["credentials"]),
+            ("hadoop-aws", ", ".join(stores["hadoop_aws"]) or "not here"),
+            ("server-side copy", "yes (boto3)" if stores["server_side_copy"] else "no (boto3 missing)")]))
     line = facts.get("line")
     if line is not None:
         blocks.append(Fields("Spark line of --master", [

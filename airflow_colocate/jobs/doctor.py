@@ -40,6 +40,7 @@ def examine(where: Callable[[], tuple[str, str, str]], open_catalog: Callable[[s
     }
     catalog, facts["catalog"] = catalog_facts(where, open_catalog, problems)
     facts["backends"] = backend_facts(catalog, problems, timeout) if catalog is not None else []
+    facts["object_stores"] = object_store_facts(facts["backends"], problems)
     facts["line"] = line_facts(master, spark_version, problems) if master else None
     facts["executor"] = executor_facts(master, problems, facts["line"]) if master else None
     facts["problems"] = problems
@@ -217,6 +218,29 @@ def backend_facts(catalog, problems: list[str], timeout: float) -> list[dict]:
         if not row["reachable"]:
             problems.append(f"backend {row['name']} ({row['root']}) is not reachable: {row['error']}")
     return rows
+
+
+def object_store_facts(backends: list[dict], problems: list[str]) -> dict | None:
+    """For S3 backends: where the key comes from (never the key), the endpoint, and the hadoop-aws
+    jars a job ships for this side's Spark line; None when no backend is on S3."""
+    from airflow_colocate.spark import object_stores
+    from airflow_colocate.spark.locality import local_line
+    from airflow_colocate.storage import s3
+
+    if not any(s3.is_s3(b["root"]) for b in backends):
+        return None
+    line = local_line()
+    jars = object_stores.jars(line)
+    facts = {"endpoint": os.environ.get("AWS_ENDPOINT_URL") or "AWS (the SDK's default for the region)",
+             "credentials": object_stores.credentials_source(), "hadoop_aws": jars,
+             "server_side_copy": s3.has_client()}
+    if not jars:
+        problems.append(f"S3 backends, but no hadoop-aws for Spark {line} here ({', '.join(object_stores.coordinates(line))}): "
+                        f"run scripts/setup.sh --with-s3, set {object_stores.ENV_JARS}, or make sure the cluster has them")
+    if not facts["server_side_copy"]:
+        problems.append("S3 backends, but no boto3: clones between them cannot be server-side copies "
+                        "(pip install 'airflow-colocate[s3]')")
+    return facts
 
 
 def _executor_probe():

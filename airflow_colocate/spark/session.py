@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from airflow_colocate.spark.connect import is_connect, scoped_connect
-from airflow_colocate.spark.locality import locality_conf
+from airflow_colocate.spark import object_stores
+from airflow_colocate.spark.locality import local_line, locality_conf
 from airflow_colocate.spark.shipping import ship
 
 
@@ -35,6 +36,8 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     built, is shipped with the session (its ``spark.jars`` joins those of ``conf``), and so is
     this package (:func:`airflow_colocate.spark.shipping.ship`: once per application, not for a
     ``local`` master), so executors of a cluster that never installed it import it all the same.
+    When the environment names an S3 API, hadoop-aws and the store's address come too
+    (:mod:`airflow_colocate.spark.object_stores`).
     """
     from pyspark.sql import SparkSession
 
@@ -58,7 +61,12 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
         # The in-memory catalog never needs a warehouse; keep Spark from creating one in the cwd.
         settings["spark.sql.warehouse.dir"] = Path(tempfile.gettempdir(), "colocate-spark-warehouse").as_uri()
         settings["spark.driver.host"] = os.environ["SPARK_LOCAL_IP"]
+    s3a = object_stores.s3a_conf(local_line(), master)
+    shipped = s3a.pop("spark.jars", None)
+    settings.update(s3a)
     settings.update({k: str(v) for k, v in (conf or {}).items()})
+    if shipped:
+        settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars"), shipped) if j)
     settings.update(locality_conf(settings.get("spark.jars"), settings.get("spark.sql.extensions")))
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():

@@ -29,17 +29,18 @@ def s3_server(tmp_path_factory):
     from s3server import start_s3
 
     server = start_s3(tmp_path_factory.mktemp("s3"))
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
     try:
         yield server
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """The S3 server's address and key in this process's environment, for one test."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    return s3_server.env()
 
 
 class S3Lake(Lake):
@@ -62,7 +63,7 @@ class S3Lake(Lake):
 
 
 @pytest.fixture
-def s3_lake(tmp_path, s3_server):
+def s3_lake(tmp_path, s3_server, s3_env):
     clock = Clock()
     cat = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest", clock=clock)
     cat.init()

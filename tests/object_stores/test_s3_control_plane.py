@@ -149,3 +149,21 @@ def test_a_replica_overwritten_behind_our_back_is_not_spread_by_a_server_side_co
     s3_server.client().put_object(Bucket=bucket, Key=key, Body=b"good bytes")
     good = copy_mod.sha256_file(src)
     assert copy_mod.copy_file(src, dst, expect_sha256=good) == (len(b"good bytes"), good)
+
+
+def test_doctor_says_where_the_key_comes_from_and_never_prints_it(s3_lake, s3_env, capsys):
+    import json
+
+    from airflow_colocate.cli import main
+
+    main(["--catalog", s3_lake.catalog.url, "doctor", "--json"])
+    out = capsys.readouterr().out
+    facts = json.loads(out)
+    stores = facts["object_stores"]
+    assert stores["credentials"].startswith("the environment (AWS_ACCESS_KEY_ID")
+    assert stores["endpoint"] == s3_env["AWS_ENDPOINT_URL"] and stores["server_side_copy"] is True
+    assert all(b["reachable"] for b in facts["backends"]), facts["backends"]
+    assert s3_env["AWS_SECRET_ACCESS_KEY"] not in out
+    main(["--catalog", s3_lake.catalog.url, "doctor"])
+    text = capsys.readouterr().out
+    assert "credentials from" in text and s3_env["AWS_SECRET_ACCESS_KEY"] not in text

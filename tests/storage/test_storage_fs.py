@@ -50,7 +50,10 @@ def test_basic_operations(tmp_path):
 
 def test_can_rename_across_schemes_is_false(tmp_path):
     assert not fs.can_rename((tmp_path / "a").as_uri(), "s3a://bucket/a")
-    assert fs.can_rename("s3a://bucket/a", "s3://bucket/b")
+    assert fs.can_rename("hdfs://nn:8020/a", "hdfs://nn:8020/b")
+    assert not fs.can_rename("hdfs://nn:8020/a", "hdfs://other:8020/b")
+    # an object store's rename is a copy and a delete, never atomic: copies go to their final keys there
+    assert not fs.can_rename("s3a://bucket/a", "s3://bucket/b")
     assert not fs.can_rename("s3a://bucket/a", "s3a://other/b")
     with pytest.raises(ColocateError, match="not on the same file system"):
         fs.rename((tmp_path / "a").as_uri(), "s3a://bucket/a")
