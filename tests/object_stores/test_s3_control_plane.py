@@ -14,7 +14,7 @@ from balance_lake import assert_whole, rows
 
 from airflow_colocate.core.contract import Source
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.jobs.backends import add_backend, change_state, set_backend_root
+from airflow_colocate.jobs.backends import change_state, set_backend_root
 from airflow_colocate.jobs.gc import collect_garbage
 from airflow_colocate.jobs.health import probe_backends
 from airflow_colocate.jobs.write import prepare_write
