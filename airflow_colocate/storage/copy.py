@@ -201,11 +201,14 @@ def _stage_on_object_store(src_uri: str, dst_uri: str, expect_sha256: str | None
     object is visible whole or not at all once its upload ends. That key is in a replica
     directory no committed version names yet (a write's new version, a clone's new replica), so
     no reader sees it before the catalog commit; a copy killed before then leaves an object no
-    version names, which ``gc`` removes. Between two buckets of one S3 API the store copies
-    (:func:`~airflow_colocate.storage.s3.server_copy`); from anywhere else the bytes stream here."""
+    version names, which ``gc`` removes. Onto S3 a copy is the store's own where it can be, and
+    carries the SHA-256 the store checks (:mod:`airflow_colocate.storage.s3`); elsewhere the bytes
+    stream through here."""
     try:
-        if s3.is_s3(src_uri) and s3.is_s3(dst_uri) and s3.has_client():
-            written, digest = s3.server_copy(src_uri, dst_uri, expect_sha256, sha256_file)
+        if s3.is_s3(dst_uri) and s3.has_client() and s3.is_s3(src_uri):
+            written, digest = s3.copy(src_uri, dst_uri, expect_sha256, fs.open_read, sha256_file)
+        elif s3.is_s3(dst_uri) and s3.has_client() and fs.size(src_uri) <= s3.MULTIPART_COPY_BYTES:
+            written, digest = s3.upload(src_uri, dst_uri, expect_sha256, fs.open_read, fs.size(src_uri))
         else:
             with fs.open_write(dst_uri) as dst:
                 written, digest = _copy_stream(src_uri, dst_uri, dst)

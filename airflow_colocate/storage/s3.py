@@ -5,17 +5,13 @@ local disk the bytes go through this process (hashed as they pass); on S3 the se
 object itself (``CopyObject``, or ``UploadPartCopy`` part by part above
 :data:`MULTIPART_COPY_BYTES`), so streaming them through Python or Spark would only add a round
 trip over the network per byte. What the copy must still prove is that the destination holds the
-catalog's bytes:
-
-- where the store keeps a full-object SHA-256 of the copy (``ChecksumSHA256``: AWS S3 computes
-  one when asked, and keeps the one an upload carried), it is compared with the catalog's checksum
-  and no byte is read;
-- else the copy is read back once and hashed (a source overwritten behind our back must not be
-  spread by a repair, and its ETag, the MD5 the store computed, is comparable to nothing the
-  catalog holds). SeaweedFS keeps no SHA-256 for objects written without one, as Spark's are, so
-  on it a clone reads each copied byte once, and writes none.
-
-Sizes must agree, and an object copied in one piece must keep the source's ETag.
+catalog's bytes, and the store's own checksum says it without reading them: every object this
+package puts carries a full-object SHA-256 (``ChecksumSHA256``, checked by the store against the
+bytes it received), a server-side copy keeps it, and it is compared with the catalog's checksum.
+An object without one (the staged files Spark writes through ``s3a``) is read once and uploaded
+with it (:func:`upload`), so from the write on, every copy of a replica is the store's alone.
+Above :data:`MULTIPART_COPY_BYTES` (5 GiB: one request's limit) a checksum is of parts, comparable
+to nothing the catalog holds: such a copy is read back and hashed. Sizes must agree too.
 
 The address and key of the store come from where the AWS SDKs, pyarrow and hadoop-aws all look:
 ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, or the
@@ -91,15 +87,42 @@ def _copy(client, sb: str, sk: str, db: str, dk: str, size: int) -> None:
         raise
 
 
-def server_copy(src_uri: str, dst_uri: str, expect_sha256: str | None, read_back) -> tuple[int, str]:
-    """Copy ``src`` to ``dst`` inside the store and prove the copy: (bytes, sha256 hex).
-
-    ``read_back(uri) -> sha256 hex`` hashes an object whose checksum the store cannot give. A copy
-    that fails its check is deleted and raises, naming both ends and both checksums."""
+def _need_client(src_uri: str, dst_uri: str):
     client = _client()
     if client is None:
-        raise ColocateError(f"copying {src_uri} to {dst_uri} needs boto3 for the store's server-side copy: "
-                            f"pip install 'airflow-colocate[s3]' where the control plane and the Spark jobs run")
+        raise ColocateError(f"copying {src_uri} to {dst_uri} needs boto3 for the store's checksums and server-side "
+                            f"copies: pip install 'airflow-colocate[s3]' where the control plane and the Spark jobs run")
+    return client
+
+
+def _refuse(client, dst_uri: str, src_uri: str, problem: str):
+    db, dk = bucket_key(dst_uri)
+    client.delete_object(Bucket=db, Key=dk)
+    raise ColocateError(f"copy of {src_uri} to {dst_uri} failed its check: {problem}; the copy was deleted")
+
+
+def upload(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, size: int) -> tuple[int, str]:
+    """Put the bytes of ``src`` (any file system: ``open_read`` opens it) at ``dst`` in one request
+    with their SHA-256, which the store checks on receipt and keeps: (bytes, sha256 hex)."""
+    client = _need_client(src_uri, dst_uri)
+    db, dk = bucket_key(dst_uri)
+    with open_read(src_uri) as body:
+        got = client.put_object(Bucket=db, Key=dk, Body=body, ChecksumAlgorithm="SHA256")
+    digest = _sha256_hex(got)
+    if digest is None:
+        _refuse(client, dst_uri, src_uri, "the store returned no SHA-256 for the upload")
+    if expect_sha256 is not None and digest != expect_sha256:
+        _refuse(client, dst_uri, src_uri, f"expected sha256 {expect_sha256}, the bytes read have {digest}")
+    return size, digest
+
+
+def copy(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, read_back) -> tuple[int, str]:
+    """Copy ``src`` to ``dst`` (both on this S3 API) and prove the copy: (bytes, sha256 hex).
+
+    By the server when the source carries a full-object SHA-256, else by :func:`upload`;
+    ``read_back(uri) -> sha256 hex`` hashes a multipart copy. A copy that fails its check is
+    deleted and raises, naming both ends and both checksums."""
+    client = _need_client(src_uri, dst_uri)
     sb, sk = bucket_key(src_uri)
     db, dk = bucket_key(dst_uri)
     try:
@@ -109,6 +132,8 @@ def server_copy(src_uri: str, dst_uri: str, expect_sha256: str | None, read_back
             raise FileNotFoundError(src_uri) from None
         raise
     size = head["ContentLength"]
+    if _sha256_hex(head) is None and size <= MULTIPART_COPY_BYTES:
+        return upload(src_uri, dst_uri, expect_sha256, open_read, size)
     _copy(client, sb, sk, db, dk, size)
     got = client.head_object(Bucket=db, Key=dk, ChecksumMode="ENABLED")
     problem = None
@@ -122,7 +147,5 @@ def server_copy(src_uri: str, dst_uri: str, expect_sha256: str | None, read_back
     if problem is None and expect_sha256 is not None and digest != expect_sha256:
         problem = f"expected sha256 {expect_sha256}, the copy has {digest}"
     if problem is not None:
-        client.delete_object(Bucket=db, Key=dk)
-        raise ColocateError(f"server-side copy of {src_uri} to {dst_uri} failed its check: {problem}; "
-                            f"the copy was deleted")
+        _refuse(client, dst_uri, src_uri, problem)
     return size, digest

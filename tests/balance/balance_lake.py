@@ -89,8 +89,7 @@ class Lake:
             if ks:
                 name = layout.bucket_file_name(write_id_for(plan), b.bucket_seq)
                 data = pa.table({"id": pa.array(ks, pa.int64()), "v": pa.array([f"{table}-{partition}-{k}" for k in ks])})
-                with fs.open_write(fs.join(primary, name)) as out:
-                    pq.write_table(data, out)
+                self.put(data, fs.join(primary, name))
                 files.append((name, copy_mod.sha256_file(fs.join(primary, name))))
             sizes = dict(replica_dir.replica_files(primary))
             size = sum(sizes.values())
@@ -103,6 +102,11 @@ class Lake:
         report = WriteReport(job_id=plan.job_id, table=plan.table, partition_value=partition, version=ticket.version,
                              source_rows=len(keys), replicas=reports, seconds=0.0, spark_version="pyarrow")
         return finish_write(self.catalog, ticket, report)
+
+    def put(self, data: pa.Table, uri: str) -> None:
+        """Write one bucket file where the write job's placement would put it."""
+        with fs.open_write(uri) as out:
+            pq.write_table(data, out)
 
     def balancer(self, on_step=None, **options) -> Balancer:
         options.setdefault("grace", timedelta(0))

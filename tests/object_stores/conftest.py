@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "balance"))  # the lake of the balance tests
@@ -20,6 +21,7 @@ from balance_lake import Clock, Lake  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.jobs.backends import add_backend  # noqa: E402
+from airflow_colocate.storage import copy as copy_mod  # noqa: E402
 
 _bucket_names = itertools.count(1)
 
@@ -55,6 +57,13 @@ class S3Lake(Lake):
         if self.bucket is None:
             self.bucket = self.server.make_bucket(f"lake-{os.getpid()}-{next(_bucket_names)}")
         return f"s3a://{self.bucket}/{name}"
+
+    def put(self, data, uri: str) -> None:
+        """As the write job places a bucket file: copied from its staged file with its checksum."""
+        staged = self.root / "staged.parquet"
+        pq.write_table(data, staged)
+        copy_mod.copy_file(staged.as_uri(), uri)
+        staged.unlink()
 
     def add_backend(self, name: str, **kwargs):
         b = add_backend(self.catalog, self.backend_root(name), name=name, **kwargs)

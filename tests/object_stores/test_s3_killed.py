@@ -12,7 +12,8 @@ from balance_lake import Killed, assert_whole, fingerprint, kill_at, rows
 from test_s3_control_plane import data_objects
 
 from airflow_colocate.jobs.gc import collect_garbage
-from airflow_colocate.storage import fs, s3
+from airflow_colocate.storage import copy as copy_mod
+from airflow_colocate.storage import fs
 
 STEPS = ["planned", "unstable", "cloned", "switched", "finished", "dropping", "dropped"]
 DAYS = ("2026-11-01", "2026-11-02")
@@ -53,23 +54,20 @@ def test_a_write_killed_while_placing_objects_loses_nothing(s3_lake, s3_server, 
     lake.create("orders")
     lake.write("orders", DAYS[0], range(100))
     committed, good = data_objects(s3_server, lake), rows(lake.catalog, "default.orders")
-    real_open, real_copy, count = fs.open_write, s3.server_copy, [0]
+    real, count = copy_mod._stage_on_object_store, [0]
 
-    def dying(real):
-        def call(*args, **kwargs):  # the writer process dies once `placed` objects of 8 are in the store
-            if str(args[0]).endswith(".parquet") or real is real_copy:
-                if count[0] == placed:
-                    raise KilledWrite(f"killed after {placed} objects")
-                count[0] += 1
-            return real(*args, **kwargs)
-        return call
+    def dying(*args, **kwargs):  # the writer process dies once `placed` objects of 8 are in the store
+        if count[0] == placed:
+            raise KilledWrite(f"killed after {placed} objects")
+        count[0] += 1
+        return real(*args, **kwargs)
 
-    fs.open_write, s3.server_copy = dying(real_open), dying(real_copy)
+    copy_mod._stage_on_object_store = dying
     try:
         with pytest.raises(KilledWrite):
             lake.write("orders", DAYS[0], range(1000, 1100))  # an overwrite of the committed day
     finally:
-        fs.open_write, s3.server_copy = real_open, real_copy
+        copy_mod._stage_on_object_store = real
     assert rows(lake.catalog, "default.orders") == good  # the committed version is what reads see
     lake.clock.advance(hours=25)
     collect_garbage(lake.catalog, grace=timedelta(0), stale_after=timedelta(hours=24))
