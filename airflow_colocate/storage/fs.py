@@ -128,6 +128,8 @@ def make_dir(uri: str) -> bool:
     :func:`is_dir` then :func:`makedirs` cost three system calls. Locally True means this call's
     own ``mkdir`` made it (another process making it meanwhile is False): a clone writes in
     place only in a directory it made."""
+    if is_object_store(uri):  # nothing to make: "new" is a prefix with nothing under it (one listing)
+        return not list_files(uri)
     if not is_local(uri):
         if is_dir(uri):
             return False
@@ -147,7 +149,11 @@ def make_dir(uri: str) -> bool:
 
 
 def list_files(uri: str, missing_ok: bool = False) -> list[tuple[str, int]]:
-    """(name, size) of the regular files directly inside a directory, sorted by name."""
+    """(name, size) of the regular files directly inside a directory, sorted by name. On an object
+    store a prefix with nothing under it is no different from a missing one (there are no empty
+    directories): both list as empty."""
+    if is_object_store(uri):
+        missing_ok = True
     try:
         if is_local(uri):
             with os.scandir(local_path(uri)) as it:

@@ -11,7 +11,8 @@ bytes it received), a server-side copy keeps it, and it is compared with the cat
 An object without one (the staged files Spark writes through ``s3a``) is read once and uploaded
 with it (:func:`upload`), so from the write on, every copy of a replica is the store's alone.
 Above :data:`MULTIPART_COPY_BYTES` (5 GiB: one request's limit) a checksum is of parts, comparable
-to nothing the catalog holds: such a copy is read back and hashed. Sizes must agree too.
+to nothing the catalog holds: such a copy is read back and hashed. A copy costs two requests:
+the copy, and a HEAD of the copy for its checksum.
 
 The address and key of the store come from where the AWS SDKs, pyarrow and hadoop-aws all look:
 ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, or the
@@ -64,11 +65,6 @@ def _sha256_hex(head: dict) -> str | None:
     return base64.b64decode(value).hex()
 
 
-def _single(head: dict) -> bool:
-    """An object uploaded in one piece: its ETag is the MD5 of its bytes, comparable across copies."""
-    return "-" not in (head.get("ETag") or "-")
-
-
 def _copy(client, sb: str, sk: str, db: str, dk: str, size: int) -> None:
     if size <= MULTIPART_COPY_BYTES:
         client.copy_object(Bucket=db, Key=dk, CopySource={"Bucket": sb, "Key": sk}, MetadataDirective="COPY")
@@ -119,29 +115,30 @@ def upload(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, siz
 def copy(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, read_back) -> tuple[int, str]:
     """Copy ``src`` to ``dst`` (both on this S3 API) and prove the copy: (bytes, sha256 hex).
 
-    By the server when the source carries a full-object SHA-256, else by :func:`upload`;
+    By the server, which keeps the source's full-object SHA-256; a source without one is put
+    again by :func:`upload`;
     ``read_back(uri) -> sha256 hex`` hashes a multipart copy. A copy that fails its check is
     deleted and raises, naming both ends and both checksums."""
     client = _need_client(src_uri, dst_uri)
     sb, sk = bucket_key(src_uri)
     db, dk = bucket_key(dst_uri)
-    try:
-        head = client.head_object(Bucket=sb, Key=sk, ChecksumMode="ENABLED")
+    head = None
+    try:  # one request: the usual object is below the single-copy limit and carries its SHA-256
+        client.copy_object(Bucket=db, Key=dk, CopySource={"Bucket": sb, "Key": sk}, MetadataDirective="COPY")
     except client.exceptions.ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        code = exc.response.get("Error", {}).get("Code")
+        if code in ("404", "NoSuchKey", "NotFound"):
             raise FileNotFoundError(src_uri) from None
-        raise
-    size = head["ContentLength"]
-    if _sha256_hex(head) is None and size <= MULTIPART_COPY_BYTES:
-        return upload(src_uri, dst_uri, expect_sha256, open_read, size)
-    _copy(client, sb, sk, db, dk, size)
+        if code not in ("InvalidRequest", "EntityTooLarge"):
+            raise
+        head = client.head_object(Bucket=sb, Key=sk, ChecksumMode="ENABLED")  # too large: part by part
+        _copy(client, sb, sk, db, dk, head["ContentLength"])
     got = client.head_object(Bucket=db, Key=dk, ChecksumMode="ENABLED")
-    problem = None
-    digest = _sha256_hex(got)
-    if got["ContentLength"] != size:
-        problem = f"the copy holds {got['ContentLength']} bytes, the source {size}"
-    elif _single(head) and _single(got) and got.get("ETag") != head.get("ETag"):
-        problem = f"the copy's ETag {got.get('ETag')} is not the source's {head.get('ETag')}"
+    size, digest, problem = got["ContentLength"], _sha256_hex(got), None
+    if digest is None and head is None:  # the source carried no SHA-256: put the bytes again, with it
+        return upload(src_uri, dst_uri, expect_sha256, open_read, size)
+    if head is not None and got["ContentLength"] != head["ContentLength"]:
+        problem = f"the copy holds {got['ContentLength']} bytes, the source {head['ContentLength']}"
     elif digest is None:
         digest = read_back(dst_uri)
     if problem is None and expect_sha256 is not None and digest != expect_sha256:

@@ -7,23 +7,18 @@ pyarrow, boto3 and hadoop-aws all read."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "balance"))  # the lake of the balance tests
 
-from balance_lake import Clock, Lake  # noqa: E402
+from balance_lake import Clock  # noqa: E402
+from s3_lake import S3Lake  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
-from airflow_colocate.jobs.backends import add_backend  # noqa: E402
-from airflow_colocate.storage import copy as copy_mod  # noqa: E402
-
-_bucket_names = itertools.count(1)
 
 
 @pytest.fixture(scope="session")
@@ -43,32 +38,6 @@ def s3_env(s3_server, monkeypatch):
     for key, value in s3_server.env().items():
         monkeypatch.setenv(key, value)
     return s3_server.env()
-
-
-class S3Lake(Lake):
-    """The balance tests' lake with each backend under a prefix of one bucket on the S3 server
-    (SeaweedFS gives each bucket volumes of its own: a bucket per backend would fill its disk
-    allowance in a few tests), added as a user adds one: with its identity marker."""
-
-    server = None
-    bucket = None
-
-    def backend_root(self, name: str) -> str:
-        if self.bucket is None:
-            self.bucket = self.server.make_bucket(f"lake-{os.getpid()}-{next(_bucket_names)}")
-        return f"s3a://{self.bucket}/{name}"
-
-    def put(self, data, uri: str) -> None:
-        """As the write job places a bucket file: copied from its staged file with its checksum."""
-        staged = self.root / "staged.parquet"
-        pq.write_table(data, staged)
-        copy_mod.copy_file(staged.as_uri(), uri)
-        staged.unlink()
-
-    def add_backend(self, name: str, **kwargs):
-        b = add_backend(self.catalog, self.backend_root(name), name=name, **kwargs)
-        self.names[name] = b.id
-        return b
 
 
 @pytest.fixture
