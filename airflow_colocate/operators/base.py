@@ -20,6 +20,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_colocate.core.errors import ColocateError, InvalidArgument
 from airflow_colocate.core.spark_lines import jar_name
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.hooks import object_store
 from airflow_colocate.operators.spark_env import cluster_line, job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
@@ -54,6 +55,9 @@ class ColocateSparkOperator(SparkSubmitOperator):
         Spark INFO; ``INFO`` or ``DEBUG`` to see everything, None to leave it to the cluster's
         log4j2 configuration. A ``spark.log.level`` in ``conf`` wins.
     :param colocate_conn_id: the catalog connection (:class:`ColocateCatalogHook`).
+    :param s3_conn_id: the connection of the S3 backends' key and address
+        (:mod:`airflow_colocate.hooks.object_store`; type ``aws``); when it is not defined, the
+        worker's environment or the AWS SDK's default chain.
 
     The job's needs are merged with the user's ``conf``, ``jars``, ``py_files``, ``env_vars`` and
     ``application_args``, never replacing them: the user's conf keys win except
@@ -68,7 +72,8 @@ class ColocateSparkOperator(SparkSubmitOperator):
     report_type: ClassVar[type | None] = None  # the report dataclass the job writes
 
     def __init__(self, *, spark_log_level: str | None = DEFAULT_SPARK_LOG_LEVEL,
-                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name, **kwargs: Any) -> None:
+                 colocate_conn_id: str = ColocateCatalogHook.default_conn_name,
+                 s3_conn_id: str | None = object_store.DEFAULT_CONN_ID, **kwargs: Any) -> None:
         kwargs.setdefault("application", job_path())
         kwargs.setdefault("name", f"colocate-{self.job_kind or 'job'}-{kwargs.get('task_id', self.job_kind)}")
         # spark-submit's settings as given: the provider keeps most of them in private attributes
@@ -79,6 +84,7 @@ class ColocateSparkOperator(SparkSubmitOperator):
                                   f"{', '.join(SPARK_LOG_LEVELS)} (or None for the cluster's own log4j2 setting)")
         self.spark_log_level = None if spark_log_level is None else str(spark_log_level).upper()
         self.colocate_conn_id = colocate_conn_id
+        self.s3_conn_id = s3_conn_id
         self._catalog_hook: ColocateCatalogHook | None = None
         self._spark_hook: SparkSubmitHook | None = None  # the run in progress, or the last one
         self._spark_conf: dict[str, Any] = {}
@@ -89,6 +95,7 @@ class ColocateSparkOperator(SparkSubmitOperator):
     def catalog_hook(self) -> ColocateCatalogHook:
         if self._catalog_hook is None:
             self._catalog_hook = ColocateCatalogHook(self.colocate_conn_id)
+            object_store.apply(self.s3_conn_id)  # the task's own reads and copies of S3 backends
         return self._catalog_hook
 
     @property
@@ -142,7 +149,8 @@ class ColocateSparkOperator(SparkSubmitOperator):
             if kwargs.get(option):
                 raise InvalidArgument(f"{option}=True is not supported by colocate operators: spark-submit would "
                                       "return before the job writes its report")
-        env = submit_env(self.env_vars if isinstance(self.env_vars, dict) else None)
+        given = self.env_vars if isinstance(self.env_vars, dict) else {}
+        env = submit_env({**object_store.apply(self.s3_conn_id), **given})
         line = cluster_line(kwargs.get("conn_id"), kwargs.get("spark_binary"), env)
         self.log.info("colocate: the cluster runs Spark %s (Scala %s): shipping %s", line.line, line.scala,
                       jar_name(line.line))

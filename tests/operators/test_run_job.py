@@ -215,3 +215,30 @@ def test_a_plan_of_another_kind_is_refused_before_submit(fake_spark, tmp_path):
 def test_every_operator_declares_its_job_and_extends_the_parents_templates(cls, kind):
     assert cls.job_kind == kind and cls.report_type.__name__.endswith("Report")
     assert set(SparkSubmitOperator.template_fields) <= set(cls.template_fields)
+
+
+def test_the_s3_connection_reaches_the_job_as_its_environment_never_its_plan_or_log(fake_spark, tmp_path, monkeypatch,
+                                                                                      caplog):
+    """The ``colocate_s3`` connection (type aws) becomes the AWS_* variables of the submitted job and
+    of the task's own process; the secret is in no plan file and no log line. The user's own
+    env_vars win."""
+    secret = "s3-secret-never-logged-0123"
+    monkeypatch.setenv("AIRFLOW_CONN_COLOCATE_S3", json.dumps(
+        {"conn_type": "aws", "login": "AKIATEST", "password": secret,
+         "extra": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "eu-west-1"}}))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    op = user_op(tmp_path)
+    op.env_vars["AWS_REGION"] = "us-east-2"
+    with caplog.at_level("DEBUG"):
+        op.execute(context={})
+    (hook,) = FakeHook.built
+    env = hook["env_vars"]
+    assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("AKIATEST", secret)
+    assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000" and env["AWS_REGION"] == "us-east-2"
+    import os
+
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] == secret  # the task's control plane reads the store too
+    assert secret not in caplog.text
+    assert all(secret not in p.read_text(errors="replace") for p in (tmp_path / "work").rglob("*") if p.is_file())
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
