@@ -104,6 +104,7 @@ SQL2 = ("SELECT t1.dt, t1.id, t1.name, t1.second_id, t1.second_name, t5.id AS id
 SCAN = " UNION ALL ".join(f"SELECT count(id) AS n FROM {{{t}}} WHERE dt IN ({IN_DAYS})" for t in "ABC")
 SCAN = f"SELECT sum(n) FROM ({SCAN})"
 WAYS = ["colocated", "shuffle", "default", "bucketBy"]
+S3 = None  # --s3: the S3 bucket (an s3a:// URI) that holds every way's files and the lake's backends
 NET = None  # --cluster netns: a netns_cluster.QueryProbe (bytes over the link, task locality per query)
 NAMES = {"colocated": dict(A="A", B="B", C="C"), "shuffle": dict(A="pA", B="pB", C="pC"),
          "default": dict(A="pA", B="pB", C="pC"), "bucketBy": dict(A="sA", B="sB", C="sC")}
@@ -117,7 +118,15 @@ def w_colocated(way: str) -> bool:
     return way in ("colocated", "columnar")
 
 
-def write_plain(spark, out: Path, table: str, rows: int) -> None:
+def where(root: Path, *parts: str) -> str:
+    """Where a way's files live: under ``root`` on this disk, or with ``--s3`` under the same path
+    in the S3 bucket (the catalog and the ``_done`` marker stay on this disk)."""
+    if S3 is None:
+        return str(root.joinpath(*parts))
+    return "/".join([S3, root.name, *parts])
+
+
+def write_plain(spark, out: Path | str, table: str, rows: int) -> None:
     """Table ``table`` of the seeds as plain parquet under ``out``: ``rows`` rows a day, one file a day (dt=...)."""
     days = ", ".join(f"DATE'{d}'" for d in DAYS)
     df = spark.sql(f"SELECT {COLUMNS[table]}, element_at(array({days}), int(g / {rows}) + 1) AS dt "
@@ -130,8 +139,9 @@ def lake_catalog(root: Path) -> Catalog:
     cat = Catalog(f"sqlite:///{root / 'catalog.db'}", actor="bench")
     cat.init()
     for i in range(1, 4):
-        (root / "lake" / f"be{i}").mkdir(parents=True)
-        cat.backends.add((root / "lake" / f"be{i}").as_uri(), name=f"be{i}")
+        if S3 is None:
+            (root / "lake" / f"be{i}").mkdir(parents=True)
+        cat.backends.add(where(root, "lake", f"be{i}") if S3 else (root / "lake" / f"be{i}").as_uri(), name=f"be{i}")
     return cat
 
 
@@ -144,17 +154,17 @@ def generate(spark, root: Path, rows: int, buckets: int) -> None:
     root.mkdir(parents=True)
     t0 = time.perf_counter()
     for t in "ABC":
-        write_plain(spark, root / "plain" / t, t, rows)
+        write_plain(spark, where(root, "plain", t), t, rows)
         spark.sql(f"DROP TABLE IF EXISTS s{t}")  # registered by a smaller volume of this run
-        (spark.read.parquet(str(root / "plain" / t)).repartition(buckets, "id").write.partitionBy("dt")
-         .bucketBy(buckets, "id").sortBy("id").option("path", str(root / "bucketby" / t)).saveAsTable(f"s{t}"))
+        (spark.read.parquet(where(root, "plain", t)).repartition(buckets, "id").write.partitionBy("dt")
+         .bucketBy(buckets, "id").sortBy("id").option("path", where(root, "bucketby", t)).saveAsTable(f"s{t}"))
         print(f"  {t}: plain and bucketBy written ({time.perf_counter() - t0:.0f} s)", flush=True)
     cat = lake_catalog(root)
     for t in "ABC":
         cat.tables.create(t, SCHEMA[t], ["id"], bucket_num=buckets, replication_num=1, partition_cols=["dt"],
                          colocate_with="g_seeds")
         for day in DAYS:
-            write_in_session(spark, cat, t, day, Source(format="parquet", path=str(root / "plain" / t / f"dt={day}")),
+            write_in_session(spark, cat, t, day, Source(format="parquet", path=where(root, "plain", t, f"dt={day}")),
                              work_dir=root / "runs")
         print(f"  {t}: 10 partitions written into the group ({time.perf_counter() - t0:.0f} s)", flush=True)
     cat.dispose()
@@ -163,11 +173,11 @@ def generate(spark, root: Path, rows: int, buckets: int) -> None:
 
 def register_plain(spark, root: Path, buckets: int) -> None:
     for t in "ABC":
-        spark.read.parquet(str(root / "plain" / t)).createOrReplaceTempView(f"p{t}")
+        spark.read.parquet(where(root, "plain", t)).createOrReplaceTempView(f"p{t}")
         cols = ", ".join(f"`{n}` {ty}" for n, ty in SCHEMA[t])
         spark.sql(f"DROP TABLE IF EXISTS s{t}")
         spark.sql(f"CREATE TABLE s{t} ({cols}) USING parquet PARTITIONED BY (dt) CLUSTERED BY (id) SORTED BY (id) "
-                  f"INTO {buckets} BUCKETS LOCATION '{(root / 'bucketby' / t).as_uri()}'")
+                  f"INTO {buckets} BUCKETS LOCATION '{where(root, 'bucketby', t) if S3 else (root / 'bucketby' / t).as_uri()}'")
         spark.sql(f"ALTER TABLE s{t} RECOVER PARTITIONS")
 
 
@@ -177,7 +187,7 @@ def median(xs: list[float]) -> float:
 
 def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | None = None) -> dict:
     rows = round(SEED_ROWS / denominator)
-    root = DATA / f"v{denominator}_b{buckets}"
+    root = DATA / f"{'s3-' if S3 else ''}v{denominator}_b{buckets}"
     print(f"volume 1/{denominator}: {rows:,} rows a partition x 10 days x 3 tables ({root})", flush=True)
     generate(spark, root, rows, buckets)
     register_plain(spark, root, buckets)
@@ -372,6 +382,9 @@ def main() -> None:
                     help="profile instead of timing: a flight recording per run of SQL1 with the columnar operator "
                          "off and on and of the plain scan (--rounds each, interleaved) into DIR, and the task "
                          "threads' CPU samples per category (bench_join's profile)")
+    ap.add_argument("--s3", action="store_true",
+                    help="every way's files and the lake's backends in a bucket of an S3 API: a SeaweedFS server "
+                         "(tests/s3server.py) on this machine, its data under bench/data/seeds/s3 (kept between runs)")
     a = ap.parse_args()
     if a.jfr and a.columnar is not None:
         ap.error("--jfr records the operator off and on itself: leave --columnar out")
@@ -419,6 +432,16 @@ def main() -> None:
     if a.iceberg:
         conf |= iceberg_way.session_conf(DATA / "iceberg")
     conf |= dict(c.split("=", 1) for c in a.conf)
+    server = None
+    if a.s3:  # before the session: it ships hadoop-aws when the environment names an S3 API
+        global S3
+        from s3server import start_s3
+
+        server = start_s3(DATA / "s3")
+        os.environ.update(server.env())
+        if "bench-seeds" not in {b["Name"] for b in server.client().list_buckets()["Buckets"]}:
+            server.make_bucket("bench-seeds")
+        S3 = "s3a://bench-seeds"
     spark = get_spark("bench-seeds", master, conf)
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark {spark.version}, master {master}, {a.buckets} buckets, shuffle partitions {a.buckets}, {a.rounds} rounds; SQL1/SQL2 read "
@@ -433,6 +456,8 @@ def main() -> None:
         spark.stop()
         if cluster is not None:
             cluster.stop()
+        if server is not None:
+            server.stop()
     if len(results) > 1:
         print("\n== growth with volume (shuffle / colocated, bucketBy / colocated; wall medians)")
         for v, res in sorted(results.items(), reverse=True):
