@@ -11,7 +11,7 @@ from airflow_colocate.cli import main
 from airflow_colocate.core.spark_lines import jar_name
 from airflow_colocate.spark import locality
 
-TOP = {"package", "python", "pyspark", "java", "jar", "catalog", "backends", "line", "executor", "problems"}
+TOP = {"package", "python", "pyspark", "java", "jar", "catalog", "backends", "object_stores", "line", "executor", "problems"}
 
 
 def _jar(path):

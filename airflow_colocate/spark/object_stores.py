@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.storage import fs, layout
 
 # The Hadoop each Spark line bundles (its pyspark's jars/hadoop-client-api-*.jar).
 HADOOP_OF_LINE = {"3.5": "3.3.4", "4.0": "3.4.1", "4.1": "3.4.2", "4.2": "3.5.0", "4.3": "3.5.0"}
@@ -98,3 +102,22 @@ def credentials_source() -> str:
     if os.environ.get("AWS_PROFILE") or Path.home().joinpath(".aws", "credentials").exists():
         return f"the AWS shared credentials file (profile {os.environ.get('AWS_PROFILE', 'default')})"
     return "the AWS SDK's default chain (an instance or pod role), as nothing else names a key"
+
+
+def location_for(table, location: str) -> str:
+    """The backing table's LOCATION: ``location``, unless the replicas are on an object store.
+    Spark's in-memory catalog checks each partition's directory with the file system of the table's
+    LOCATION, and an ``s3a`` file system is one bucket's: such a table's LOCATION is then its first
+    replica's backend ``_colocate`` folder (where the identity marker lives), in the same bucket."""
+    paths = [p for part in table.partitions for p in part.bucket_paths if p]
+    stores = {urlsplit(p)[:2] for p in paths if fs.is_object_store(p)}
+    if not stores:
+        return location
+    if len(stores) > 1 or len(stores) < len({urlsplit(p)[:2] for p in paths}):
+        names = ", ".join(sorted(f"{a}://{b}" for a, b in {urlsplit(p)[:2] for p in paths}))
+        raise ColocateError(
+            f"table {table.name}: its replicas are in {names}, and a Spark table reads its partitions from one "
+            f"file system; put the object-store backends of a group under prefixes of one bucket, or read "
+            f"through the replica file system (the jar, and a master that retries tasks)")
+    root = layout.replica_root(paths[0]) or fs.parent(paths[0])
+    return fs.join(root, "_colocate")

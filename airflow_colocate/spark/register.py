@@ -41,18 +41,17 @@ import re
 import tempfile
 import uuid
 import weakref
-from urllib.parse import urlsplit
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.spark import listed_views, locality, replica_paths
+from airflow_colocate.spark import listed_views, locality, object_stores, replica_paths
 from airflow_colocate.spark.connect import is_connect, list_on_cluster
 from airflow_colocate.spark.listing import judge_replicas
 from airflow_colocate.spark.timing import DriverClock
-from airflow_colocate.storage import fs, layout, replica_dir
+from airflow_colocate.storage import replica_dir
 
 BUCKET_COLUMN = "__bucket"
 BACKING_PREFIX = "__cl_"
@@ -389,27 +388,8 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
                                                           location, lambda path: locality.read_location(spark, path))
         for table in chosen:  # under colocatefile:// when local reads are on (spark.locality)
             table = locality.located(spark, table)
-            _run(spark, table, create_statements(table, location_for(table, location)), texts[table.name], roots)
+            _run(spark, table, create_statements(table, object_stores.location_for(table, location)), texts[table.name], roots)
     return registered
-
-
-def location_for(table: ReadTable, location: str) -> str:
-    """The backing table's LOCATION: ``location``, unless the replicas are on an object store.
-    Spark's in-memory catalog checks each partition's directory with the file system of the table's
-    LOCATION, and an ``s3a`` file system is one bucket's: such a table's LOCATION is then its first
-    replica's backend ``_colocate`` folder (where the identity marker lives), in the same bucket."""
-    paths = [p for part in table.partitions for p in part.bucket_paths if p]
-    stores = {urlsplit(p)[:2] for p in paths if fs.is_object_store(p)}
-    if not stores:
-        return location
-    if len(stores) > 1 or len(stores) < len({urlsplit(p)[:2] for p in paths}):
-        names = ", ".join(sorted(f"{a}://{b}" for a, b in {urlsplit(p)[:2] for p in paths}))
-        raise ColocateError(
-            f"table {table.name}: its replicas are in {names}, and a Spark table reads its partitions from one "
-            f"file system; put the object-store backends of a group under prefixes of one bucket, or read "
-            f"through the replica file system (the jar, and a master that retries tasks)")
-    root = layout.replica_root(paths[0]) or fs.parent(paths[0])
-    return fs.join(root, "_colocate")
 
 
 def _state(spark) -> tuple[dict[str, list[str]], dict[str, str]]:

@@ -1,12 +1,10 @@
 """The one copy primitive that the write job and the clone (balance/repair) job share.
 
-A copy streams in 8 MiB chunks and hashes while it reads, writes to a temporary file, syncs, checks
-the size, and only then renames to ``dst``: a half copy is never visible under the final name.
-Given the backend ``root``, the temporary file lives in the backend's tmp area
-(:func:`~airflow_colocate.storage.layout.tmp_dir`), never inside a replica directory: Spark reads
-every file of a registered replica directory, so a temporary file a killed job left there would be
-read as (duplicate) rows. What a replica directory holds and its checksum are ``storage/replica_files.py``; when the bytes
-and names are durable, ``storage/durability.py``: this module is the order of a copy's steps.
+A copy hashes while it reads, writes to a temporary file in the backend's tmp area (never inside a
+replica directory, where Spark would read a killed copy's file as duplicate rows), syncs, checks
+the size, and only then renames to ``dst``; on an object store it goes to its final key (no
+rename there). What a replica directory holds: ``storage/replica_dir.py``; when bytes and names
+are durable: ``storage/durability.py``; this module is the order of a copy's steps.
 """
 
 from __future__ import annotations
@@ -25,9 +23,10 @@ from airflow_colocate.storage.durability import WRITEBACK_MIN, start_writeback
 from airflow_colocate.storage.replica_dir import TMP_MARK, _names, is_data_name, replica_files, subdirs
 
 CHUNK = 8 * 1024 * 1024
+
+
 class StagingError(ColocateError):
-    """The destination backend cannot stage a copy (its root is gone, another file system): a
-    problem of the destination, not of the bytes being copied."""
+    """The destination cannot stage a copy (its root is gone): its problem, not the bytes'."""
 
 
 def tmp_area(root: str) -> str:
@@ -128,8 +127,7 @@ class Staged:
 
 def discard(staged: Staged) -> None:
     """Delete what :func:`stage_file` or :func:`stage_in_place` wrote, and nothing else: a file
-    written in place is deleted only while its name still holds the file this copy made (another
-    clone of the same replica, a speculative task, may have renamed its own copy there since)."""
+    written in place only while its name holds this copy's file (a speculative task's may be there)."""
     if staged.in_place and staged.inode is not None:
         _delete_own(staged.tmp, staged.inode)
     else:
@@ -149,18 +147,13 @@ def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
                root: str | None = None, fsync: bool = False, area: str | None = None) -> Staged:
     """Copy ``src`` to a temporary name for ``dst`` (hashed, size checked), and stop there: the
     caller makes a whole batch durable at once (:func:`make_durable`) before it :func:`publish`-es
-    them, which is what lets a clone of 2,000 small files cost one ``syncfs`` instead of 2,000
-    ``fsync``. A failed copy leaves nothing; errors are :func:`copy_file`'s. ``area``: see
-    :func:`_tmp_uri`. Without ``fsync``, a large file's write-back starts at once
-    (:func:`start_writeback`, :data:`WRITEBACK_MIN`), so the batch's ``syncfs`` finds it written or
-    under way.
-
-    When both ends are files of this machine (a repair's clones: thousands of them), the bytes go
-    through raw descriptors, never Python's buffered file objects (:func:`_copy_local`): measured,
-    those cost more CPU than the kernel's copy of the bytes. A batch's copy (``area`` given, no
-    ``fsync``: the clone job's) opens its temporary file with one system call too
-    (:func:`_stage_local`). Any other stream (an object store's, a wrapper around the file) is
-    written through its ``write``."""
+    them (2,000 small files: one ``syncfs``, not 2,000 ``fsync``). A failed copy leaves nothing;
+    errors are :func:`copy_file`'s. ``area``: see :func:`_tmp_uri`. Without ``fsync`` a large
+    file's write-back starts at once (:func:`start_writeback`), so the batch's ``syncfs`` finds it
+    under way. Local to local, the bytes go through raw descriptors (:func:`_copy_local`: Python's
+    buffered files cost more CPU than the kernel's copy), a batch's temporary file opened with one
+    system call (:func:`_stage_local`); any other stream is written through its ``write``; onto an
+    object store, see :func:`_stage_on_object_store`."""
     if fs.is_object_store(dst_uri):
         return _stage_on_object_store(src_uri, dst_uri, expect_sha256)
     batch = area is not None and not fsync and _FAST_LOCAL
@@ -197,29 +190,19 @@ def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
 
 
 def _stage_on_object_store(src_uri: str, dst_uri: str, expect_sha256: str | None) -> Staged:
-    """A copy onto an object store goes to its final key at once: the store has no rename, and an
-    object is visible whole or not at all once its upload ends. That key is in a replica
-    directory no committed version names yet (a write's new version, a clone's new replica), so
-    no reader sees it before the catalog commit; a copy killed before then leaves an object no
-    version names, which ``gc`` removes. Onto S3 a copy is the store's own where it can be, and
-    carries the SHA-256 the store checks (:mod:`airflow_colocate.storage.s3`); elsewhere the bytes
-    stream through here."""
+    """To its final key at once (no rename there; nobody reads it before the catalog commit, and gc
+    removes a killed copy's): by the store where it can (:func:`~airflow_colocate.storage.s3.put`)."""
     try:
-        if s3.is_s3(dst_uri) and s3.has_client() and s3.is_s3(src_uri):
-            written, digest = s3.copy(src_uri, dst_uri, expect_sha256, fs.open_read, sha256_file)
-        elif s3.is_s3(dst_uri) and s3.has_client() and fs.size(src_uri) <= s3.MULTIPART_COPY_BYTES:
-            written, digest = s3.upload(src_uri, dst_uri, expect_sha256, fs.open_read, fs.size(src_uri))
-        else:
+        done = s3.put(src_uri, dst_uri, expect_sha256, fs.open_read, sha256_file)
+        if done is None:
             with fs.open_write(dst_uri) as dst:
-                written, digest = _copy_stream(src_uri, dst_uri, dst)
-            if expect_sha256 is not None and digest != expect_sha256:
-                _wrong_checksum(src_uri, dst_uri, expect_sha256, digest, False)
-            if fs.size(dst_uri) != written:
-                _wrong_size(src_uri, dst_uri, written, fs.size(dst_uri))
+                done = _copy_stream(src_uri, dst_uri, dst)
+            if expect_sha256 is not None and done[1] != expect_sha256:
+                _wrong_checksum(src_uri, dst_uri, expect_sha256, done[1], False)
     except BaseException:
         fs.delete_file(dst_uri)
         raise
-    return Staged(dst_uri, dst_uri, written, digest, in_place=True)
+    return Staged(dst_uri, dst_uri, *done, in_place=True)
 
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # what open(path, "wb") asks
@@ -427,8 +410,7 @@ def _copy_loop(sfd: int, dfd: int, writeback: bool) -> tuple[int, str]:
 
 
 def publish(staged: Staged) -> None:
-    """Rename a staged copy to its final name (same file system: checked when it was staged); one
-    written in place is there already."""
+    """Rename a staged copy to its final name (same file system, checked when staged)."""
     if staged.in_place:
         return
     try:
@@ -473,14 +455,8 @@ def link_or_copy(src_uri: str, dst_uri: str, *, root: str | None = None) -> tupl
     return copy_file(src_uri, dst_uri, root=root)
 
 
-def copy_replica(
-    src_dir: str,
-    dst_dir: str,
-    *,
-    expect: dict[str, str] | None = None,
-    link: bool = False,
-    root: str | None = None,
-) -> tuple[list[tuple[str, str]], int]:
+def copy_replica(src_dir: str, dst_dir: str, *, expect: dict[str, str] | None = None, link: bool = False,
+                 root: str | None = None) -> tuple[list[tuple[str, str]], int]:
     """Copy every file of one replica directory into ``dst_dir`` (created if missing).
 
     Returns ([(name, sha256), ...] sorted by name, total bytes). ``expect`` maps file names to the

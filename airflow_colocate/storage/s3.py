@@ -83,6 +83,19 @@ def _copy(client, sb: str, sk: str, db: str, dk: str, size: int) -> None:
         raise
 
 
+def put(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, read_back) -> tuple[int, str] | None:
+    """Place ``src`` at the S3 key ``dst`` with the store's checksum: a server-side :func:`copy`
+    from this store, an :func:`upload` from elsewhere; None when the caller must stream it (not S3,
+    no boto3, or a non-S3 source too large for one request)."""
+    if not is_s3(dst_uri) or not has_client():
+        return None
+    if is_s3(src_uri):
+        return copy(src_uri, dst_uri, expect_sha256, open_read, read_back)
+    with open_read(src_uri) as f:
+        size = f.size() if hasattr(f, "size") else os.fstat(f.fileno()).st_size
+    return upload(src_uri, dst_uri, expect_sha256, open_read, size) if size <= MULTIPART_COPY_BYTES else None
+
+
 def _need_client(src_uri: str, dst_uri: str):
     client = _client()
     if client is None:
