@@ -1,7 +1,8 @@
 """Fetch hadoop-aws and its AWS SDK for a Spark line from Maven Central into the local Maven
 repository (``~/.m2/repository``, where ``airflow_colocate.spark.object_stores`` looks), each
 file checked against Maven Central's SHA-1. Usage: ``python build_support/s3_jars.py [LINE ...]``
-(default: the line of the installed pyspark). Idempotent: a file already there is kept."""
+(default: the line of the installed pyspark); ``--minicluster`` adds hadoop-client-minicluster, the
+tests' HDFS. Idempotent: a file already there is kept."""
 
 from __future__ import annotations
 
@@ -36,10 +37,13 @@ def fetch(group: str, artifact: str, version: str) -> None:
     print(f"fetched {group}:{artifact}:{version}")
 
 
-def main(lines: list[str]) -> None:
+def main(args: list[str]) -> None:
+    lines = [a for a in args if not a.startswith("--")]
     for line in lines or [local_line()]:
         for coordinate in object_stores.coordinates(line):
             fetch(*coordinate.split(":"))
+        if "--minicluster" in args:  # the tests' HDFS (tests/hdfsserver.py)
+            fetch("org.apache.hadoop", "hadoop-client-minicluster", object_stores.HADOOP_OF_LINE[line])
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@
 #   scripts/setup.sh --with-spark-lines  ... and every Spark line's virtualenv (pyspark, pyarrow, pandas) for the
 #                                     line matrix's clusters (tests/spark_lines; first time: each line's ~750 MB,
 #                                     about 3 min a line from uv's cache on a loaded 2-core machine)
-#   scripts/setup.sh --with-s3        ... and hadoop-aws + the AWS SDK of the pinned Spark line in ~/.m2, for the
-#                                     tests on the S3 server (tests/object_stores; first time ~650 MB)
+#   scripts/setup.sh --with-s3        ... and hadoop-aws + the AWS SDK of the pinned Spark line in ~/.m2, and
+#                                     hadoop-client-minicluster, for the tests on S3 and HDFS (tests/object_stores;
+#                                     first time ~710 MB)
 #
 # Environment:
 #   COLOCATE_PYTHON=/path/to/python3.11  interpreter for a new .venv (default: python3 if >= 3.11)
@@ -265,6 +266,6 @@ fi
 # for the pinned line: the AWS SDK bundle). The S3 server of the tests comes with requirements.lock.
 if [[ $with_s3 == 1 ]]; then
     say "hadoop-aws and the AWS SDK for the pinned Spark line (first time: ~650 MB from Maven Central)"
-    "$VENV/bin/python" build_support/s3_jars.py || die "hadoop-aws did not download (see above)"
+    "$VENV/bin/python" build_support/s3_jars.py --minicluster || die "hadoop-aws did not download (see above)"
 fi
 say "done"

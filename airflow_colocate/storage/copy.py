@@ -170,14 +170,13 @@ def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
                 written, digest = _copy_stream(src_uri, tmp, dst)
                 by_descriptors = False
             on_disk = None
-            if hasattr(dst, "fileno"):
+            if fs.is_local(tmp):  # a remote stream (HDFS) is durable when closed; its fileno() raises
                 dst.flush()
                 if fsync:
                     os.fsync(dst.fileno())
-                if fs.is_local(tmp):
-                    on_disk = os.fstat(dst.fileno()).st_size
-                    if not fsync and not by_descriptors and written >= WRITEBACK_MIN:
-                        start_writeback(dst.fileno())
+                on_disk = os.fstat(dst.fileno()).st_size
+                if not fsync and not by_descriptors and written >= WRITEBACK_MIN:
+                    start_writeback(dst.fileno())
         if expect_sha256 is not None and digest != expect_sha256:
             _wrong_checksum(src_uri, dst_uri, expect_sha256, digest, by_descriptors)
         on_disk = fs.size(tmp) if on_disk is None else on_disk

@@ -74,11 +74,27 @@ def _arrow_fs(scheme: str, netloc: str):
     try:
         filesystem, _ = pafs.FileSystem.from_uri(target)
     except Exception as exc:
+        if scheme == "hdfs":
+            return _hdfs_native(netloc, exc)
         raise ColocateError(
             f"cannot open a file system for {scheme}://{netloc}: pyarrow says {exc}. Supported schemes are "
-            f"file, s3/s3a, gs, hdfs (needs libhdfs) and abfs (needs a pyarrow built with Azure)"
+            f"file, s3/s3a, gs, hdfs (libhdfs, or the hdfs-native package) and abfs (needs a pyarrow built with Azure)"
         ) from exc
     return filesystem
+
+
+def _hdfs_native(netloc: str, why: Exception):
+    """HDFS through hdfs-native (HDFS's RPC spoken by a Rust client) where pyarrow finds no
+    libhdfs, which needs a Hadoop installation and a JVM in this process: a control plane in an
+    Airflow worker has neither. Wrapped as a pyarrow file system, so nothing else here changes."""
+    try:
+        from hdfs_native.fsspec import HdfsFileSystem
+        from pyarrow.fs import FSSpecHandler, PyFileSystem
+    except ImportError:
+        raise ColocateError(f"cannot open hdfs://{netloc}: pyarrow has no libhdfs here ({str(why).splitlines()[0]}) "
+                            f"and the hdfs-native package is not installed: pip install 'airflow-colocate[hdfs]'") from why
+    host, _, port = netloc.partition(":")
+    return PyFileSystem(FSSpecHandler(HdfsFileSystem(host=host or None, port=int(port) if port else None)))
 
 
 def _arrow(uri: str):

@@ -51,3 +51,31 @@ def s3_lake(tmp_path, s3_server, s3_env):
         lake.add_backend(name)
     yield lake
     cat.dispose()
+
+
+@pytest.fixture(scope="session")
+def hdfs_server(tmp_path_factory):
+    from hdfsserver import start_hdfs
+
+    server = start_hdfs(tmp_path_factory.mktemp("hdfs"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def hdfs_lake(tmp_path, hdfs_server):
+    """The balance tests' lake with its backends in folders of the MiniDFSCluster (one namespace;
+    what a backend is on HDFS: docs/operations.md, "Backends on HDFS")."""
+    from s3_lake import HdfsLake
+
+    clock = Clock()
+    cat = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest", clock=clock)
+    cat.init()
+    lake = HdfsLake(cat, clock, tmp_path)
+    lake.namenode = hdfs_server.uri
+    for name in ("be1", "be2", "be3"):
+        lake.add_backend(name)
+    yield lake
+    cat.dispose()

@@ -38,3 +38,17 @@ class S3Lake(Lake):
         b = add_backend(self.catalog, self.backend_root(name), name=name, **kwargs)
         self.names[name] = b.id
         return b
+
+
+class HdfsLake(S3Lake):
+    """The same lake with each backend a folder of one HDFS namespace (made first: HDFS has
+    directories, and a backend's root must exist before it is added)."""
+
+    namenode = None
+
+    def backend_root(self, name: str) -> str:
+        from airflow_colocate.storage import fs
+
+        root = f"{self.namenode}/lake-{os.getpid()}-{next(_bucket_names)}/{name}"
+        fs.makedirs(root)
+        return root
