@@ -105,12 +105,13 @@ def credentials_source() -> str:
 
 
 def location_for(table, location: str) -> str:
-    """The backing table's LOCATION: ``location``, unless the replicas are on an object store.
+    """The backing table's LOCATION: ``location``, unless the replicas are remote (S3, HDFS).
     Spark's in-memory catalog checks each partition's directory with the file system of the table's
-    LOCATION, and an ``s3a`` file system is one bucket's: such a table's LOCATION is then its first
-    replica's backend ``_colocate`` folder (where the identity marker lives), in the same bucket."""
+    LOCATION, and an ``s3a`` file system is one bucket's, an ``hdfs`` one a namespace's: such a
+    table's LOCATION is then its first replica's backend ``_colocate`` folder (where the identity
+    marker lives), on the same file system."""
     paths = [p for part in table.partitions for p in part.bucket_paths if p]
-    stores = {urlsplit(p)[:2] for p in paths if fs.is_object_store(p)}
+    stores = {urlsplit(p)[:2] for p in paths if not fs.is_local(p)}
     if not stores:
         return location
     if len(stores) > 1 or len(stores) < len({urlsplit(p)[:2] for p in paths}):
