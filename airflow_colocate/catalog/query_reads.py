@@ -141,11 +141,12 @@ def _groups(s: Session, group_ids: set[str]) -> dict[str, GroupView]:
         maps[gid].append(tuple(ids_))
     out = {}
     q = select(G.id, G.db_id, G.name, G.dist_col_types, G.bucket_num, G.replication_num, G.stable, G.unstable_reason,
-               G.version, G.join_policy).where(G.id.in_(ids))
-    for gid, db_id, name, types, bnum, rnum, stable, reason, version, policy in s.execute(q):
+               G.version, G.join_policy, G.layout_buckets).where(G.id.in_(ids))
+    for gid, db_id, name, types, bnum, rnum, stable, reason, version, policy, layout in s.execute(q):
         g = GroupView(db_id=db_id or 0, grp_id=gid, name=name, dist_col_types=tuple(types), bucket_num=bnum,
                       replication_num=rnum, stable=stable, unstable_reason=reason, version=version,
-                      table_ids=tuple(tables[gid]), bucket_map=tuple(maps[gid]), join_policy=policy or "stable")
+                      table_ids=tuple(tables[gid]), bucket_map=tuple(maps[gid]), join_policy=policy or "stable",
+                      layout_buckets=layout or 0)
         out[g.group_id] = g
     return out
 

@@ -98,6 +98,9 @@ class WritePlan(JsonMixin):
     # schema_evolution="add_columns": a source column the table lacks is written too (after the
     # table's columns) and reported in WriteReport.added_columns, which the commit adds first.
     add_columns: bool = False
+    # After a group split: the rows are bucketed by this count (a multiple of bucket_num) and finer
+    # bucket j's file is placed, as its own file, in bucket j mod bucket_num's directory; 0: bucket_num.
+    layout_buckets: int = 0
 
 
 @dataclass
@@ -407,6 +410,9 @@ class RowCheck:
     partition: str
     bucket_seq: int
     rows: int
+    # After a group split: the version's layout; each file's rows must then also hash, at this
+    # count, to the finer bucket its name carries (storage.layout.layout_suffix). 0: none.
+    layout_buckets: int = 0
 
 
 @dataclass
