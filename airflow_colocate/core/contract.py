@@ -160,6 +160,10 @@ class ReadPartition:
     # choice): each is checked against its files before it is registered, the next one used if it
     # is not exact. Empty (a plan from before 0.2, a test): bucket_paths are registered unchecked.
     candidates: list[list[ReadReplica]] = field(default_factory=list)
+    # After a group split: the bucket count this partition's version was written with (a multiple
+    # of the table's; bucket b's directory holds its finer buckets b, b+n, ... as one file each,
+    # read as bucket b). 0: the table's bucket_num.
+    layout_buckets: int = 0
 
 
 @dataclass
@@ -238,6 +242,9 @@ class JoinPlan(JsonMixin):
     # Lines the explain adds about the bucket reads (an unstable group read bucketed, its remote buckets).
     read_notes: list[str] = field(default_factory=list)
     bucket_facts: BucketFacts = field(default_factory=BucketFacts)
+    # group id -> the group it joins bucket by bucket (the same map count and key types, each split
+    # to whatever finer layout): such sides join without a shuffle like one group's (planner.reads).
+    bucket_peers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -215,6 +215,7 @@ class PartitionReplicas:
     value: str
     version: int
     buckets: tuple[tuple[ReplicaView, ...], ...]
+    layout_buckets: int = 0  # the version's finer layout after a group split (0: len(buckets))
 
 
 @dataclass(frozen=True)
