@@ -8,16 +8,17 @@ after a lost backend restores both layouts."""
 from __future__ import annotations
 
 import datetime as dt
-import shutil
-
-import pyarrow.parquet as pq
 import pytest
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import Source
-from airflow_colocate.core.errors import Conflict, InvalidArgument
+from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.sqltypes import parse_columns
+from airflow_colocate.core.contract import RowCheck
+from airflow_colocate.jobs.bulk_import import import_in_session
 from airflow_colocate.jobs.join import join_in_session
+from airflow_colocate.jobs.verify import session_runner, verify
+from airflow_colocate.spark.verify_job import judge
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.spark.physical_plan import final_plan
 from airflow_colocate.storage import layout
@@ -47,11 +48,15 @@ def source(name: str, day: int) -> str:
     return f"SELECT {COLUMNS[name]} FROM (SELECT id + {day * 1000} AS k FROM range({ROWS[name]}))"
 
 
+WIDE_DAYS = DAYS[3:7]  # D's days: two of g_seeds' 8-bucket days, two of its 16-bucket days
+
+
 @pytest.fixture(scope="module")
 def lake(spark, tmp_path_factory):
-    """A, B, C in g_seeds (8 buckets, 2 replicas, 3 backends): days 1-5 written at 8 buckets, then
-    the group split by 2 and days 6-10 written at 16. D in g_wide, created at 8 and split by 4
-    before its first write: every day at 32 buckets."""
+    """A, B, C in g_seeds (8 buckets, 2 replicas, 3 backends): days 1-5 imported at 8 buckets, then
+    the group split by 2 and days 6-10 imported at 16 (the bulk import's path: one Spark job a
+    table each time). D in g_wide, created at 8 and split by 4 before its first write: four days
+    written one by one (the write's path) at 32 buckets."""
     root = tmp_path_factory.mktemp("split")
     cat = Catalog(f"sqlite:///{root / 'catalog.db'}", actor="pytest")
     cat.init()
@@ -62,16 +67,21 @@ def lake(spark, tmp_path_factory):
     cat.tables.create("D", parse_columns(SCHEMA["C"]), ["id"], bucket_num=8, replication_num=2,
                       partition_cols=["dt"], colocate_with="g_wide")
     cat.groups.split("g_wide", 4)
-    refs: dict[str, list[str]] = {n: [] for n in "ABCD"}
-    for d, day in enumerate(DAYS):
-        if d == 5:
+    for name in "ABCD":
+        days = WIDE_DAYS if name == "D" else DAYS
+        refs = [f"SELECT *, DATE'{day}' AS dt FROM ({source('C' if name == 'D' else name, DAYS.index(day))})"
+                for day in days]
+        spark.sql(" UNION ALL ".join(refs)).createOrReplaceTempView(f"ref_{name}")
+        if name != "D":
+            spark.table(f"ref_{name}").write.partitionBy("dt").parquet(str(root / "src" / name))
+    for days in (DAYS[:5], DAYS[5:]):
+        if days[0] == DAYS[5]:
             cat.groups.split("g_seeds", 2)
-        for name in "ABCD":
-            sql = source("C" if name == "D" else name, d)
-            write_in_session(spark, cat, name, day, Source(query=sql), work_dir=root / "runs")
-            refs[name].append(f"SELECT *, DATE'{day}' AS dt FROM ({sql})")
-    for name, parts in refs.items():
-        spark.sql(" UNION ALL ".join(parts)).createOrReplaceTempView(f"ref_{name}")
+        for name in "ABC":
+            import_in_session(spark, cat, name, str(root / "src" / name), partitions=days, work_dir=root / "runs",
+                              echo=lambda _: None)
+    for day in WIDE_DAYS:
+        write_in_session(spark, cat, "D", day, Source(query=source("C", DAYS.index(day))), work_dir=root / "runs")
     yield cat, root
     cat.dispose()
 
@@ -97,12 +107,13 @@ def test_split_group_writes_new_days_at_the_finer_layout(lake):
     assert all(parts[d].bucket_num == 8 for d in DAYS)
     # each bucket directory of a day at 16 holds the files of buckets b and b + 8, named so
     files = {}
-    for d in (DAYS[0], DAYS[9]):
-        (bdir,) = sorted((root / "backends").glob(f"be*/default/A_*/{d}/v000001/b00003"))[:1]
-        files[d] = sorted(p.name for p in bdir.iterdir() if p.suffix == ".parquet")
-    assert [layout.layout_bucket_of(n) for n in files[DAYS[0]]] == [None]
-    assert [layout.layout_bucket_of(n) for n in files[DAYS[9]]] == [3, 11]
-    for n in files[DAYS[9]]:  # Spark's bucket id in the name is still the map bucket
+    for t, d in (("A", DAYS[0]), ("A", DAYS[9]), ("D", WIDE_DAYS[0])):
+        (bdir,) = sorted((root / "backends").glob(f"be*/default/{t}_*/{d}/v000001/b00003"))[:1]
+        files[t, d] = sorted(p.name for p in bdir.iterdir() if p.suffix == ".parquet")
+    assert [layout.layout_bucket_of(n) for n in files["A", DAYS[0]]] == [None]
+    assert [layout.layout_bucket_of(n) for n in files["A", DAYS[9]]] == [3, 11]
+    assert [layout.layout_bucket_of(n) for n in files["D", WIDE_DAYS[0]]] == [3, 11, 19, 27]
+    for n in files["A", DAYS[9]] + files["D", WIDE_DAYS[0]]:  # Spark's bucket id in the name: the map bucket
         assert n.split(".")[0].endswith("_00003")
 
 
@@ -126,7 +137,7 @@ def test_join_with_a_group_at_32_buckets(spark, lake):
            "WHERE t6.ord_id % 2 = 0")
     expected = rows_of(spark, sql.format(A="ref_A", C="ref_D"))
     assert expected
-    result = join_in_session(spark, cat, sql.format(A="A", C="D"), {"A": DAYS, "D": DAYS})
+    result = join_in_session(spark, cat, sql.format(A="A", C="D"), {"A": WIDE_DAYS, "D": WIDE_DAYS})
     df = spark.sql(sql.format(A="A", C="D"))
     assert sorted(map(tuple, df.collect()), key=repr) == expected
     physical = final_plan(df._jdf.queryExecution().executedPlan().toString())
@@ -135,28 +146,21 @@ def test_join_with_a_group_at_32_buckets(spark, lake):
     assert "Exchange" not in physical, physical
 
 
-def test_verify_checks_every_file_against_its_layout(spark, lake, tmp_path):
-    """verify passes on both layouts; a file of the 16-bucket layout rewritten with another finer
-    bucket's rows of the same family (which the join's guard cannot see) is found by verify."""
-    cat, root = lake
-    from airflow_colocate.jobs.verify import verify
-
-    report = verify(spark, cat, ["A", "D"], rows=True)
-    assert report.bad == [] and report.checked > 0, report
-    (bdir,) = sorted((root / "backends").glob(f"be*/default/C_*/{DAYS[7]}/v000001/b00002"))[:1]
-    low, high = sorted(p for p in bdir.iterdir() if p.suffix == ".parquet")
-    saved = tmp_path / "saved"
-    shutil.copytree(bdir, saved)
-    try:
-        a, b = pq.read_table(low), pq.read_table(high)
-        # the same bytes count does not matter here: verify's row check reads the rows
-        pq.write_table(b, low)
-        pq.write_table(a, high)
-        bad = verify(spark, cat, ["C"], rows=True, partitions=[DAYS[7]]).bad
-        assert bad and all("bucket 2" in b.reason or "layout" in b.reason for b in bad), bad
-    finally:
-        for p in saved.iterdir():
-            shutil.copy(p, bdir / p.name)
+def test_verify_passes_on_both_layouts_and_checks_each_files_finer_bucket(spark, lake):
+    """verify re-hashes and row-checks every replica of both layouts (the 16- and 32-bucket files
+    against the finer bucket their names carry); a file whose rows are of its family but not of
+    the finer bucket it names (what the join's guard at the family's count cannot see) is bad."""
+    cat, _ = lake
+    summary = verify(cat, session_runner(spark), group="g_seeds")
+    assert summary["bad"] == [] and summary["replicas"] == 3 * 10 * 8 * 2 and summary["rows"] > 0, summary
+    assert verify(cat, session_runner(spark), group="g_wide")["bad"] == []
+    name = "part-00000-w_00003.s{:05d}.c000.snappy.parquet"
+    check = RowCheck(replica_id=1, path="file:///x", partition="d", bucket_seq=3, rows=10, layout_buckets=16)
+    assert judge(check, {(name.format(3), 3): 6, (name.format(11), 11): 4}, "db.t", 8).ok
+    mixed = judge(check, {(name.format(3), 3): 6, (name.format(3), 11): 4}, "db.t", 8)
+    assert not mixed.ok and mixed.wrong == 4 and "not of the bucket their file names in the layout of 16" in mixed.error
+    stray = judge(check, {(name.format(3), 3): 6, (name.format(11), 5): 4}, "db.t", 8)
+    assert not stray.ok and "belong to other buckets (4 of bucket 5)" in stray.error
 
 
 def test_split_refuses_bad_input_before_any_effect(lake):
