@@ -8,6 +8,7 @@ after a lost backend restores both layouts."""
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import pytest
 
 from airflow_colocate.catalog import Catalog
@@ -173,3 +174,30 @@ def test_split_refuses_bad_input_before_any_effect(lake):
     with pytest.raises(Exception, match="g_nope"):
         cat.groups.split("g_nope", 2)
     assert cat.groups.get("g_seeds") == before
+
+
+def test_repair_after_a_lost_backend_restores_both_layouts(spark, lake):
+    """Last in the module: be1's disk is lost and the backend down; a repair (relocate now) clones
+    whole bucket families, files of both layouts as they are, from the surviving replicas. The
+    group is stable and whole again, verify passes and SQL1 is colocated and exact."""
+    from datetime import timedelta
+
+    from airflow_colocate.jobs.balance import BalanceOptions, Balancer
+    from airflow_colocate.jobs.runners import local_runner
+
+    cat, root = lake
+    shutil.rmtree(root / "backends" / "be1" / "default")
+    cat.backends.set_state("be1", "down", reason="disk lost")
+    summary = Balancer(cat, local_runner(), BalanceOptions(relocate_now=True, grace=timedelta(0)),
+                       work_dir=root / "runs", echo=lambda _: None).run()
+    assert [j.state for j in summary["jobs"]] == ["done", "done"], summary
+    be1 = next(b.id for b in cat.backends.list() if b.name == "be1")
+    for group in ("g_seeds", "g_wide"):
+        assert all(be1 not in row and len(row) == 2 for row in cat.groups.get(group).bucket_map)
+        assert cat.health.check_group(group).stable
+    moved = sorted((root / "backends").glob(f"be[23]/default/A_*/{DAYS[9]}/v000001/b*/*.s*.parquet"))
+    assert len(moved) == 2 * 16, moved  # every finer bucket of the 16-bucket day, on both replicas
+    assert verify(cat, session_runner(spark), group="g_seeds")["bad"] == []
+    expected = rows_of(spark, SQL1.format(A="ref_A", B="ref_B", C="ref_C"))
+    result, rows, physical = joined(spark, cat, SQL1, "ABC")
+    assert rows == expected and all(j["colocate"] for j in result["joins"]), result["joins"]
