@@ -13,7 +13,7 @@ from airflow_colocate.catalog.buckets import lacking_rows, load_buckets
 from airflow_colocate.catalog.outlook import GroupOutlook, outlooks
 from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, slot_load
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
-from airflow_colocate.catalog.split import split_group
+from airflow_colocate.catalog.split import layout_counts, split_group
 from airflow_colocate.catalog.stability import bind_clock
 from airflow_colocate.model.reasons import JoinPolicy
 from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, GroupView
@@ -134,6 +134,14 @@ class Groups:
         """New versions of the group's tables bucket by ``factor`` times its current layout
         (:mod:`.split`); committed versions keep theirs."""
         return self.db.tx(lambda s: split_group(self.db, s, ref, factor, db))
+
+    def layouts(self, ref: str, *, db: str = DEFAULT_DB) -> dict[int, int]:
+        """Bucket count -> committed partitions of the group's tables written at it."""
+        def run(s: Session) -> dict[int, int]:
+            g = group_row(s, ref, db)
+            return layout_counts(s, [g.id])[g.id]
+
+        return self.db.tx(run)
 
     def set_bucket_map(self, ref: str, bucket_map: Sequence[Sequence[int]], *, force: bool = False,
                        db: str = DEFAULT_DB) -> GroupView:

@@ -11,7 +11,9 @@ written with.
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Sequence
+
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -55,4 +57,19 @@ def split_group(db: CatalogSession, s: Session, ref: str, factor: object, db_nam
     return group_view(s, g, with_map=True)
 
 
-__all__ = ["check_factor", "split_group"]
+def layout_counts(s: Session, group_ids: Sequence[int]) -> dict[int, dict[int, int]]:
+    """Per group id: bucket count -> committed partitions of its live tables written at it (the
+    visible version's layout), in one aggregate statement: what users see of a split's progress."""
+    P, V, T = m.Partition, m.PartitionVersion, m.Table
+    count = func.coalesce(V.layout_buckets, P.bucket_num)
+    q = (select(T.group_id, count, func.count()).select_from(P).join(T, T.id == P.table_id)
+         .outerjoin(V, and_(V.partition_id == P.id, V.version == P.visible_version))
+         .where(T.group_id.in_(list(group_ids)), T.state == "normal", P.visible_version > 0)
+         .group_by(T.group_id, count))
+    out: dict[int, dict[int, int]] = {gid: {} for gid in group_ids}
+    for gid, buckets, n in s.execute(q):
+        out[gid][int(buckets)] = int(n)
+    return out
+
+
+__all__ = ["check_factor", "layout_counts", "split_group"]

@@ -98,9 +98,7 @@ class WritePlan(JsonMixin):
     # schema_evolution="add_columns": a source column the table lacks is written too (after the
     # table's columns) and reported in WriteReport.added_columns, which the commit adds first.
     add_columns: bool = False
-    # After a group split: the rows are bucketed by this count (a multiple of bucket_num) and finer
-    # bucket j's file is placed, as its own file, in bucket j mod bucket_num's directory; 0: bucket_num.
-    layout_buckets: int = 0
+    layout_buckets: int = 0  # after a group split: bucket by this multiple, finer j's file into bucket j mod n
 
 
 @dataclass
@@ -160,10 +158,7 @@ class ReadPartition:
     # choice): each is checked against its files before it is registered, the next one used if it
     # is not exact. Empty (a plan from before 0.2, a test): bucket_paths are registered unchecked.
     candidates: list[list[ReadReplica]] = field(default_factory=list)
-    # After a group split: the bucket count this partition's version was written with (a multiple
-    # of the table's; bucket b's directory holds its finer buckets b, b+n, ... as one file each,
-    # read as bucket b). 0: the table's bucket_num.
-    layout_buckets: int = 0
+    layout_buckets: int = 0  # a split version's count: bucket b's directory holds finer b, b+n, ... (0: n)
 
 
 @dataclass
@@ -242,8 +237,7 @@ class JoinPlan(JsonMixin):
     # Lines the explain adds about the bucket reads (an unstable group read bucketed, its remote buckets).
     read_notes: list[str] = field(default_factory=list)
     bucket_facts: BucketFacts = field(default_factory=BucketFacts)
-    # group id -> the group it joins bucket by bucket (the same map count and key types, each split
-    # to whatever finer layout): such sides join without a shuffle like one group's (planner.reads).
+    # group id -> the group it joins bucket by bucket (one map count and key types: planner.reads)
     bucket_peers: dict[str, str] = field(default_factory=dict)
 
 
@@ -417,9 +411,7 @@ class RowCheck:
     partition: str
     bucket_seq: int
     rows: int
-    # After a group split: the version's layout; each file's rows must then also hash, at this
-    # count, to the finer bucket its name carries (storage.layout.layout_suffix). 0: none.
-    layout_buckets: int = 0
+    layout_buckets: int = 0  # a split version's layout: each file's rows hash to the finer bucket it names
 
 
 @dataclass
