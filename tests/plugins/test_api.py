@@ -398,7 +398,7 @@ def test_openapi_document_and_docs_are_served(client, demo):
     doc = r.json()
     assert doc["openapi"].startswith("3.") and doc["info"]["title"] == "airflow-colocate admin API"
     assert set(doc["paths"]) == {"/", "/groups", "/groups/{group}", "/backends", "/jobs", "/flags", "/events",
-                                 "/metrics", "/group_stable", "/group_unstable", "/group_join_policy", "/bucketseq", "/tables/{table}",
+                                 "/metrics", "/group_stable", "/group_unstable", "/group_join_policy", "/group_split", "/bucketseq", "/tables/{table}",
                                  "/tables/{table}/schema", "/tables/{table}/retention"}
     assert {"OAuth2PasswordBearer", "HTTPBearer"} <= set(doc["components"]["securitySchemes"])
     assert doc["servers"] == [{"url": "/api/colocate"}]
