@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_seeds import COLUMNS, DAYS, SCHEMA, SEED_ROWS, write_plain  # noqa: E402
+from bench_seeds import DAYS, SCHEMA, SEED_ROWS, write_plain  # noqa: E402
 
 from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.jobs.bulk_import import import_in_session  # noqa: E402
@@ -69,7 +69,8 @@ def main() -> None:
     a = ap.parse_args()
     rows = round(SEED_ROWS / a.volume)
     root = Path(tempfile.mkdtemp(prefix="bench-split-"))
-    spark = get_spark("bench-split", "local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"})
+    spark = get_spark("bench-split", "local[2]", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                                                         "spark.sql.shuffle.partitions": "16"})
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark {spark.version}, local[2]; {rows:,} rows a partition x 10 days x 3 tables; {a.rounds} rounds; "
           f"SQL1/SQL2 over all 10 days ({root})", flush=True)

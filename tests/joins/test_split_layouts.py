@@ -145,6 +145,23 @@ def test_join_with_a_group_at_32_buckets(spark, lake):
     (j,) = result["joins"]
     assert j["colocate"], j
     assert "Exchange" not in physical, physical
+    assert "group 1_g_wide (layout 32 buckets) joins group 1_g_seeds (layout 16) bucket by bucket at 8" in \
+        result["explain"], result["explain"]
+
+
+def test_a_group_whose_map_has_another_count_shuffles_with_the_reason(spark, lake):
+    """E's group was created at 16 buckets: its directories are 16 buckets, not families of 8, so
+    it cannot join g_seeds bucket by bucket; the join shuffles, right, and says why."""
+    cat, root = lake
+    cat.tables.create("E", parse_columns(SCHEMA["C"]), ["id"], bucket_num=16, replication_num=2,
+                      partition_cols=["dt"], colocate_with="g_odd")
+    write_in_session(spark, cat, "E", DAYS[9], Source(query=source("C", 9)), work_dir=root / "runs")
+    sql = "SELECT t1.id, t6.ord_id FROM {A} t1 JOIN {C} t6 ON t1.dt = t6.dt AND t1.id = t6.id"
+    expected = rows_of(spark, sql.format(A="ref_A", C=f"(SELECT * FROM ref_C WHERE dt = DATE'{DAYS[9]}')"))
+    result = join_in_session(spark, cat, sql.format(A="A", C="E"), {"A": DAYS[9:], "E": DAYS[9:]})
+    assert rows_of(spark, sql.format(A="A", C="E")) == expected
+    (j,) = result["joins"]
+    assert not j["colocate"] and "whose map has" in j["reason"] and "split the coarser one" in j["reason"], j
 
 
 def test_verify_passes_on_both_layouts_and_checks_each_files_finer_bucket(spark, lake):
