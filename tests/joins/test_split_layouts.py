@@ -49,14 +49,14 @@ def source(name: str, day: int) -> str:
     return f"SELECT {COLUMNS[name]} FROM (SELECT id + {day * 1000} AS k FROM range({ROWS[name]}))"
 
 
-WIDE_DAYS = DAYS[3:7]  # D's days: two of g_seeds' 8-bucket days, two of its 16-bucket days
+WIDE_DAYS = DAYS[4:6]  # D's days: one of g_seeds' 8-bucket days, one of its 16-bucket days
 
 
 @pytest.fixture(scope="module")
 def lake(spark, tmp_path_factory):
     """A, B, C in g_seeds (8 buckets, 2 replicas, 3 backends): days 1-5 imported at 8 buckets, then
     the group split by 2 and days 6-10 imported at 16 (the bulk import's path: one Spark job a
-    table each time). D in g_wide, created at 8 and split by 4 before its first write: four days
+    table each time). D in g_wide, created at 8 and split by 4 before its first write: two days
     written one by one (the write's path) at 32 buckets."""
     root = tmp_path_factory.mktemp("split")
     cat = Catalog(f"sqlite:///{root / 'catalog.db'}", actor="pytest")
@@ -207,7 +207,8 @@ def test_repair_after_a_lost_backend_restores_both_layouts(spark, lake):
     cat.backends.set_state("be1", "down", reason="disk lost")
     summary = Balancer(cat, local_runner(), BalanceOptions(relocate_now=True, grace=timedelta(0)),
                        work_dir=root / "runs", echo=lambda _: None).run()
-    assert [j.state for j in summary["jobs"]] == ["done", "done"], summary
+    assert {j.group for j in summary["jobs"]} >= {"1_g_seeds", "1_g_wide"}, summary
+    assert all(j.state == "done" for j in summary["jobs"]), summary
     be1 = next(b.id for b in cat.backends.list() if b.name == "be1")
     for group in ("g_seeds", "g_wide"):
         assert all(be1 not in row and len(row) == 2 for row in cat.groups.get(group).bucket_map)
