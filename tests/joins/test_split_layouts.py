@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+from pathlib import Path
 import pytest
 
 from airflow_colocate.catalog import Catalog
@@ -194,9 +195,10 @@ def test_split_refuses_bad_input_before_any_effect(lake):
 
 
 def test_repair_after_a_lost_backend_restores_both_layouts(spark, lake):
-    """Last in the module: be1's disk is lost and the backend down; a repair (relocate now) clones
-    whole bucket families, files of both layouts as they are, from the surviving replicas. The
-    group is stable and whole again, verify passes and SQL1 is colocated and exact."""
+    """be1's disk is lost and the backend down; a repair (relocate now) clones whole bucket
+    families, files of both layouts as they are, from the surviving replicas. The groups are
+    stable and whole again and verify proves every replica of both layouts. (The module's last
+    test but one: the guard's test below reads whichever replicas are left.)"""
     from datetime import timedelta
 
     from airflow_colocate.jobs.balance import BalanceOptions, Balancer
@@ -215,7 +217,36 @@ def test_repair_after_a_lost_backend_restores_both_layouts(spark, lake):
         assert cat.health.check_group(group).stable
     moved = sorted((root / "backends").glob(f"be[23]/default/A_*/{DAYS[9]}/v000001/b*/*.s*.parquet"))
     assert len(moved) == 2 * 16, moved  # every finer bucket of the 16-bucket day, on both replicas
-    assert verify(cat, session_runner(spark), group="g_seeds")["bad"] == []
-    expected = rows_of(spark, SQL1.format(A="ref_A", B="ref_B", C="ref_C"))
-    result, rows, physical = joined(spark, cat, SQL1, "ABC")
-    assert rows == expected and all(j["colocate"] for j in result["joins"]), result["joins"]
+    # every replica's files re-hashed against the catalog and every row's family and finer bucket
+    summary = verify(cat, session_runner(spark), group="g_seeds")
+    assert summary["bad"] == [] and summary["replicas"] == 3 * 10 * 8 * 2, summary
+
+
+def test_the_guard_stops_a_split_file_of_another_family(spark, lake, tmp_path):
+    """The read's guard checks pmod(hash, 8) against the family a directory is registered as, for
+    both layouts: a 16-bucket file whose rows are of another family (here bucket 3's file holding
+    bucket 4's rows, under bucket 3's name) stops the query instead of joining them silently."""
+    from dataclasses import replace
+
+    from airflow_colocate.core.errors import ColocateError
+    from airflow_colocate.jobs.join import prepare_join
+    from airflow_colocate.spark.join_job import run_join
+
+    cat, _ = lake
+    sql = SQL1.format(A="A", B="B", C="C")
+    plan, _ = prepare_join(cat, sql, {n: DAYS[9:] for n in "ABC"}, work_dir=tmp_path)
+    table = next(t for t in plan.tables if t.name == "A")
+    (part,) = table.partitions
+    src, other = (Path(part.bucket_paths[b].removeprefix("file://")) for b in (3, 4))
+    dst = tmp_path / "tampered" / src.name
+    shutil.copytree(src, dst)
+    mine = next(p for p in dst.iterdir() if layout.layout_bucket_of(p.name) == 11)
+    theirs = next(p for p in other.iterdir() if layout.layout_bucket_of(p.name) == 12)
+    shutil.copy(theirs, mine)
+    paths = list(part.bucket_paths)
+    paths[3] = dst.as_uri()
+    tampered = replace(table, partitions=[replace(part, bucket_paths=paths, candidates=[])])
+    plan = replace(plan, tables=[tampered if t is table else t for t in plan.tables])
+    with pytest.raises(ColocateError, match=r"colocate: table default\.A partition \S+ bucket 3 .*holds a row of "
+                                            r"bucket 4"):
+        run_join(spark, plan)
