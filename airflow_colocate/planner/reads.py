@@ -220,8 +220,8 @@ def _table_reason(view: TableView, group_id: str | None, group_reason: str, disa
         if mine is not None and main is not None and mine.bucket_num != main.bucket_num:
             return Fallback.NOT_SAME_GROUP.because(
                 f"{view.name} is in group {view.group_name}, whose map has {mine.bucket_num} buckets, not "
-                f"{main.bucket_num}: groups join bucket by bucket when their maps have one count (split the "
-                f"coarser one to reach a finer layout: colocate group split)")
+                f"{main.bucket_num}: groups join bucket by bucket only when their maps have one count (a group "
+                f"split to a finer layout keeps its map's count: colocate group split)")
         return Fallback.NOT_SAME_GROUP.because(f"{view.name} is in group {view.group_name}")
     return group_reason
 

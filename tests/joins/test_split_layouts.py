@@ -162,7 +162,7 @@ def test_a_group_whose_map_has_another_count_shuffles_with_the_reason(spark, lak
     result = join_in_session(spark, cat, sql.format(A="A", C="E"), {"A": DAYS[9:], "E": DAYS[9:]})
     assert rows_of(spark, sql.format(A="A", C="E")) == expected
     (j,) = result["joins"]
-    assert not j["colocate"] and "whose map has" in j["reason"] and "split the coarser one" in j["reason"], j
+    assert not j["colocate"] and "whose map has" in j["reason"] and "keeps its map's count" in j["reason"], j
 
 
 def test_verify_passes_on_both_layouts_and_checks_each_files_finer_bucket(spark, lake):
