@@ -13,6 +13,7 @@ from airflow_colocate.catalog.buckets import lacking_rows, load_buckets
 from airflow_colocate.catalog.outlook import GroupOutlook, outlooks
 from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, slot_load
 from airflow_colocate.catalog.session import FLAGS, CatalogSession
+from airflow_colocate.catalog.split import layout_counts, split_group
 from airflow_colocate.catalog.stability import bind_clock
 from airflow_colocate.model.reasons import JoinPolicy
 from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, GroupView
@@ -126,6 +127,19 @@ class Groups:
                 self.db.event(s, "group.join_policy", group_view(s, g).full_name, old=g.join_policy, new=chosen)
                 g.join_policy = chosen
             return group_view(s, g, with_map=True)
+
+        return self.db.tx(run)
+
+    def split(self, ref: str, factor: int, *, db: str = DEFAULT_DB) -> GroupView:
+        """New versions of the group's tables bucket by ``factor`` times its current layout
+        (:mod:`.split`); committed versions keep theirs."""
+        return self.db.tx(lambda s: split_group(self.db, s, ref, factor, db))
+
+    def layouts(self, ref: str, *, db: str = DEFAULT_DB) -> dict[int, int]:
+        """Bucket count -> committed partitions of the group's tables written at it."""
+        def run(s: Session) -> dict[int, int]:
+            g = group_row(s, ref, db)
+            return layout_counts(s, [g.id])[g.id]
 
         return self.db.tx(run)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, select
+from sqlalchemy import and_, exists, func, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -184,8 +184,11 @@ class Health:
                 gids = list(s.scalars(select(m.ColocateGroup.id)))
             alive = list(s.scalars(select(m.Backend.id).where(m.Backend.state == "alive")))
             q = (select(m.Replica.id, m.Replica.backend_id, m.Replica.path, m.Replica.checksum, m.Replica.bytes,
-                        m.Replica.table_id, m.Partition.value, m.Replica.bucket_seq, m.Replica.rows)
+                        m.Replica.table_id, m.Partition.value, m.Replica.bucket_seq, m.Replica.rows,
+                        func.coalesce(m.PartitionVersion.layout_buckets, 0))
                  .join(m.Partition, VISIBLE).join(m.Table, m.Table.id == m.Replica.table_id)
+                 .outerjoin(m.PartitionVersion, and_(m.PartitionVersion.partition_id == m.Replica.partition_id,
+                                                     m.PartitionVersion.version == m.Replica.version))
                  .where(m.Table.group_id.in_(gids), m.Table.state == "normal", m.Replica.state == "verified",
                         m.Replica.backend_id.in_(alive))
                  .order_by(m.Replica.verified_at.asc().nulls_first(), m.Replica.id))

@@ -22,6 +22,7 @@ from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.availability import unavailable
 from airflow_colocate.catalog.buckets import load_buckets
 from airflow_colocate.catalog.rows import group_view, map_of
+from airflow_colocate.catalog.split import layout_counts
 from airflow_colocate.model.views import BALANCE_KINDS
 from airflow_colocate.core.times import utc
 
@@ -41,6 +42,8 @@ class GroupMetrics:
     bucket_num: int
     under_replicated: int  # bucket seqs with fewer verified replicas on alive backends than replication_num
     bad_replicas: int  # bad replicas of the visible versions of its tables
+    layout_buckets: int = 0  # the bucket count new versions are written with (a split's k·bucket_num)
+    layouts: tuple[tuple[int, int], ...] = ()  # (bucket count, committed partitions written at it)
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,9 @@ def _group(s: Session, g: m.ColocateGroup, alive: set[int]) -> GroupMetrics:
     view = group_view(s, g)
     return GroupMetrics(group=view.full_name, group_id=view.group_id, stable=bool(g.stable),
                         reason=None if g.stable else (g.unstable_reason or "marked unstable"), unstable_since=None,
-                        bucket_num=g.bucket_num, under_replicated=under, bad_replicas=bad)
+                        bucket_num=g.bucket_num, under_replicated=under, bad_replicas=bad,
+                        layout_buckets=g.layout_buckets or g.bucket_num,
+                        layouts=tuple(sorted(layout_counts(s, [g.id])[g.id].items())))
 
 
 def _with_since(g: GroupMetrics, since: datetime | None) -> GroupMetrics:

@@ -92,6 +92,9 @@ class ColocateGroup(Base):
     unstable_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # When its joins may stay bucketed (model.reasons.JoinPolicy): "stable" (the seeds' rule) or "readable".
     join_policy: Mapped[str] = mapped_column(String(16), default="stable", server_default=text("'stable'"))
+    # The bucket count new versions are written with, a multiple k·N of ``bucket_num`` after a split
+    # (bucket j lives in map entry j mod N); None: ``bucket_num``.
+    layout_buckets: Mapped[int | None] = mapped_column(Integer, nullable=True)
     __table_args__ = (
         Index("uq_group_db_name", "db_id", "name", unique=True, postgresql_where=text("db_id IS NOT NULL"),
               sqlite_where=text("db_id IS NOT NULL")),
@@ -182,6 +185,9 @@ class PartitionVersion(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # The write job that made this version: gc finds the directories it was granted without a scan.
     job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The bucket count this version's rows were bucketed by (a multiple of the partition's
+    # ``bucket_num``: each replica directory holds one file per finer bucket); None: ``bucket_num``.
+    layout_buckets: Mapped[int | None] = mapped_column(Integer, nullable=True)
     __table_args__ = (
         # gc looks for the few versions that are not committed or removed; the index holds only those.
         Index("ix_version_unsettled", "state", postgresql_where=text(_UNSETTLED), sqlite_where=text(_UNSETTLED)),

@@ -44,8 +44,8 @@ def query_reads(s: Session, tables: Mapping[str, Sequence[str] | None]) -> Query
     for name, wanted in tables.items():
         by_value = parts[views[name].id]
         values = list(wanted) if wanted is not None else [v for v, p in by_value.items() if p[3]]  # in value order
-        reads[name] = (views[name], [PartitionReplicas(value=v, version=by_value[v][3], buckets=buckets[by_value[v][0]])
-                                     for v in values])
+        reads[name] = (views[name], [PartitionReplicas(value=v, version=by_value[v][3], buckets=buckets[by_value[v][0]],
+                                                        layout_buckets=by_value[v][4]) for v in values])
     groups = _groups(s, {v.group_id for v in views.values() if v.group_id})
     backends = [backend_view(b) for b in s.execute(select(m.Backend.__table__).order_by(m.Backend.id))]
     flags = {f: False for f in FLAGS}
@@ -93,9 +93,12 @@ def _partitions(s: Session, wanted: Mapping[str, tuple[int, Sequence[str] | None
     batch, size = [], 0
     for n, cond in [*conds, (_PARAMS + 1, None)]:  # a sentinel flushes the last batch
         if batch and (size + n > _PARAMS or cond is None):
-            q = select(P.id, P.table_id, P.value, P.bucket_num, P.visible_version).where(or_(*batch)).order_by(P.value)
-            for pid, tid, value, bnum, visible in s.execute(q):
-                out[tid][value] = (pid, value, bnum, visible)
+            V = m.PartitionVersion
+            q = (select(P.id, P.table_id, P.value, P.bucket_num, P.visible_version, V.layout_buckets)
+                 .outerjoin(V, and_(V.partition_id == P.id, V.version == P.visible_version))
+                 .where(or_(*batch)).order_by(P.value))
+            for pid, tid, value, bnum, visible, fine in s.execute(q):
+                out[tid][value] = (pid, value, bnum, visible, fine or 0)
             batch, size = [], 0
         if cond is not None:
             batch.append(cond)
@@ -141,11 +144,12 @@ def _groups(s: Session, group_ids: set[str]) -> dict[str, GroupView]:
         maps[gid].append(tuple(ids_))
     out = {}
     q = select(G.id, G.db_id, G.name, G.dist_col_types, G.bucket_num, G.replication_num, G.stable, G.unstable_reason,
-               G.version, G.join_policy).where(G.id.in_(ids))
-    for gid, db_id, name, types, bnum, rnum, stable, reason, version, policy in s.execute(q):
+               G.version, G.join_policy, G.layout_buckets).where(G.id.in_(ids))
+    for gid, db_id, name, types, bnum, rnum, stable, reason, version, policy, layout in s.execute(q):
         g = GroupView(db_id=db_id or 0, grp_id=gid, name=name, dist_col_types=tuple(types), bucket_num=bnum,
                       replication_num=rnum, stable=stable, unstable_reason=reason, version=version,
-                      table_ids=tuple(tables[gid]), bucket_map=tuple(maps[gid]), join_policy=policy or "stable")
+                      table_ids=tuple(tables[gid]), bucket_map=tuple(maps[gid]), join_policy=policy or "stable",
+                      layout_buckets=layout or 0)
         out[g.group_id] = g
     return out
 

@@ -81,7 +81,7 @@ def group_view(s: Session, g: m.ColocateGroup, *, with_map: bool = False) -> Gro
     return GroupView(db_id=g.db_id or 0, grp_id=g.id, name=g.name, dist_col_types=tuple(g.dist_col_types),
                      bucket_num=g.bucket_num, replication_num=g.replication_num, stable=g.stable,
                      unstable_reason=g.unstable_reason, version=g.version, table_ids=table_ids, bucket_map=bucket_map,
-                     join_policy=g.join_policy or "stable")
+                     join_policy=g.join_policy or "stable", layout_buckets=g.layout_buckets or 0)
 
 
 def find_group(s: Session, name: str, db_id: int) -> m.ColocateGroup | None:

@@ -60,6 +60,19 @@ def _write_map(s: Session, t: m.Table, p: m.Partition, backends: dict, base_vers
              for b in sorted(backends.values(), key=lambda b: b.id)]
     return initial_map(slots, p.bucket_num, p.replication_num, load=slot_load(s))
 
+def _layout(s: Session, t: m.Table, p: m.Partition, base_version: int) -> int:
+    """The bucket count a new version is written with: an append keeps its base version's (its
+    files are carried over as they are), any other write takes the group's current layout
+    (``group split``) when the partition has the group's bucket count."""
+    if base_version:
+        base = s.get(m.PartitionVersion, (p.id, base_version))
+        return (base.layout_buckets if base is not None else None) or p.bucket_num
+    g = s.get(m.ColocateGroup, t.group_id) if t.group_id is not None else None
+    if g is not None and g.layout_buckets and p.bucket_num == g.bucket_num:
+        return g.layout_buckets
+    return p.bucket_num
+
+
 def _base_paths(s: Session, p: m.Partition, base_version: int, targets: list) -> tuple[tuple, tuple]:
     """Per bucket and target: the base version's replica directory an append carries over, and
     the files the catalog recorded for it (checked before they are carried: a missing or short
@@ -168,6 +181,7 @@ class Writes:
                     )
                 targets.append(tuple(ok))
             base_paths, base_files = _base_paths(s, p, base_version, targets)
+            layout_buckets = _layout(s, t, p, base_version)
             version = p.next_version
             p.next_version += 1
             job = m.Job(kind="write", group_id=t.group_id, state="running", plan=plan or {}, progress={},
@@ -175,7 +189,8 @@ class Writes:
             s.add(job)
             s.flush()
             s.add(m.PartitionVersion(partition_id=p.id, version=version, state="staging", mode=mode,
-                                     base_version=base_version, created_at=self.db.now(), job_id=job.id))
+                                     base_version=base_version, created_at=self.db.now(), job_id=job.id,
+                                     layout_buckets=layout_buckets if layout_buckets != p.bucket_num else None))
             job.plan = dict(job.plan, table_id=t.id, partition_id=p.id, version=version,
                             dirs=sorted({layout.version_dir(root, view.db, t.name, t.id, partition_value, version)
                                          for bucket in targets for _, root in bucket}))
@@ -183,7 +198,8 @@ class Writes:
                         mode=mode, base_version=base_version, missing=missing)
             return WriteTicket(job_id=job.id, table=view, partition_id=p.id, partition_value=partition_value,
                                version=version, base_version=base_version, mode=mode, targets=tuple(targets),
-                               base_paths=base_paths, missing=tuple(missing), base_files=base_files)
+                               base_paths=base_paths, missing=tuple(missing), base_files=base_files,
+                               layout_buckets=layout_buckets)
 
         return self.db.tx(run)
 

@@ -10,6 +10,7 @@ from airflow_colocate.cli.base import Env, Group, pass_env
 from airflow_colocate.cli.outlook_text import OUTLOOK_COLUMNS, outlook_lines, outlook_row
 from airflow_colocate.cli.output import Bullets, Fields, Report, Table, json_option, plural
 from airflow_colocate.cli.show import GROUP_REF, MAP_COLUMNS
+from airflow_colocate.model.layouts import describe_layouts
 
 @click.group("group", cls=Group, help="Stability of groups: check it, or override it. An unstable group's joins fall back to a shuffle.")
 def group() -> None:
@@ -61,8 +62,10 @@ def show_one(env: Env, group: str, relocate_delay_minutes: float | None) -> Repo
     lost = catalog.tables.availability().tables
     unavailable = [lost[t] for t in g.table_ids if t in lost]
     state = "stable" if g.stable else f"UNSTABLE: {g.unstable_reason or 'marked unstable'}"
+    layouts = catalog.groups.layouts(g.group_id)
     blocks: list = [Fields(f"group {g.full_name} ({g.group_id})", [
         ("state", state), *outlook_lines(o, catalog.now(), g.stable), ("join policy", g.join_policy),
+        ("buckets", describe_layouts(g.bucket_num, g.layout, layouts)),
         ("tables", ", ".join(names.get(t, str(t)) for t in g.table_ids) or "(none)"),
         ("unavailable", "; ".join(f"{u.table}: {u.count} partitions" for u in unavailable) or "none")])]
     if not health.stable:
@@ -78,7 +81,8 @@ def show_one(env: Env, group: str, relocate_delay_minutes: float | None) -> Repo
                 unavailable_tables=[{"table": u.table, "unavailable_count": u.count,
                                      "unavailable_partitions": list(u.partitions),
                                      "unavailable_backends": list(u.backends)} for u in unavailable],
-                bucket_map=[list(r) for r in g.bucket_map])
+                bucket_map=[list(r) for r in g.bucket_map], bucket_num=g.bucket_num, layout_buckets=g.layout,
+                layouts={str(c): n for c, n in sorted(layouts.items())})
     return Report(blocks, data=data)
 
 
@@ -105,6 +109,17 @@ def _mark(stable: bool) -> click.Command:
 def set_join_policy(env: Env, group: str, policy: str) -> str:
     g = env.catalog().groups.set_join_policy(group, policy, db=env.db)
     return f"group {g.full_name} ({g.group_id}): join policy {g.join_policy}"
+
+
+@group.command("split", help="New partitions of the group's tables use FACTOR times its buckets; committed ones keep "
+               "theirs (no file is rewritten). Joins still run bucket by bucket with no shuffle: finer bucket j is read "
+               f"with bucket j mod the map's count, where it is stored. Refused while a balance job changes the group. {GROUP_REF}")
+@click.argument("group")
+@click.option("--factor", type=int, required=True, help="The multiple, at least 2 (e.g. 2: 8 buckets become 16).")
+@pass_env
+def split(env: Env, group: str, factor: int) -> str:
+    g = env.catalog().groups.split(group, factor, db=env.db)
+    return f"group {g.full_name} ({g.group_id}): new versions written at {g.layout} buckets ({g.bucket_num} in the map)"
 
 
 mark_stable = _mark(True)

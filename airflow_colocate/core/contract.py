@@ -98,6 +98,7 @@ class WritePlan(JsonMixin):
     # schema_evolution="add_columns": a source column the table lacks is written too (after the
     # table's columns) and reported in WriteReport.added_columns, which the commit adds first.
     add_columns: bool = False
+    layout_buckets: int = 0  # after a group split: bucket by this multiple, finer j's file into bucket j mod n
 
 
 @dataclass
@@ -109,8 +110,7 @@ class ReplicaReport:
     rows: int
     bytes: int
     checksum: str  # sha256 over the sorted (name, sha256(file)) pairs: equal for byte-identical replicas
-    # name -> bytes of every file in ``files``: the catalog records them and reads check them (a
-    # report without them, from before 0.2, is checked by ``bytes`` only)
+    # name -> bytes of every file in ``files``: recorded and checked on read (before 0.2: ``bytes`` only)
     sizes: dict[str, int] = field(default_factory=dict)
 
 
@@ -157,6 +157,7 @@ class ReadPartition:
     # choice): each is checked against its files before it is registered, the next one used if it
     # is not exact. Empty (a plan from before 0.2, a test): bucket_paths are registered unchecked.
     candidates: list[list[ReadReplica]] = field(default_factory=list)
+    layout_buckets: int = 0  # a split version's count: bucket b's directory holds finer b, b+n, ... (0: n)
 
 
 @dataclass
@@ -218,8 +219,7 @@ class JoinPlan(JsonMixin):
     tables: list[ReadTable]
     # alias -> why the table is registered without its bucket spec ('' when it is bucketed)
     reasons: dict[str, str]
-    # alias -> colocation group id ('' when none); two sides of one group may join without shuffle
-    groups: dict[str, str]
+    groups: dict[str, str]  # alias -> group id ('' when none); one group's sides may join without shuffle
     require_colocate: bool
     report_uri: str
     output_path: str | None = None  # write the result as parquet here, or
@@ -232,9 +232,11 @@ class JoinPlan(JsonMixin):
     # Memory budget (bytes) of one bucket's hash-join build side; None: derived from the job's Spark
     # conf (spark.colocate.join.hashBudget, else spark.bucket_join.default_hash_budget); 0: sort-merge only.
     hash_budget: int | None = None
-    # Lines the explain adds about the bucket reads (an unstable group read bucketed, its remote buckets).
     read_notes: list[str] = field(default_factory=list)
     bucket_facts: BucketFacts = field(default_factory=BucketFacts)
+    # Lines the explain adds about the bucket reads (an unstable group read bucketed, split layouts);
+    # bucket_peers: group id -> the group it joins bucket by bucket (one map count, key types: planner.reads).
+    bucket_peers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -407,6 +409,7 @@ class RowCheck:
     partition: str
     bucket_seq: int
     rows: int
+    layout_buckets: int = 0  # a split version's layout: each file's rows hash to the finer bucket it names
 
 
 @dataclass

@@ -47,6 +47,7 @@ def prepare_join(catalog: Catalog, query: str, tables: Mapping[str, Sequence[str
     plan = JoinPlan(job_id=job_id, query=query, tables=decided.tables, reasons=decided.reasons, groups=decided.groups,
                     require_colocate=require_colocate, report_uri=f"{work.rstrip('/')}/{job_id}/report.json",
                     output_path=output_path, output=output, hash_budget=budget, read_notes=list(decided.notes),
+                    bucket_peers=dict(decided.peers),
                     backend_hosts={b.root_uri: b.host for b in backends if b.state == "alive"},
                     bucket_facts=bucket_facts(decided.tables))
     return plan, ticket

@@ -103,7 +103,8 @@ def plan_verify(catalog, *, group: str | None = None, table: str | None = None, 
     per_table: dict[str, list[RowCheck]] = {}
     for t in targets.values():
         per_table.setdefault(t.table, []).append(RowCheck(replica_id=t.replica_id, path=t.path, partition=t.partition,
-                                                          bucket_seq=t.bucket_seq, rows=t.rows))
+                                                          bucket_seq=t.bucket_seq, rows=t.rows,
+                                                          layout_buckets=wanted[t.replica_id].layout_buckets))
     tables = []
     for view in views:
         checks = per_table.get(view.qualified_name)

@@ -100,6 +100,14 @@ class GroupView:
     table_ids: tuple[int, ...] = ()
     bucket_map: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
     join_policy: str = "stable"  # model.reasons.JoinPolicy: when its joins may stay bucketed
+    # After a split: the bucket count new versions are written with (k·bucket_num); 0: bucket_num.
+    layout_buckets: int = 0
+
+    @property
+    def layout(self) -> int:
+        """The bucket count the group's next write uses; joins still run at ``bucket_num``, the
+        map's count, because bucket j of a finer layout lives in map entry j mod bucket_num."""
+        return self.layout_buckets or self.bucket_num
 
     @property
     def group_id(self) -> str:
@@ -181,6 +189,9 @@ class WriteTicket:
     missing: tuple[str, ...]  # mapped replicas skipped because their backend is not alive
     # bucket seq -> for each target: ((name, size), ...) recorded for its base replica (None before 0.2)
     base_files: tuple = ()
+    # The bucket count the rows are bucketed by (a multiple of len(targets) after a split: bucket j's
+    # file goes to the replica directory of bucket j mod len(targets)); 0: len(targets).
+    layout_buckets: int = 0
 
 
 @dataclass(frozen=True)
@@ -204,6 +215,7 @@ class PartitionReplicas:
     value: str
     version: int
     buckets: tuple[tuple[ReplicaView, ...], ...]
+    layout_buckets: int = 0  # the version's finer layout after a group split (0: len(buckets))
 
 
 @dataclass(frozen=True)
@@ -422,6 +434,7 @@ class VerifyNeed:
     partition: str = ""  # the partition's value
     bucket_seq: int = 0
     rows: int = 0
+    layout_buckets: int = 0  # the version's finer layout after a group split (0: the partition's count)
 
 
 def is_unavailable(state: str, state_since: datetime | None, now: datetime, delay: timedelta) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_colocate.core.contract import ReadPartition, ReadReplica, ReadTable
 from airflow_colocate.core.errors import PlacementError
@@ -42,7 +42,8 @@ def read_table(view: TableView, partitions: Sequence[PartitionReplicas], *, avai
             paths.append(pick.path if pick.rows else "")
             candidates.append([_read_replica(r) for r in [pick, *(r for r in replicas if r is not pick
                                                                    and r.backend_id in available)]])
-        parts.append(ReadPartition(value=p.value, bucket_paths=paths, candidates=candidates))
+        parts.append(ReadPartition(value=p.value, bucket_paths=paths, candidates=candidates,
+                                   layout_buckets=p.layout_buckets if p.layout_buckets != len(p.buckets) else 0))
     return ReadTable(name=name or view.name, columns=[list(c) for c in view.columns], dist_cols=list(view.dist_cols),
                      partition_cols=list(view.partition_cols), bucket_num=view.bucket_num, partitions=parts,
                      bucketed=bucketed, table=view.qualified_name)
@@ -62,6 +63,7 @@ class JoinReads:
     group: str | None  # the group read colocated, if any
     chosen: list[int] | None  # backend per bucket seq for that group
     notes: tuple[str, ...] = ()  # what the explain says about the bucket reads (an unstable group read bucketed)
+    peers: Mapping[str, str] = field(default_factory=dict)  # other group id -> the group it joins bucket by bucket
 
 
 def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]], groups: Mapping[str, GroupView],
@@ -83,14 +85,65 @@ def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]
         chosen, group_reason = _choose_group(reads, group_id, groups[group_id], available=available, hosts=hosts,
                                              executor_hosts=executor_hosts, names=names or {},
                                              policy=effective)
-    reasons = {alias: _table_reason(view, group_id, group_reason, disabled) for alias, (view, _) in reads.items()}
-    tables = [read_table(view, parts, available=available, chosen=chosen if not reasons[alias] else None,
+    peers: dict[str, tuple[str, list[int] | None]] = {}
+    if group_id is not None and not group_reason:
+        peers = _peers(reads, groups, group_id, available=available, hosts=hosts, executor_hosts=executor_hosts,
+                       names=names or {}, policy=policy)
+    reasons = {alias: "" if view.group_id in peers and not disabled else
+               _table_reason(view, group_id, group_reason, disabled, groups) for alias, (view, _) in reads.items()}
+    own = {view.group_id: chosen for view, _ in reads.values()} | {g: c for g, (_, c) in peers.items()}
+    tables = [read_table(view, parts, available=available, chosen=own.get(view.group_id) if not reasons[alias] else None,
                          name=alias, bucketed=not reasons[alias])
               for alias, (view, parts) in reads.items()]
     notes = () if group_reason or group_id is None else _remote_note(groups[group_id], tables, reasons, effective)
+    notes += layout_notes(reads, groups, reasons, peers)
     return JoinReads(tables=tables, reasons=reasons,
                      groups={alias: view.group_id or "" for alias, (view, _) in reads.items()},
-                     group=group_id if not group_reason else None, chosen=chosen, notes=notes)
+                     group=group_id if not group_reason else None, chosen=chosen, notes=notes,
+                     peers={g: main for g, (main, _) in peers.items()})
+
+
+def _peers(reads, groups: Mapping[str, GroupView], group_id: str, *, available, hosts, executor_hosts, names,
+           policy: str | None) -> dict[str, tuple[str, list[int] | None]]:
+    """The other groups of the query whose tables join ``group_id``'s bucket by bucket: the same
+    map count and distribution column types (so Spark's bucket id of a row is the same in both,
+    whatever finer layout each was split to), and bucketed reads allowed by their own join policy.
+    Each reads its own replicas: such a join loses locality between the groups, never rows."""
+    main = groups[group_id]
+    out = {}
+    for other in sorted({v.group_id for v, _ in reads.values() if v.group_id and v.group_id != group_id}):
+        g = groups[other]
+        if g.bucket_num != main.bucket_num or tuple(g.dist_col_types) != tuple(main.dist_col_types):
+            continue
+        chosen, reason = _choose_group(reads, other, g, available=available, hosts=hosts,
+                                       executor_hosts=executor_hosts, names=names,
+                                       policy=JoinPolicy.parse(policy or g.join_policy))
+        if not reason:
+            out[other] = (group_id, chosen)
+    return out
+
+
+def layout_notes(reads, groups: Mapping[str, GroupView], reasons: Mapping[str, str],
+                 peers: Mapping[str, tuple[str, list[int] | None]]) -> tuple[str, ...]:
+    """What the explain says of split layouts read bucketed: per table, how many partitions were
+    written at which bucket count (all read at the map's count: finer bucket j with bucket j mod n),
+    and each other group joined bucket by bucket."""
+    lines = []
+    for alias, (view, parts) in reads.items():
+        if reasons.get(alias) or not view.group_id:
+            continue
+        counts = Counter(p.layout_buckets or len(p.buckets) for p in parts)
+        if len(counts) > 1 or any(c != view.bucket_num for c in counts):
+            shown = " and ".join(f"{n} at {c}" for c, n in sorted(counts.items()))
+            lines.append(f"bucket layouts: {alias} reads partitions at {' and '.join(map(str, sorted(counts)))} buckets "
+                         f"({shown}), bucket by bucket at {view.bucket_num}: a finer bucket j is read with bucket "
+                         f"j mod {view.bucket_num}, no shuffle")
+    for other, (main, _) in sorted(peers.items()):
+        g, m_ = groups[other], groups[main]
+        lines.append(f"bucket layouts: group {g.full_name} (layout {g.layout} buckets) joins group {m_.full_name} "
+                     f"(layout {m_.layout}) bucket by bucket at {g.bucket_num} buckets, each read from its own group's "
+                     f"replicas (no shuffle; locality only within a group)")
+    return tuple(lines)
 
 
 def _choose_group(reads, group_id: str, g: GroupView, *, available, hosts, executor_hosts, names,
@@ -156,12 +209,19 @@ def _remote_note(g: GroupView, tables: Sequence[ReadTable], reasons: Mapping[str
             f"first{listed(first)}; {len(off)} read off their map's backends (remote){listed(off)}",)
 
 
-def _table_reason(view: TableView, group_id: str | None, group_reason: str, disabled: bool) -> str:
+def _table_reason(view: TableView, group_id: str | None, group_reason: str, disabled: bool,
+                  groups: Mapping[str, GroupView] | None = None) -> str:
     if disabled:
         return Fallback.DISABLED.because()
     if view.group_id is None:
         return Fallback.NOT_COLOCATED.because()
     if view.group_id != group_id:
+        mine, main = (groups or {}).get(view.group_id), (groups or {}).get(group_id or "")
+        if mine is not None and main is not None and mine.bucket_num != main.bucket_num:
+            return Fallback.NOT_SAME_GROUP.because(
+                f"{view.name} is in group {view.group_name}, whose map has {mine.bucket_num} buckets, not "
+                f"{main.bucket_num}: groups join bucket by bucket only when their maps have one count (a group "
+                f"split to a finer layout keeps its map's count: colocate group split)")
         return Fallback.NOT_SAME_GROUP.because(f"{view.name} is in group {view.group_name}")
     return group_reason
 

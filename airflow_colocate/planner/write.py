@@ -31,4 +31,5 @@ def write_plan(ticket: WriteTicket, source: Source, work_uri: str) -> WritePlan:
                      partition_value=ticket.partition_value, bucket_num=len(ticket.targets), mode=ticket.mode,
                      version=ticket.version, source=source, buckets=buckets,
                      staging_uri=layout.staging_dir(staging_root, job),
-                     report_uri=f"{work_uri.rstrip('/')}/{job}/report.json")
+                     report_uri=f"{work_uri.rstrip('/')}/{job}/report.json",
+                     layout_buckets=ticket.layout_buckets if ticket.layout_buckets != len(ticket.targets) else 0)

@@ -28,6 +28,7 @@ from markupsafe import Markup
 
 from airflow_colocate import __version__
 from airflow_colocate.catalog import Catalog
+from airflow_colocate.model.layouts import describe_layouts
 from airflow_colocate.model.views import BALANCE_KINDS, GroupView
 from airflow_colocate.core.actor import parse_task_actor
 from airflow_colocate.core.errors import ColocateError
@@ -360,6 +361,10 @@ def render_page(catalog: Catalog, selected: str | None, *, base: str = "", user:
     if chosen is None and groups:
         chosen = next((g for g in groups if not g.stable), groups[0])
     chosen_row = next((r for r in rows if chosen is not None and r["group_id"] == chosen.group_id), None)
+    if chosen_row is not None and chosen is not None:  # a split group's map count, next writes' and partitions'
+        layouts = catalog.groups.layouts(chosen.group_id)
+        if chosen.layout != chosen.bucket_num or len(layouts) > 1:
+            chosen_row["layouts_line"] = describe_layouts(chosen.bucket_num, chosen.layout, layouts)
     max_bytes = max([b["bytes"] for b in backends] + [1])
     max_slots = max([b["slots"] for b in backends] + [1])
     for b in backends:

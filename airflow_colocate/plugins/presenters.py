@@ -19,7 +19,8 @@ def group_model(g: GroupView, names: dict[int, str]) -> dict:
     return {"group_id": g.group_id, "db_id": g.db_id, "grp_id": g.grp_id, "name": g.name, "full_name": g.full_name,
             "table_ids": list(g.table_ids), "tables": [names.get(t, str(t)) for t in g.table_ids],
             "bucket_num": g.bucket_num, "replication_num": g.replication_num, "dist_col_types": list(g.dist_col_types),
-            "stable": g.stable, "unstable_reason": g.unstable_reason, "version": g.version}
+            "stable": g.stable, "unstable_reason": g.unstable_reason, "version": g.version,
+            "layout_buckets": g.layout}
 
 
 def group_reasons(catalog: Catalog, g: GroupView) -> list[str]:
@@ -42,7 +43,8 @@ def group_detail(catalog: Catalog, g: GroupView, names: dict[int, str] | None = 
         for be in row:
             slots[str(be)] = slots.get(str(be), 0) + 1
     return dict(group_model(g, names if names is not None else table_names(catalog)),
-                bucket_map=[list(r) for r in g.bucket_map], reasons=group_reasons(catalog, g), slots=slots)
+                bucket_map=[list(r) for r in g.bucket_map], reasons=group_reasons(catalog, g), slots=slots,
+                layouts={str(c): n for c, n in sorted(catalog.groups.layouts(g.group_id).items())})
 
 
 def backend_model(b: BackendView, load: dict[str, int]) -> dict:

@@ -19,6 +19,8 @@ HELP = {
     "colocate_group_stable": ("gauge", "1 if the group is stable, else 0"),
     "colocate_group_unstable_seconds": ("gauge", "Seconds since the group became unstable (0 while stable)"),
     "colocate_group_buckets": ("gauge", "Bucket seqs of the group"),
+    "colocate_group_layout_buckets": ("gauge", "The bucket count the group's new versions are written with (after a split: a multiple of its bucket seqs)"),
+    "colocate_group_layout_partitions": ("gauge", "Committed partitions of the group's tables written at each bucket count"),
     "colocate_group_buckets_under_replicated": ("gauge", "Bucket seqs with fewer good replicas on alive backends than replication_num"),
     "colocate_group_bad_replicas": ("gauge", "Bad replicas of the group's visible partition versions"),
     "colocate_buckets_under_replicated": ("gauge", "Under-replicated bucket seqs over every group"),
@@ -61,6 +63,9 @@ def render(mx: CatalogMetrics) -> str:
         add("colocate_group_stable", int(g.stable), group=g.group)
         add("colocate_group_unstable_seconds", 0.0 if g.stable else _seconds(now, g.unstable_since), group=g.group)
         add("colocate_group_buckets", g.bucket_num, group=g.group)
+        add("colocate_group_layout_buckets", g.layout_buckets or g.bucket_num, group=g.group)
+        for buckets, n in g.layouts:
+            add("colocate_group_layout_partitions", n, group=g.group, buckets=str(buckets))
         add("colocate_group_buckets_under_replicated", g.under_replicated, group=g.group)
         add("colocate_group_bad_replicas", g.bad_replicas, group=g.group)
     add("colocate_buckets_under_replicated", sum(g.under_replicated for g in mx.groups))

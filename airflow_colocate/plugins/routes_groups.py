@@ -76,6 +76,17 @@ def group_join_policy(catalog: AdminCatalog, db_id: DbId, group_id: GrpId,
     return {"status": "OK", "group": group_answer(catalog, g, relocate_delay(None))}
 
 
+@router.post("/group_split", response_model=GroupResponse, responses=WRITE_ERRORS,
+             summary="Split a group's bucket layout",
+             description="New versions of its tables are written at factor times its current layout; committed ones "
+                         "keep theirs. Refused (422) for a factor below 2 or one that exceeds the maximum bucket count, "
+                         "(409) while a balance job changes the group.")
+def group_split(catalog: AdminCatalog, db_id: DbId, group_id: GrpId,
+                factor: Annotated[int, Query(description="the multiple, at least 2")]) -> dict:
+    g = catalog.groups.split(f"{db_id}.{group_id}", factor)
+    return {"status": "OK", "group": group_answer(catalog, g, relocate_delay(None))}
+
+
 @router.post("/bucketseq", response_model=GroupResponse, responses=WRITE_ERRORS,
              summary="Force a group's bucket sequence",
              description="Validated: one entry per bucket, one backend per replica, every backend existing and "

@@ -89,6 +89,9 @@ class Group(BaseModel):
     joins_shuffle: bool = Field(description="joins on its tables fall back to a shuffle join now: colocate join is "
                                             "disabled, the group is unstable, or its map names a backend not alive")
     joins_shuffle_reason: str | None = Field(description="the join planner's reason; null when joins are colocated")
+    layout_buckets: int = Field(0, description="the bucket count new versions are written with: bucket_num, or a "
+                                               "multiple of it after 'group split' (bucket j lives in map entry j mod "
+                                               "bucket_num; joins still run at bucket_num with no shuffle)")
     join_policy: str = Field("stable", description="when its joins stay bucketed: 'stable' (only while the group is "
                                                    "stable, the seeds' rule) or 'readable' (while every bucket has a "
                                                    "verified replica on an alive backend)")
@@ -107,6 +110,8 @@ class GroupDetail(Group):
     bucket_map: list[list[int]] = Field(description="bucket seq -> backend ids, first = primary")
     reasons: list[str] = Field(description="why the group is unstable (empty when stable)")
     slots: dict[str, int] = Field(description="backend id -> bucket replicas of this group on it")
+    layouts: dict[str, int] = Field(default_factory=dict, description="bucket count -> committed partitions of its "
+                                    "tables written at it (a split group has its old and its new count)")
     unavailable_tables: list[UnavailableTable] = Field(
         description="its tables with partitions no read can serve now (a bucket's verified replicas all on backends "
                     "that are not alive); empty when every partition is readable")

@@ -150,7 +150,11 @@ def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
         job_group = (group, f"colocate-import bucket {plan.table} ({len(plan.partitions)} partitions)")
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_stage, args=(sc, group, stop), daemon=True)
-    log.info(f"bucketing by pmod(hash({', '.join(dist)}), {first.bucket_num}) into {plan.staging_uri}")
+    count = first.layout_buckets or first.bucket_num  # after a group split: the finer layout (storage.place.families)
+    if any((p.plan.layout_buckets or p.plan.bucket_num) != count for p in plan.partitions):
+        raise ColocateError(f"importing {plan.table}: its partitions have different bucket layouts; import them "
+                            f"in separate runs")
+    log.info(f"bucketing by pmod(hash({', '.join(dist)}), {count}) into {plan.staging_uri}")
     buckets_uri = fs.join(plan.staging_uri, "buckets")
     watcher.start()
     try:
@@ -158,7 +162,7 @@ def stage_all(spark, plan: ImportPlan, out) -> dict[str, dict[int, list[str]]]:
         # (Spark's per-file cost paid n times, not n x partitions times) and then by the bucket key,
         # as a write sorts it: the write's own staging, then cut per partition (split_bucket).
         by_bucket = write_job.write_buckets(
-            spark, out, dist, first.bucket_num, buckets_uri, sort_first=(pcol,),
+            spark, out, dist, count, buckets_uri, sort_first=(pcol,),
             # what pyarrow writes back unchanged (INT96 it would not)
             conf={"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}, job_group=job_group,
             failing=f"importing {plan.table} failed while reading or bucketing the source")

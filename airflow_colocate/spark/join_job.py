@@ -79,16 +79,19 @@ Column = tuple[str, str]  # (table alias, column)
 
 def predict_join(left: Sequence[str], right: Sequence[str], carriers: tuple[Sequence[str], Sequence[str]],
                  keys: Sequence[tuple[Column | None, Column | None]], *, reasons: Mapping[str, str],
-                 groups: Mapping[str, str], dist_cols: Mapping[str, Sequence[str]]) -> tuple[bool, str | None]:
+                 groups: Mapping[str, str], dist_cols: Mapping[str, Sequence[str]],
+                 peers: Mapping[str, str] | None = None) -> tuple[bool, str | None]:
     """Whether one join of the query can run without a shuffle, and if not, why, from what the plan
     registered (``reasons``, ``groups``, ``dist_cols`` per table alias), the tables under each side,
     the tables whose bucketing still partitions each side (``carriers``), and the join's equality
     keys resolved to table columns. The join job compares this prediction with Spark's plan; it is
-    made here because a SQL query's joins and their keys exist only once Spark has analysed it."""
+    made here because a SQL query's joins and their keys exist only once Spark has analysed it.
+    ``peers``: group id -> the group it joins bucket by bucket (``JoinPlan.bucket_peers``)."""
     for table in [*left, *right]:
         if reasons.get(table):
             return False, reasons[table]
-    if not left or not right or len({groups.get(t, "") for t in [*left, *right]}) != 1:
+    domain = {t: (peers or {}).get(groups.get(t, ""), groups.get(t, "")) for t in [*left, *right]}
+    if not left or not right or len(set(domain.values())) != 1:
         return False, Fallback.NOT_SAME_GROUP.because()
     if not carriers[0] or not carriers[1]:
         return False, Fallback.NOT_COVERED.because(
@@ -120,7 +123,7 @@ def explain_join(j: JoinNode, plan: JoinPlan) -> JoinExplain:
     planned, planned_reason = predict_join(
         j.left.tables, j.right.tables, (j.left.carriers, j.right.carriers), j.keys,
         reasons=_folded(plan.reasons), groups=_folded(plan.groups),
-        dist_cols={t.name.lower(): t.dist_cols for t in plan.tables})
+        dist_cols={t.name.lower(): t.dist_cols for t in plan.tables}, peers=plan.bucket_peers)
     shown = {t.name.lower(): t.name for t in plan.tables}
     colocate = j.left.exchanges == 0 and j.right.exchanges == 0
     reason = None
@@ -146,7 +149,8 @@ def _folded(by_table: dict[str, str]) -> dict[str, str]:
 
 def should_be_colocated(e: JoinExplain, plan: JoinPlan) -> bool:
     """Both sides come from one colocation group: the user asked for this join to be local."""
-    groups = {_folded(plan.groups).get(t.lower(), "") for t in e.left_tables + e.right_tables}
+    groups = {plan.bucket_peers.get(g, g) for g in (_folded(plan.groups).get(t.lower(), "")
+                                                     for t in e.left_tables + e.right_tables)}
     return len(groups) == 1 and "" not in groups and bool(e.left_tables) and bool(e.right_tables)
 
 

@@ -23,6 +23,7 @@ report names the replicas at fault. The job never touches the catalog: the contr
 from __future__ import annotations
 
 import logging
+import math
 import time
 from urllib.parse import unquote, urlparse
 
@@ -36,6 +37,7 @@ from airflow_colocate.core.contract import (
 )
 from airflow_colocate.spark.failures import first_line
 from airflow_colocate.spark.session import scoped
+from airflow_colocate.storage import layout
 
 # Read as the registered tables read (spark/register.py): a flipped byte in a data page fails.
 READ_OPTIONS = {"parquet.page.verify-checksum.enabled": "true"}
@@ -58,8 +60,21 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def bucket_counts(spark, table: RowCheckTable, replicas: list[RowCheck]) -> dict[str, dict[int, int]]:
-    """Directory key -> {bucket seq: rows} over the files of ``replicas``, in one Spark job."""
+def modulus(table: RowCheckTable, replicas: list[RowCheck]) -> int:
+    """The count rows are hashed at: the finest layout among ``replicas`` (a group's layouts are
+    each a multiple of the one before, so ``pmod(h, M) mod L = pmod(h, L)`` for each of them)."""
+    out = table.bucket_num
+    for r in replicas:
+        if r.layout_buckets and r.layout_buckets % out == 0:
+            out = r.layout_buckets
+        elif r.layout_buckets and out % r.layout_buckets:
+            out = math.lcm(out, r.layout_buckets)
+    return out
+
+
+def bucket_counts(spark, table: RowCheckTable, replicas: list[RowCheck]) -> dict[str, dict[tuple[str, int], int]]:
+    """Directory key -> {(file name, pmod(hash, :func:`modulus`)): rows} over the files of
+    ``replicas``, in one Spark job."""
     from pyspark.sql import functions as F
 
     schema = ", ".join(f"{_quote(n)} {t}" for n, t in table.columns)
@@ -68,17 +83,24 @@ def bucket_counts(spark, table: RowCheckTable, replicas: list[RowCheck]) -> dict
         reader = reader.option(key, value)
     df = reader.parquet(*[r.path for r in replicas])
     keys = ", ".join(_quote(n) for n, _ in table.columns)
-    seq = F.expr(f"pmod(hash({keys}), {table.bucket_num})").alias("seq")
-    out: dict[str, dict[int, int]] = {}
+    seq = F.expr(f"pmod(hash({keys}), {modulus(table, replicas)})").alias("seq")
+    out: dict[str, dict[tuple[str, int], int]] = {}
     for row in df.select(F.col("_metadata.file_path").alias("file"), seq).groupBy("file", "seq").count().collect():
-        parent = dir_key(row["file"].rsplit("/", 1)[0])
-        counts = out.setdefault(parent, {})
-        counts[int(row["seq"])] = counts.get(int(row["seq"]), 0) + int(row["count"])
+        parent, name = row["file"].rsplit("/", 1)
+        counts = out.setdefault(dir_key(parent), {})
+        key = (unquote(name), int(row["seq"]))
+        counts[key] = counts.get(key, 0) + int(row["count"])
     return out
 
 
-def judge(check: RowCheck, counts: dict[int, int], table: str) -> RowCheckResult:
-    """One replica's verdict from its rows per bucket."""
+def judge(check: RowCheck, by_file: dict, table: str, bucket_num: int = 0) -> RowCheckResult:
+    """One replica's verdict from its rows per (file, bucket at the finest layout checked) (or per
+    bucket, without file names), ``bucket_num`` the map's count the bucket seq is at."""
+    by_file = {k if isinstance(k, tuple) else ("", k): n for k, n in by_file.items()}
+    counts: dict[int, int] = {}
+    for (_, s), n in by_file.items():
+        b = s % bucket_num if bucket_num else s
+        counts[b] = counts.get(b, 0) + n
     rows = sum(counts.values())
     wrong = rows - counts.get(check.bucket_seq, 0)
     where = f"{table}/{check.partition} bucket {check.bucket_seq}"
@@ -86,6 +108,14 @@ def judge(check: RowCheck, counts: dict[int, int], table: str) -> RowCheckResult
         others = ", ".join(f"{n} of bucket {b}" for b, n in sorted(counts.items()) if b != check.bucket_seq)
         return RowCheckResult(check.replica_id, False, rows, wrong, (
             f"bucket check: {wrong} of its {rows} rows belong to other buckets ({others}) in {where}"))
+    if check.layout_buckets:
+        # a split layout's file holds one finer bucket, named in it: the guard of a join at the
+        # family's count cannot see a row of the wrong finer bucket, verify does
+        off = sum(n for (name, s), n in by_file.items() if layout.layout_bucket_of(name) != s % check.layout_buckets)
+        if off:
+            return RowCheckResult(check.replica_id, False, rows, off, (
+                f"bucket check: {off} of its {rows} rows are not of the bucket their file names in the layout of "
+                f"{check.layout_buckets} buckets in {where}"))
     if rows != check.rows:
         return RowCheckResult(check.replica_id, False, rows, 0, (
             f"bucket check: {where} holds {rows} rows, the catalog recorded {check.rows}"))
@@ -115,9 +145,9 @@ def _check_rows(spark, table: RowCheckTable, with_rows: list[RowCheck],
                 results.append(RowCheckResult(r.replica_id, False, error=(
                     f"bucket check: cannot read {r.path}: {first_line(one)}")[:2000]))
                 continue
-            results.append(judge(r, counts.get(dir_key(r.path), {}), table.table))
+            results.append(judge(r, counts.get(dir_key(r.path), {}), table.table, table.bucket_num))
         return results
-    return results + [judge(r, counts.get(dir_key(r.path), {}), table.table) for r in with_rows]
+    return results + [judge(r, counts.get(dir_key(r.path), {}), table.table, table.bucket_num) for r in with_rows]
 
 
 def run_verify(spark, plan: VerifyPlan) -> VerifyReport:

@@ -76,6 +76,9 @@ def check_plan(plan: WritePlan) -> None:
     seqs = sorted(b.bucket_seq for b in plan.buckets)
     if plan.bucket_num < 1 or seqs != list(range(plan.bucket_num)):
         raise ColocateError(f"{where}: needs exactly one target per bucket 0..{plan.bucket_num - 1}, got seqs {seqs}")
+    if plan.layout_buckets and (plan.layout_buckets < plan.bucket_num or plan.layout_buckets % plan.bucket_num):
+        raise ColocateError(f"{where}: a layout of {plan.layout_buckets} buckets must be a multiple of its "
+                            f"{plan.bucket_num} buckets")
     for b in plan.buckets:
         if not b.replicas:
             raise ColocateError(f"{where}: bucket {b.bucket_seq} has no replica target")
@@ -360,9 +363,10 @@ def stage(spark, plan: WritePlan, out) -> dict[int, list[str]]:
     per non-empty bucket; returns bucket seq -> staged files."""
     cols = _col_map(plan)
     dist = [cols[c.lower()][0] for c in plan.dist_cols]
-    log.info(f"bucketing by pmod(hash({', '.join(dist)}), {plan.bucket_num}) into {plan.staging_uri}")
+    count = plan.layout_buckets or plan.bucket_num  # a split group's finer layout: j goes to bucket j mod N
+    log.info(f"bucketing by pmod(hash({', '.join(dist)}), {count}) into {plan.staging_uri}")
     staged = write_buckets(
-        spark, out, dist, plan.bucket_num, plan.staging_uri,
+        spark, out, dist, count, plan.staging_uri,
         description=f"colocate-write bucket {plan.table} {plan.partition_value}",
         failing=f"writing {plan.table} partition {plan.partition_value} failed while reading or bucketing the source")
     many = {b: len(f) for b, f in staged.items() if len(f) > 1}

@@ -47,6 +47,22 @@ def bucket_file_name(write_id: str, bucket: int, suffix: str = ".c000.snappy.par
     return f"part-00000-{write_id}_{bucket:05d}{suffix}"
 
 
+_LAYOUT = re.compile(r"_\d{5}\.s(\d{5,})\.c\d{3}\.")
+
+
+def layout_suffix(layout_bucket: int, index: int = 0) -> str:
+    """The suffix of a split layout's file: ``.s<layout bucket>.c<index>`` after Spark's
+    ``_<bucket>``, so Spark's bucketed scan still reads it as its map bucket (the family) and
+    verify can check its rows against the finer bucket it names."""
+    return f".s{layout_bucket:05d}.c{index:03d}.snappy.parquet"
+
+
+def layout_bucket_of(name: str) -> int | None:
+    """The finer bucket a split layout's file name carries (:func:`layout_suffix`), else None."""
+    m = _LAYOUT.search(name)
+    return int(m.group(1)) if m else None
+
+
 def read_failures_dir(root: str) -> str:
     """The backend's folder of read-failure reports (:data:`READ_FAILURES`)."""
     return f"{root.rstrip('/')}/{READ_FAILURES}"

@@ -54,15 +54,33 @@ def staged_buckets(staging_uri: str, bucket_num: int) -> dict[int, list[str]]:
     return {t: sorted(f) for t, f in by_task.items()}
 
 
+def families(staged: dict[int, list[str]], bucket_num: int, layout_buckets: int) -> dict[int, list[tuple[int, str]]]:
+    """Staged files by layout bucket -> by map bucket (family): bucket j of the ``layout_buckets``
+    layout is a subset of bucket ``j mod bucket_num`` (Spark's ``pmod``), so its file goes to that
+    bucket's replica directories; [(layout bucket, file)] in layout order."""
+    if layout_buckets % bucket_num:
+        raise ColocateError(f"a layout of {layout_buckets} buckets is not a multiple of the {bucket_num} buckets "
+                            f"of the map: refusing to place its files")
+    out: dict[int, list[tuple[int, str]]] = {}
+    for j in sorted(staged):
+        out.setdefault(j % bucket_num, []).extend((j, f) for f in staged[j])
+    return out
+
+
 def bucket_tasks(plan: WritePlan, staged: dict[int, list[str]]) -> list[dict]:
-    """One :func:`place_bucket` task per bucket of ``plan`` (plain dicts: they are pickled to executors)."""
+    """One :func:`place_bucket` task per bucket of ``plan`` (plain dicts: they are pickled to executors).
+    ``staged`` is by layout bucket: after a split (``plan.layout_buckets``), several per bucket."""
     write_id = write_id_for(plan)
     base_needed = plan.mode == "append"
+    split = bool(plan.layout_buckets) and plan.layout_buckets != plan.bucket_num
+    by_family = families(staged, plan.bucket_num, plan.layout_buckets or plan.bucket_num)
     return [
         {
             "bucket": b.bucket_seq,
             "write_id": write_id,
-            "staged": staged.get(b.bucket_seq, []),
+            "staged": [f for _, f in by_family.get(b.bucket_seq, [])],
+            # the layout bucket of each staged file, in its name (spark.verify_job checks its rows)
+            "layout": [j for j, _ in by_family.get(b.bucket_seq, [])] if split else [],
             "replicas": [[r.backend_id, r.path] for r in b.replicas],
             # the backend roots, from the layout the plan's paths were made with: tmp areas
             "roots": [layout.replica_root(r.path) for r in b.replicas],
@@ -116,13 +134,20 @@ def _check_base(bucket: int, base_paths: list[str], base_files: list) -> None:
 
 
 def _place_primary(bucket: int, write_id: str, staged_files: list[str], primary: str,
-                   root: str | None = None) -> tuple[list[tuple[str, str]], int, int]:
-    """Move (or copy) the staged files into the primary replica: ([(name, sha256)], rows, bytes)."""
+                   root: str | None = None, fine: list[int] | None = None) -> tuple[list[tuple[str, str]], int, int]:
+    """Move (or copy) the staged files into the primary replica: ([(name, sha256)], rows, bytes).
+    ``fine``: the layout bucket of each staged file after a split, named in the file
+    (:func:`~airflow_colocate.storage.layout.layout_suffix`)."""
     new_files: list[tuple[str, str]] = []
     rows_total = bytes_total = 0
-    for staged in staged_files:
-        index = len(new_files)
-        suffix = ".c000.snappy.parquet" if index == 0 else f".c{index:03d}.snappy.parquet"
+    placed_of: dict[int, int] = {}
+    for i, staged in enumerate(staged_files):
+        if fine:
+            index = placed_of.get(fine[i], 0)
+            suffix = layout.layout_suffix(fine[i], index)
+        else:
+            index = len(new_files)
+            suffix = ".c000.snappy.parquet" if index == 0 else f".c{index:03d}.snappy.parquet"
         name = layout.bucket_file_name(write_id, bucket, suffix)
         dst = fs.join(primary, name)
         if not fs.exists(staged):
@@ -140,6 +165,8 @@ def _place_primary(bucket: int, write_id: str, staged_files: list[str], primary:
                 size, digest = fs.size(dst), copy_mod.sha256_file(dst)
             else:
                 size, digest = copy_mod.copy_file(staged, dst, root=root)
+        if fine:
+            placed_of[fine[i]] = placed_of.get(fine[i], 0) + 1
         new_files.append((name, digest))
         rows_total += rows
         bytes_total += size
@@ -159,7 +186,8 @@ def place_bucket(task: dict) -> list[dict]:
     _refuse_foreign(bucket, write_id, replicas, base_paths)
 
     primary = replicas[0][1]
-    new_files, new_rows, new_bytes = _place_primary(bucket, write_id, task["staged"], primary, roots[0])
+    new_files, new_rows, new_bytes = _place_primary(bucket, write_id, task["staged"], primary, roots[0],
+                                                    list(task.get("layout") or []))
 
     # append: the base version's files, from the same backend's base replica when there is one
     base_files: list[tuple[str, str]] = []

@@ -131,9 +131,13 @@ def test_output_into_the_group_is_colocated_next_time(spark, tpch_catalog, plain
     assert result["colocate"] and exchanges(result) == [0]
 
 
-def test_tables_of_two_groups_fall_back_with_reason(spark, tpch_catalog, tpch_sources, plain, tmp_path):
-    """flags copied into its own group g_flags (same bucket count and key type as g_tpch): still
-    not colocated with orders, because their buckets live on unrelated backends."""
+def test_tables_of_two_groups_with_one_map_count_join_bucket_by_bucket(spark, tpch_catalog, tpch_sources, plain,
+                                                                       tmp_path):
+    """flags copied into its own group g_flags (same bucket count and key type as g_tpch): its
+    buckets live on other backends than orders', but Spark's bucket id of a row is the same in both
+    groups, so the join runs bucket by bucket with no Exchange (issue 45), each side read from its
+    own group's replicas; the explain names the pair. A group whose map has another count shuffles
+    with the reason (tests/joins/test_split_layouts.py)."""
     from airflow_colocate.core.contract import Source
     from airflow_colocate.core.sqltypes import parse_columns
     from airflow_colocate.jobs.write import write_in_session
@@ -148,8 +152,9 @@ def test_tables_of_two_groups_fall_back_with_reason(spark, tpch_catalog, tpch_so
     result = same_rows(spark, q.format(o="orders", f="flags_g"), q.format(o="ref_orders", f="ref_flags"),
                        {"orders": TWO_DAYS, "flags_g": TWO_DAYS}, tpch_catalog)
     (j,) = result["joins"]
-    assert not j["colocate"] and j["reason"].startswith("tables are not in the same group")
-    assert "colocate: false, reason: tables are not in the same group" in result["explain"]
+    assert j["colocate"] and exchanges(result) == [0], j
+    assert "bucket layouts: group 1_g_flags (layout 8 buckets) joins group 1_g_tpch (layout 8) bucket by bucket at 8" \
+        in result["explain"], result["explain"]
 
 
 def test_read_helper_for_users_own_spark_code(spark, tpch_catalog, plain):

@@ -42,6 +42,7 @@ WRITES = [
     ("/api/colocate/group_unstable?db_id=1&group_id=1", None),
     ("/api/colocate/bucketseq?db_id=1&group_id=1&force=true", [[2, 1]] * 8),
     ("/api/colocate/group_join_policy?db_id=1&group_id=1&policy=readable", None),
+    ("/api/colocate/group_split?db_id=1&group_id=1&factor=2", None),
 ]
 READS = ["/api/colocate", "/api/colocate/", "/api/colocate/groups", "/api/colocate/groups/1.1", "/api/colocate/backends",
          "/api/colocate/jobs", "/api/colocate/flags", "/api/colocate/events"]
@@ -210,6 +211,21 @@ def test_join_policy_is_set_by_an_admin_and_shown_in_the_outlook(client, as_user
     assert (e.kind, e.actor, e.detail["new"]) == ("group.join_policy", "airflow:admin", "readable")
     bad = client.post("/api/colocate/group_join_policy?db_id=1&group_id=1&policy=sometimes", headers=as_user("admin"))
     assert bad.status_code == 422 and demo.groups.get("1.1").join_policy == "readable"
+
+
+def test_group_split_by_an_admin_shows_the_layouts_and_refuses_a_bad_factor(client, as_user, demo):
+    before = demo.groups.get("1.1")
+    r = client.post("/api/colocate/group_split?db_id=1&group_id=1&factor=2", headers=as_user("admin"))
+    assert r.status_code == 200, r.text
+    g = r.json()["group"]
+    assert (g["bucket_num"], g["layout_buckets"]) == (before.bucket_num, 2 * before.bucket_num)
+    assert sum(g["layouts"].values()) > 0 and set(g["layouts"]) == {str(before.bucket_num)}
+    [e] = demo.events(limit=1)
+    assert (e.kind, e.actor, e.detail["new_layout"]) == ("group.split", "airflow:admin", 2 * before.bucket_num)
+    for factor in ("1", "70000"):
+        bad = client.post(f"/api/colocate/group_split?db_id=1&group_id=1&factor={factor}", headers=as_user("admin"))
+        assert bad.status_code == 422 and "invalid split factor" in bad.text, bad.text
+    assert demo.groups.get("1.1").layout == 2 * before.bucket_num
 
 
 def swapped(cat: Catalog, ref: str) -> list[list[int]]:
@@ -398,7 +414,7 @@ def test_openapi_document_and_docs_are_served(client, demo):
     doc = r.json()
     assert doc["openapi"].startswith("3.") and doc["info"]["title"] == "airflow-colocate admin API"
     assert set(doc["paths"]) == {"/", "/groups", "/groups/{group}", "/backends", "/jobs", "/flags", "/events",
-                                 "/metrics", "/group_stable", "/group_unstable", "/group_join_policy", "/bucketseq", "/tables/{table}",
+                                 "/metrics", "/group_stable", "/group_unstable", "/group_join_policy", "/group_split", "/bucketseq", "/tables/{table}",
                                  "/tables/{table}/schema", "/tables/{table}/retention"}
     assert {"OAuth2PasswordBearer", "HTTPBearer"} <= set(doc["components"]["securitySchemes"])
     assert doc["servers"] == [{"url": "/api/colocate"}]
