@@ -37,6 +37,15 @@ class Conflict(ColocateError):
     """The request is valid but the current state forbids it (e.g. removing a busy backend)."""
 
 
+class CatalogUnavailable(ColocateError):
+    """The catalog database could not take the change: it is down, cut the connection, or its
+    disk is full. Nothing of the operation is visible; running it again once that is fixed is safe."""
+
+
+class StorageFull(ColocateError):
+    """A backend or the work dir has no space left; what the operation wrote is not visible."""
+
+
 _JAVA_LINE = re.compile(r":?\s*((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)\b.*)")
 MAX_LINE = 400
 
