@@ -145,6 +145,7 @@ class CatalogSession:
             try:
                 with _gc_paused_for_bulk() if bulk else nullcontext(), self._sessions.begin() as session:
                     result = fn(session)
+                    session.flush()  # a statement that fails here has not reached COMMIT: safe to run again
                     committing = True
                 return result
             except (OperationalError, IntegrityError, DBAPIError) as exc:
@@ -195,6 +196,7 @@ class CatalogSession:
                         self.event(session, *events[0][:2], **events[0][2])
                     elif events:
                         self.event(session, kind, subject, changes=[{"kind": k, **d} for k, _, d in events])
+                    session.flush()
                     committing = True
                 finally:
                     self._atomic.session = self._atomic.events = None

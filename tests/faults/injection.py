@@ -76,9 +76,11 @@ def pg_stop(server: PgServer, mode: str = "immediate") -> None:
 
 
 def pg_start(server: PgServer) -> None:
-    """Start the same server again, on the same port and socket directory."""
+    """Start the same server again, on the same port and socket directory, with synchronous commit
+    (the suite's server runs without, so a stop would lose what it had confirmed; fsync stays off:
+    the server process dies in these tests, not the machine)."""
     options = (f"-p {server.port} -k {server.socket_dir} -c listen_addresses=127.0.0.1 "
-               "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100")
+               "-c fsync=off -c synchronous_commit=on -c full_page_writes=off -c max_connections=100")
     _run([str(server.bin_dir / "pg_ctl"), "-D", str(server.data_dir), "-l", str(server.log_path),
           "-w", "-t", "60", "-o", options, "start"], server._run_as, "pg_ctl start", server.log_path, 90)
 
