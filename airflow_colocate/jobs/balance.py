@@ -119,6 +119,18 @@ class JobOutcome:
     notes: list[str] = field(default_factory=list)
 
 
+def clone_failure_notes(failures: dict[int, str], names: dict[int, str]) -> list[str]:
+    """One line per target backend whose clones kept failing, naming it and what to do: a full
+    disk is the operator's to fix, and the job waits for it rather than moving elsewhere."""
+    notes = []
+    for backend_id, error in sorted(failures.items()):
+        name = names.get(backend_id, str(backend_id))
+        todo = (f"free space on {name} (or decommission it)" if "no space left on device" in error.lower()
+                else f"check backend {name}")
+        notes.append(f"clones to backend {name} failed: {error}; {todo}, then run balance again")
+    return notes
+
+
 def _noop(step: str, job_id: int | None) -> None:
     return None
 
@@ -174,6 +186,7 @@ class Balancer:
         self.on_step = on_step or _noop
         self.echo = echo or log.info
         self._plans = 0
+        self._clone_failures: dict[int, dict[int, str]] = {}  # job -> target backend -> its last clone error
 
     # -- spark ------------------------------------------------------------------------------
 
@@ -187,6 +200,9 @@ class Balancer:
         self.echo(f"clone job {job}: {len(plan_obj.copies)} copies ({sum(t.bytes for t in plan_obj.copies)} bytes), "
                   f"{len(plan_obj.verifies)} verifies")
         return plan_obj
+
+    def _names(self) -> dict[int, str]:
+        return self.backend_names or {b.id: b.name for b in self.catalog.backends.list()}
 
     def _execute(self, plan_obj: ClonePlan, kind: str) -> CloneReport:
         report = self.runner(plan_obj)
@@ -247,6 +263,8 @@ class Balancer:
             fs.delete_tree(path)
         for c in (c for c in report.copies if not c.ok):
             self.echo(f"job {job.id}: clone to {c.path} failed: {c.error}")
+            if not c.source_bad:
+                self._clone_failures.setdefault(job.id, {})[c.backend_id] = c.error or "unknown error"
         return n, sum(c.bytes for c in report.copies if c.ok)
 
     # -- steps ------------------------------------------------------------------------------
@@ -357,6 +375,7 @@ class Balancer:
                 out.state, out.step = job.state, job.step
                 out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq} -> backend {b.backend_id}: {b.why}"
                               for b in blocked[:5]]
+                out.notes += clone_failure_notes(self._clone_failures.pop(job.id, {}), self._names())
                 out.notes.append("not switched yet: the next run continues")
                 return out
             job = replace(job, step="switched")  # as recorded by switch_map, without reading it back

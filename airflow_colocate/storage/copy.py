@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError, StorageFull
 from airflow_colocate.storage import fs, layout
 from airflow_colocate.storage.durability import WRITEBACK_MIN, start_writeback
 from airflow_colocate.storage.replica_dir import TMP_MARK, _names, is_data_name, replica_files, subdirs
@@ -141,6 +141,25 @@ def _delete_own(path: str, inode: tuple[int, int]) -> None:
 
 def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
                root: str | None = None, fsync: bool = False, area: str | None = None) -> Staged:
+    try:
+        return _stage_file(src_uri, dst_uri, expect_sha256=expect_sha256, root=root, fsync=fsync, area=area)
+    except OSError as exc:
+        raise full_disk(exc, root or fs.parent(dst_uri), src_uri, dst_uri) or exc
+
+
+def full_disk(exc: OSError, where: str, src_uri: str, dst_uri: str) -> StorageFull | None:
+    """A copy that ran out of space, as one line naming where (the backend root): a bare
+    ``[Errno 28]`` names no disk. The destination's fault, never the source's."""
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    full = StorageFull(f"no space left on device under {where}: copying {fs.basename(src_uri)} to {dst_uri} "
+                       f"failed ({exc.strerror}); the partial copy is removed")
+    full.__cause__ = exc
+    return full
+
+
+def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
+                root: str | None, fsync: bool, area: str | None) -> Staged:
     """Copy ``src`` to a temporary name for ``dst`` (hashed, size checked), and stop there: the
     caller makes a whole batch durable at once (:func:`make_durable`) before it :func:`publish`-es
     them, which is what lets a clone of 2,000 small files cost one ``syncfs`` instead of 2,000
@@ -232,9 +251,9 @@ def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None)
     the batch's bytes and names are made durable in one pass. The file must not exist (``O_EXCL``);
     a failed copy deletes it. The same copy, checks and messages as :func:`stage_file`."""
     path = fs.local_path(dst_uri)
-    dfd = os.open(path, _CREATE_NEW, 0o666)
     inode = None
     try:
+        dfd = os.open(path, _CREATE_NEW, 0o666)
         try:
             made = os.fstat(dfd)
         except BaseException:
@@ -242,9 +261,11 @@ def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None)
             raise
         inode = (made.st_dev, made.st_ino)
         written, digest = _copy_checked(src_uri, dst_uri, dfd, path, expect_sha256)
-    except BaseException:
+    except BaseException as exc:
         if inode is not None:  # (else an empty file nobody reads: the next clone of it replaces it)
             _delete_own(path, inode)
+        if isinstance(exc, OSError):
+            raise full_disk(exc, fs.parent(dst_uri), src_uri, dst_uri) or exc
         raise
     return Staged(path, dst_uri, written, digest, in_place=True, inode=inode)
 

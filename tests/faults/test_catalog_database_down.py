@@ -10,8 +10,8 @@ The server is a private one (``tests/pgserver.py``), so stopping it never touche
 from __future__ import annotations
 
 import pytest
-from balance_lake import Clock, Lake, assert_whole, kill_at, rows
-from injection import pg_down, pg_start, pg_stop, pg_terminate_others
+from balance_lake import Clock, Lake, assert_whole, rows
+from injection import pg_start, pg_stop, pg_terminate_others
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
