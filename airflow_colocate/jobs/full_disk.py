@@ -35,3 +35,27 @@ def full_backend(catalog, exc: BaseException, operation: str) -> StorageFull | N
             return StorageFull(f"backend {b.name} ({b.root_uri}) is full: {line}; {operation} was aborted and nothing "
                                f"of it is visible: free space on {b.name} (or decommission it), then run it again")
     return None
+
+
+FULL_BELOW = 64 * 1024  # free bytes under which a work dir counts as full: a plan or a report needs more
+
+
+def work_dir_full(report_uri: str) -> StorageFull | None:
+    """Why a job left no report (and no ``.error`` line: that needs space too), when the reason is a
+    full work dir; None when the work dir has room or is not a local directory."""
+    if not fs.is_local(report_uri):
+        return None
+    import os
+
+    where = fs.local_path(fs.parent(report_uri))
+    while where and not os.path.isdir(where):
+        where = os.path.dirname(where.rstrip("/"))
+    try:
+        st = os.statvfs(where or "/")
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize >= FULL_BELOW:
+        return None
+    return StorageFull(f"the work dir {fs.parent(report_uri)} has no space left on its disk: the Spark job could not "
+                       f"write its report {report_uri}; nothing of the job is committed: free space there (or set "
+                       "another work_dir), then run it again")

@@ -20,6 +20,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_colocate.core.errors import ColocateError, InvalidArgument
 from airflow_colocate.core.spark_lines import jar_name
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
+from airflow_colocate.jobs.full_disk import work_dir_full
 from airflow_colocate.operators.spark_env import cluster_line, job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
@@ -113,7 +114,8 @@ class ColocateSparkOperator(SparkSubmitOperator):
             plan_uri = plan_files.save_plan(plan, plan_uri_of(plan))
             self.submit(context, plan_uri, plan.report_uri)
             if not fs.exists(plan.report_uri):
-                raise ColocateError(f"the Spark job ended without writing its report {plan.report_uri}")
+                raise work_dir_full(plan.report_uri) or ColocateError(
+                    f"the Spark job ended without writing its report {plan.report_uri}")
             return plan_files.load_report(self.report_type, plan.report_uri)
         except BaseException as exc:
             if on_failure is not None:
@@ -132,6 +134,9 @@ class ColocateSparkOperator(SparkSubmitOperator):
             error_uri = report_uri + ".error"
             if fs.exists(error_uri):
                 raise ColocateError(fs.read_text(error_uri).strip()) from exc
+            full = work_dir_full(report_uri)  # no room even for the one-line reason
+            if full is not None:
+                raise full from exc
             raise
 
     def spark_hook(self, context, plan_uri: str) -> SparkSubmitHook:

@@ -7,13 +7,14 @@ about tables or buckets: that is :mod:`airflow_colocate.storage.layout`.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from functools import lru_cache
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
-from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError, StorageFull
 
 # Hadoop spellings that pyarrow knows under another name.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs"}
@@ -273,6 +274,9 @@ def write_text_atomic(uri: str, text: str) -> None:
                 f.flush()
                 os.fsync(f.fileno())
         rename(tmp, uri)
-    except BaseException:
+    except BaseException as exc:
         delete_file(tmp)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StorageFull(f"cannot write {uri}: no space left on device ({exc.strerror}); nothing was written "
+                              "there: free space on that disk (or use another directory), then run again") from exc
         raise

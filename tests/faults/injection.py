@@ -8,6 +8,7 @@ manager or a function that undoes itself, so a failing test leaves no mount, ser
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -47,18 +48,25 @@ def small_tmpfs(where: Path, size: str = "256k"):
             subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-def fill(where: Path, leave: int = 0) -> Path:
-    """Fill the file system of ``where`` until at most ``leave`` bytes are free; the filler file
-    is returned so a test can delete it (the operator freeing space)."""
+def fill(where: Path) -> Path:
+    """Fill the file system of ``where`` until a write fails with ENOSPC; the filler file is
+    returned so a test can delete it (the operator freeing space)."""
     filler = where / "filler.bin"
-    with open(filler, "wb") as out:
-        chunk = b"\0" * 4096
-        try:
-            while os.statvfs(where).f_bavail * os.statvfs(where).f_frsize > leave + len(chunk):
-                out.write(chunk)
-                out.flush()
-        except OSError:
-            pass
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        chunk = b"\0" * 65536
+        while True:
+            try:
+                os.write(fd, chunk)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                if len(chunk) == 1:
+                    break
+                chunk = chunk[: len(chunk) // 2]
+    finally:
+        os.close(fd)
+    assert free_space(where) == 0, f"{where} still has {free_space(where)} bytes free"
     return filler
 
 

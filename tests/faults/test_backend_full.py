@@ -91,3 +91,50 @@ def test_repair_clone_onto_a_full_backend(full_lake):
     lake.run()
     assert_whole(catalog)
     assert rows(catalog, "orders") == before
+
+
+@pytest.mark.spark
+def test_plan_and_report_files_in_a_full_work_dir(full_lake, spark, tmp_path, capsys):
+    """The work dir (plans and reports) on a tmpfs of its own: a plan that cannot be saved stops the
+    write before Spark; a report that cannot be saved (nor its ``.error`` line) is told by the
+    work dir's free space, as the operator says it; the write is aborted and nothing is visible."""
+    from airflow_colocate.jobs.full_disk import work_dir_full
+    from airflow_colocate.jobs.write import finish_write, prepare_write
+    from airflow_colocate.spark import entry
+    from airflow_colocate.storage.plan_files import load_report, save_plan
+
+    from airflow_colocate.core.contract import WriteReport
+    from airflow_colocate.core.errors import StorageFull
+
+    lake, catalog = full_lake, full_lake.catalog
+    before = rows(catalog, "orders")
+    with small_tmpfs(tmp_path / "work", size="1m") as work:
+        src = source(tmp_path / "src", range(300))
+        ticket, plan = prepare_write(catalog, "orders", DAY, src, work_dir=work)
+        plan_uri = plan.report_uri.replace("report.json", "plan.json")
+        filler = fill(work)
+        with pytest.raises(StorageFull) as failed:
+            save_plan(plan, plan_uri)
+        line = one_line(failed.value)
+        assert line.startswith(f"cannot write {plan_uri}: no space left on device (No space left on device); "
+                               "nothing was written there: free space on that disk"), line
+        filler.unlink()
+        save_plan(plan, plan_uri)
+
+        filler = fill(work)  # the job runs, then cannot write its report nor the reason
+        capsys.readouterr()
+        assert entry.main(["--plan", plan_uri, "--kind", "write"]) == 1
+        assert "could not write" in capsys.readouterr().err
+        line = one_line(work_dir_full(plan.report_uri))
+        assert line.startswith(f"the work dir {plan.report_uri.rsplit('/', 1)[0]} has no space left on its disk: "
+                               f"the Spark job could not write its report {plan.report_uri}"), line
+        catalog.writes.abort(ticket.job_id, line)  # what the operator's failure does
+        assert rows(catalog, "orders") == before
+
+        filler.unlink()  # the next run after space is freed commits
+        assert work_dir_full(plan.report_uri) is None
+        ticket, plan = prepare_write(catalog, "orders", DAY, src, work_dir=work)
+        plan_uri = save_plan(plan, plan.report_uri.replace("report.json", "plan.json"))
+        assert entry.main(["--plan", plan_uri, "--kind", "write"]) == 0
+        finish_write(catalog, ticket, load_report(WriteReport, plan.report_uri))
+    assert [r[0] for r in rows(catalog, "orders")[DAY]] == list(range(300))
