@@ -12,9 +12,12 @@ from balance_lake import Clock, Lake, assert_whole, rows
 from injection import fill, small_tmpfs
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.core.contract import Source
-from airflow_colocate.core.errors import ColocateError
-from airflow_colocate.jobs.write import write_in_session
+from airflow_colocate.core.contract import Source, WriteReport
+from airflow_colocate.core.errors import ColocateError, StorageFull
+from airflow_colocate.jobs.full_disk import work_dir_full
+from airflow_colocate.jobs.write import finish_write, prepare_write, write_in_session
+from airflow_colocate.spark import entry
+from airflow_colocate.storage.plan_files import load_report, save_plan
 
 DAY, DAY2 = "2026-11-01", "2026-11-02"
 
@@ -98,15 +101,7 @@ def test_plan_and_report_files_in_a_full_work_dir(full_lake, spark, tmp_path, ca
     """The work dir (plans and reports) on a tmpfs of its own: a plan that cannot be saved stops the
     write before Spark; a report that cannot be saved (nor its ``.error`` line) is told by the
     work dir's free space, as the operator says it; the write is aborted and nothing is visible."""
-    from airflow_colocate.jobs.full_disk import work_dir_full
-    from airflow_colocate.jobs.write import finish_write, prepare_write
-    from airflow_colocate.spark import entry
-    from airflow_colocate.storage.plan_files import load_report, save_plan
-
-    from airflow_colocate.core.contract import WriteReport
-    from airflow_colocate.core.errors import StorageFull
-
-    lake, catalog = full_lake, full_lake.catalog
+    catalog = full_lake.catalog
     before = rows(catalog, "orders")
     with small_tmpfs(tmp_path / "work", size="1m") as work:
         src = source(tmp_path / "src", range(300))
