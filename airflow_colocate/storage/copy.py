@@ -19,9 +19,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from airflow_colocate.core.errors import ColocateError, StorageFull
+from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs, layout
 from airflow_colocate.storage.durability import WRITEBACK_MIN, start_writeback
+from airflow_colocate.storage.no_space import no_space
 from airflow_colocate.storage.replica_dir import TMP_MARK, _names, is_data_name, replica_files, subdirs
 
 CHUNK = 8 * 1024 * 1024
@@ -143,19 +144,8 @@ def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
                root: str | None = None, fsync: bool = False, area: str | None = None) -> Staged:
     try:
         return _stage_file(src_uri, dst_uri, expect_sha256=expect_sha256, root=root, fsync=fsync, area=area)
-    except OSError as exc:
-        raise full_disk(exc, root or fs.parent(dst_uri), src_uri, dst_uri) or exc
-
-
-def full_disk(exc: OSError, where: str, src_uri: str, dst_uri: str) -> StorageFull | None:
-    """A copy that ran out of space, as one line naming where (the backend root): a bare
-    ``[Errno 28]`` names no disk. The destination's fault, never the source's."""
-    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-        return None
-    full = StorageFull(f"no space left on device under {where}: copying {fs.basename(src_uri)} to {dst_uri} "
-                       f"failed ({exc.strerror}); the partial copy is removed")
-    full.__cause__ = exc
-    return full
+    except OSError as exc:  # a full destination: named by its root, and never the source's fault
+        raise no_space(exc, root or fs.parent(dst_uri), f"copying {fs.basename(src_uri)} to {dst_uri}") or exc
 
 
 def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
@@ -264,9 +254,7 @@ def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None)
     except BaseException as exc:
         if inode is not None:  # (else an empty file nobody reads: the next clone of it replaces it)
             _delete_own(path, inode)
-        if isinstance(exc, OSError):
-            raise full_disk(exc, fs.parent(dst_uri), src_uri, dst_uri) or exc
-        raise
+        raise no_space(exc, fs.parent(dst_uri), f"copying {fs.basename(src_uri)} to {dst_uri}") or exc
     return Staged(path, dst_uri, written, digest, in_place=True, inode=inode)
 
 

@@ -7,7 +7,6 @@ about tables or buckets: that is :mod:`airflow_colocate.storage.layout`.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 from functools import lru_cache
@@ -15,6 +14,7 @@ from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from airflow_colocate.core.errors import ColocateError, StorageFull
+from airflow_colocate.storage.no_space import no_space
 
 # Hadoop spellings that pyarrow knows under another name.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs"}
@@ -276,7 +276,8 @@ def write_text_atomic(uri: str, text: str) -> None:
         rename(tmp, uri)
     except BaseException as exc:
         delete_file(tmp)
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise StorageFull(f"cannot write {uri}: no space left on device ({exc.strerror}); nothing was written "
-                              "there: free space on that disk (or use another directory), then run again") from exc
+        full = no_space(exc, parent(uri), f"writing {basename(uri)}")
+        if full is not None:
+            raise StorageFull(f"{full}; nothing was written there: free space on that disk (or use another "
+                              "directory), then run again") from exc
         raise

@@ -111,8 +111,8 @@ def test_plan_and_report_files_in_a_full_work_dir(full_lake, spark, tmp_path, ca
         with pytest.raises(StorageFull) as failed:
             save_plan(plan, plan_uri)
         line = one_line(failed.value)
-        assert line.startswith(f"cannot write {plan_uri}: no space left on device (No space left on device); "
-                               "nothing was written there: free space on that disk"), line
+        assert line.startswith(f"no space left on device under {plan_uri.rsplit('/', 1)[0]}: writing plan.json failed "
+                               "(No space left on device); nothing was written there: free space on that disk"), line
         filler.unlink()
         save_plan(plan, plan_uri)
 
