@@ -124,7 +124,13 @@ class CatalogSession:
 
     def check_schema(self) -> None:
         """Refuse to work on a database that was never initialised or is behind the code."""
-        current = current_revision(self.engine)
+        try:
+            current = current_revision(self.engine)
+        except DBAPIError as exc:  # the first contact of a command or a task: a server down says so here
+            failure = catalog_failure(exc, self.where)
+            if failure is not None:
+                raise failure from exc
+            raise
         if current != head_revision():
             raise ColocateError(
                 f"catalog at {self.engine.url.render_as_string(hide_password=True)} is at schema "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from balance_lake import Clock, Lake, assert_whole, rows
-from injection import pg_start, pg_stop, pg_terminate_others
+from injection import pg_down, pg_start, pg_stop, pg_terminate_others
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
@@ -176,3 +176,14 @@ def test_connection_cut_by_the_server(pg_lake):
         assert conn.execute(text("SELECT count(*) FROM events WHERE kind = 'flag.set'")).scalar() == 1
     lake.write("orders", DAY, range(5))
     assert len(rows(catalog, "orders")[DAY]) == 5
+
+
+def test_a_command_against_a_stopped_server_says_so(pg_lake, monkeypatch, capsys):
+    from airflow_colocate.cli import main
+
+    monkeypatch.setenv("COLOCATE_CATALOG_URL", str(pg_lake.catalog.engine.url.render_as_string(hide_password=False)))
+    with pg_down(pg_lake.server):
+        assert main(["backend", "list"]) != 0
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "catalog database postgresql" in err and "is unreachable (" in err, err
+    assert main(["backend", "list"]) == 0
