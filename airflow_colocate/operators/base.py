@@ -20,7 +20,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_colocate.core.errors import ColocateError, InvalidArgument
 from airflow_colocate.core.spark_lines import jar_name
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
-from airflow_colocate.jobs.full_disk import work_dir_full
+from airflow_colocate.jobs.full_disk import full_backend, work_dir_full
 from airflow_colocate.operators.spark_env import cluster_line, job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
@@ -120,6 +120,9 @@ class ColocateSparkOperator(SparkSubmitOperator):
         except BaseException as exc:
             if on_failure is not None:
                 on_failure(exc)
+            full = full_backend(self.catalog, exc, f"the {plan.kind} job {plan.job_id}")  # named, not a bare root
+            if full is not None:
+                raise full from exc
             raise
 
     def submit(self, context, plan_uri: str, report_uri: str) -> None:

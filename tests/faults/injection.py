@@ -1,9 +1,10 @@
 """Real faults for the per-fault-kind tests (a helper module, not a test file).
 
-Each primitive makes the fault the way a machine would meet it, never by patching our code: a
-file system that is really full (a size-limited tmpfs), a PostgreSQL server that is really stopped
-or whose backend process really ends the connection, a network link really down. Each is a context
-manager or a function that undoes itself, so a failing test leaves no mount, server or link behind.
+Each primitive makes the fault the way a machine would meet it, never by patching our code: a file
+system that is really full (a size-limited tmpfs), a PostgreSQL server that is really stopped or
+whose backend process really ends the connection. Each undoes itself, so a failing test leaves no
+mount or stopped server behind. The stalled backend is ``slowfs.py`` (a file system of its own);
+the link taken down is the namespace cluster's (``bench/netns_cluster.py``, in test_link_down.py).
 """
 
 from __future__ import annotations
@@ -12,17 +13,12 @@ import errno
 import os
 import shutil
 import subprocess
-import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
-
-from pgserver import PgServer, _as_user, _clean_env, _postmaster_pid, _run  # noqa: E402
+from pgserver import PgServer, _as_user, _clean_env, _run
 
 
 def root_or_skip(*tools: str) -> None:
@@ -93,10 +89,6 @@ def pg_start(server: PgServer) -> None:
           "-w", "-t", "60", "-o", options, "start"], server._run_as, "pg_ctl start", server.log_path, 90)
 
 
-def pg_running(server: PgServer) -> bool:
-    return _postmaster_pid(server.data_dir) is not None
-
-
 def pg_terminate_others(server: PgServer, database: str) -> int:
     """Cut every connection to ``database`` from the server side (``pg_terminate_backend``), as an
     administrator or a failover does; returns how many were cut."""
@@ -117,12 +109,3 @@ def pg_down(server: PgServer, mode: str = "immediate"):
         yield
     finally:
         pg_start(server)
-
-
-def wait_until(predicate, timeout: float = 30.0, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
