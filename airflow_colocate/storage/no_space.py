@@ -10,7 +10,7 @@ from airflow_colocate.core.errors import StorageFull
 
 def no_space(exc: BaseException, where: str, what: str) -> StorageFull | None:
     """``exc`` as :class:`StorageFull` when it is ENOSPC or a full quota, else None."""
-    if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+    if not isinstance(exc, OSError) or isinstance(exc, StorageFull) or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
         return None
     full = StorageFull(f"no space left on device under {where}: {what} failed ({exc.strerror})")
     full.__cause__ = exc
