@@ -18,12 +18,13 @@ def is_full(text: str) -> bool:
 
 def full_backend(catalog, exc: BaseException, operation: str) -> StorageFull | None:
     """``exc`` as one line naming the full backend (found by its root in the message), or None
-    when ``exc`` is not a full disk or names no backend of the catalog."""
+    when ``exc`` is not a full disk or names no backend of the catalog. ``catalog``: the catalog,
+    or a function returning it, called only for a full disk."""
     text = str(exc)
     if not is_full(text):
         return None
     try:
-        backends = catalog.backends.list()
+        backends = (catalog() if callable(catalog) else catalog).backends.list()
     except Exception:  # the catalog failing too: the original error says more than this one would
         return None
     for b in backends:

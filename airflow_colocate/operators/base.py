@@ -120,7 +120,7 @@ class ColocateSparkOperator(SparkSubmitOperator):
         except BaseException as exc:
             if on_failure is not None:
                 on_failure(exc)
-            full = full_backend(self.catalog, exc, f"the {plan.kind} job {plan.job_id}")  # named, not a bare root
+            full = full_backend(lambda: self.catalog, exc, f"the {plan.kind} job {plan.job_id}")  # named, not a bare root
             if full is not None:
                 raise full from exc
             raise

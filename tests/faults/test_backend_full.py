@@ -59,7 +59,7 @@ def test_write_onto_a_full_backend(full_lake, spark, tmp_path):
     before = rows(catalog, "orders")
     filler = fill(lake.disk)
     with pytest.raises(ColocateError) as failed:
-        write_in_session(spark, catalog, "orders", DAY, source(tmp_path / "src", range(5000)), work_dir=lake.work)
+        write_in_session(spark, catalog, "orders", DAY, source(tmp_path / "src", range(2000)), work_dir=lake.work)
     line = one_line(failed.value)
     be3 = (lake.root / "backends" / "be3").as_uri()
     assert line.startswith(f"backend be3 ({be3}) is full: placing the buckets of default.orders failed: "
@@ -70,8 +70,8 @@ def test_write_onto_a_full_backend(full_lake, spark, tmp_path):
     assert catalog.partitions.list("orders")[0].visible_version == 1
 
     filler.unlink()
-    write_in_session(spark, catalog, "orders", DAY, source(tmp_path / "src", range(5000)), work_dir=lake.work)
-    assert [r[0] for r in rows(catalog, "orders")[DAY]] == list(range(5000))
+    write_in_session(spark, catalog, "orders", DAY, source(tmp_path / "src", range(2000)), work_dir=lake.work)
+    assert [r[0] for r in rows(catalog, "orders")[DAY]] == list(range(2000))
 
 
 def test_repair_clone_onto_a_full_backend(full_lake):
