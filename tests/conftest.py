@@ -143,6 +143,7 @@ LONGEST_FIRST = [
     "tests/operators/test_join_operator.py",
     "tests/joins/test_spark_connect.py",  # a Spark Connect server (~20 s to start)
     "tests/spark/test_netns_cluster.py",  # ~70 s: a two-host cluster in network namespaces, two joins
+    "tests/faults/test_link_down.py",  # ~90 s: the same cluster, a worker's link down mid-query
     "tests/operators/test_task_log.py",
     "tests/test_compose_services.py",
     "tests/test_wheel.py",  # builds and installs the wheel

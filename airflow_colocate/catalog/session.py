@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.db_errors import catalog_failure, is_disconnect
 from airflow_colocate.catalog.engine import default_url, make_engine
 from airflow_colocate.catalog.migrate import current_revision, head_revision, migrate
 from airflow_colocate.catalog.rows import DEFAULT_DB
@@ -37,6 +38,7 @@ FLAGS = ("disable_colocate_balance", "disable_colocate_relocate", "disable_coloc
 
 
 _RETRIES = 30
+RECONNECT_S = 5.0  # how long a transaction waits for a restarting server before it says the catalog is unreachable
 
 _gc_lock = threading.Lock()
 _gc_holders = 0  # bulk transactions running with the cyclic collector paused by us
@@ -122,7 +124,13 @@ class CatalogSession:
 
     def check_schema(self) -> None:
         """Refuse to work on a database that was never initialised or is behind the code."""
-        current = current_revision(self.engine)
+        try:
+            current = current_revision(self.engine)
+        except DBAPIError as exc:  # the first contact of a command or a task: a server down says so here
+            failure = catalog_failure(exc, self.where)
+            if failure is not None:
+                raise failure from exc
+            raise
         if current != head_revision():
             raise ColocateError(
                 f"catalog at {self.engine.url.render_as_string(hide_password=True)} is at schema "
@@ -137,16 +145,36 @@ class CatalogSession:
         if outer is not None:
             return fn(outer)
         delay = 0.01
+        reconnect_until = None
         for attempt in range(_RETRIES):
+            committing = False
             try:
                 with _gc_paused_for_bulk() if bulk else nullcontext(), self._sessions.begin() as session:
-                    return fn(session)
+                    result = fn(session)
+                    session.flush()  # a statement that fails here has not reached COMMIT: safe to run again
+                    committing = True
+                return result
             except (OperationalError, IntegrityError, DBAPIError) as exc:
+                if is_disconnect(exc) and not committing:
+                    # a server restarted or a connection cut before COMMIT: nothing was applied, so
+                    # the transaction runs again on a new connection while the server comes back
+                    reconnect_until = reconnect_until or time.monotonic() + RECONNECT_S
+                    if time.monotonic() < reconnect_until and attempt < _RETRIES - 1:
+                        time.sleep(0.2)
+                        continue
+                failure = catalog_failure(exc, self.where, committing=committing)
+                if failure is not None:
+                    raise failure from exc
                 if attempt == _RETRIES - 1 or not _retryable(exc):
                     raise
             time.sleep(delay * (1 + random.random()))  # outside the pause: another thread may need a collection
             delay = min(delay * 2, 0.5)
         raise AssertionError("unreachable")
+
+    @property
+    def where(self) -> str:
+        """The catalog as an error names it: its URL without the password."""
+        return self.engine.url.render_as_string(hide_password=True)
 
     def event(self, s: Session, kind: str, subject: str, **detail) -> None:
         events = getattr(self._atomic, "events", None)
@@ -163,17 +191,26 @@ class CatalogSession:
         if getattr(self._atomic, "session", None) is not None:
             raise AssertionError("atomic() blocks do not nest")
         events: list[tuple[str, str, dict]] = []
-        with self._sessions.begin() as session:
-            self._atomic.session, self._atomic.events = session, events
-            try:
-                yield session
-                self._atomic.events = None
-                if len(events) == 1:
-                    self.event(session, *events[0][:2], **events[0][2])
-                elif events:
-                    self.event(session, kind, subject, changes=[{"kind": k, **d} for k, _, d in events])
-            finally:
-                self._atomic.session = self._atomic.events = None
+        committing = False
+        try:
+            with self._sessions.begin() as session:
+                self._atomic.session, self._atomic.events = session, events
+                try:
+                    yield session
+                    self._atomic.events = None
+                    if len(events) == 1:
+                        self.event(session, *events[0][:2], **events[0][2])
+                    elif events:
+                        self.event(session, kind, subject, changes=[{"kind": k, **d} for k, _, d in events])
+                    session.flush()
+                    committing = True
+                finally:
+                    self._atomic.session = self._atomic.events = None
+        except DBAPIError as exc:
+            failure = catalog_failure(exc, self.where, committing=committing)
+            if failure is not None:
+                raise failure from exc
+            raise
 
     def database_id(self, s: Session, name: str, *, create: bool = False) -> int:
         naming.check_name("database", name)

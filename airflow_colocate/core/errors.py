@@ -6,6 +6,7 @@ terminal by someone who did not write the call. The CLI prints ``str(error)`` as
 
 from __future__ import annotations
 
+import errno
 import re
 
 
@@ -35,6 +36,22 @@ class PlacementError(ColocateError):
 
 class Conflict(ColocateError):
     """The request is valid but the current state forbids it (e.g. removing a busy backend)."""
+
+
+class CatalogUnavailable(ColocateError):
+    """The catalog database could not take the change: it is down, cut the connection, or its
+    disk is full. Nothing of the operation is visible; running it again once that is fixed is safe."""
+
+
+class StorageFull(ColocateError, OSError):
+    """A backend or the work dir has no space left; what the operation wrote is not visible. Still
+    an ``OSError`` with ``errno.ENOSPC``, so code that handled the bare error handles this one."""
+
+    def __init__(self, message: str, *rest) -> None:
+        OSError.__init__(self, errno.ENOSPC, rest[0] if rest else message)  # (errno, message) when unpickled
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
 _JAVA_LINE = re.compile(r":?\s*((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)\b.*)")

@@ -17,9 +17,8 @@ point is picked up by the next run, which redoes only what is not recorded. Noth
 before its replacement is verified, and a bucket never loses its last verified replica (see
 :meth:`BalanceJobs.close <airflow_colocate.catalog.balance_jobs.BalanceJobs.close>` and :meth:`BalanceJobs.take_droppable <airflow_colocate.catalog.balance_jobs.BalanceJobs.take_droppable>`).
 
-The Spark part is a ``runner``: a function from :class:`~airflow_colocate.core.contract.ClonePlan` to
-:class:`~airflow_colocate.core.contract.CloneReport` (:mod:`airflow_colocate.jobs.runners`): in a
-Spark session, through ``spark-submit`` (the operator), or in this process.
+The Spark part is a ``runner``, a function from a ``ClonePlan`` to a ``CloneReport`` (:mod:`airflow_colocate.jobs.runners`):
+in a Spark session, through ``spark-submit`` (the operator), or in this process.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from airflow_colocate.model.views import DEFAULT_GRACE, DEFAULT_RELOCATE_DELAY, 
 from airflow_colocate.core.contract import ClonePlan, CloneReport, VerifyTask
 from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
-from airflow_colocate.jobs import metrics
+from airflow_colocate.jobs import balance_outcome, metrics
 from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations, planned_bytes
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
@@ -174,6 +173,7 @@ class Balancer:
         self.on_step = on_step or _noop
         self.echo = echo or log.info
         self._plans = 0
+        self._clone_failures: dict[int, dict[int, str]] = {}  # job -> target backend -> its last clone error (not a source's)
 
     # -- spark ------------------------------------------------------------------------------
 
@@ -247,6 +247,7 @@ class Balancer:
             fs.delete_tree(path)
         for c in (c for c in report.copies if not c.ok):
             self.echo(f"job {job.id}: clone to {c.path} failed: {c.error}")
+            self._clone_failures.setdefault(job.id, {}).update({} if c.source_bad else {c.backend_id: c.error or "?"})
         return n, sum(c.bytes for c in report.copies if c.ok)
 
     # -- steps ------------------------------------------------------------------------------
@@ -357,6 +358,7 @@ class Balancer:
                 out.state, out.step = job.state, job.step
                 out.notes += [f"{b.table}/{b.partition} bucket {b.bucket_seq} -> backend {b.backend_id}: {b.why}"
                               for b in blocked[:5]]
+                out.notes += balance_outcome.clone_failure_notes(self._clone_failures.pop(job.id, {}), self.catalog)
                 out.notes.append("not switched yet: the next run continues")
                 return out
             job = replace(job, step="switched")  # as recorded by switch_map, without reading it back

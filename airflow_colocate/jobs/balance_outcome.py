@@ -135,3 +135,16 @@ def job_progress(job: JobView, now) -> dict:
     elif finished:
         eta = 0.0
     return {"planned_bytes": planned, "copied_bytes": copied, "percent": percent, "eta_seconds": eta}
+
+
+def clone_failure_notes(failures: dict[int, str], catalog) -> list[str]:
+    """One line per target backend whose clones kept failing, naming it and what to do: a full
+    disk is the operator's to fix, and the job waits for it rather than moving elsewhere."""
+    names = {b.id: b.name for b in catalog.backends.list()} if failures else {}
+    notes = []
+    for backend_id, error in sorted(failures.items()):
+        name = names.get(backend_id, str(backend_id))
+        todo = (f"free space on {name} (or decommission it)" if "no space left on device" in error.lower()
+                else f"check backend {name}")
+        notes.append(f"clones to backend {name} failed: {error}; {todo}, then run balance again")
+    return notes

@@ -15,6 +15,7 @@ from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import Source, WritePlan, WriteReport
 from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
 from airflow_colocate.core.paths import default_work_dir
+from airflow_colocate.jobs.full_disk import full_backend
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.model.views import WriteTicket, group_full_name
 from airflow_colocate.planner.reads import read_table
@@ -170,6 +171,9 @@ def write_in_session(spark, catalog: Catalog, table: str, partition: str, source
         report = run_write(spark, plan, timings)
     except BaseException as exc:
         catalog.writes.abort(ticket.job_id, f"{type(exc).__name__}: {exc}")
+        full = full_backend(catalog, exc, f"the write of {plan.table} {partition}")
+        if full is not None:
+            raise full from exc
         raise
     with timed(timings, "catalog: commit"):
         return finish_write(catalog, ticket, report)

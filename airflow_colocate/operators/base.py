@@ -21,6 +21,7 @@ from airflow_colocate.core.errors import ColocateError, InvalidArgument
 from airflow_colocate.core.spark_lines import jar_name
 from airflow_colocate.hooks.catalog import ColocateCatalogHook
 from airflow_colocate.hooks import object_store
+from airflow_colocate.jobs.full_disk import full_backend, work_dir_full
 from airflow_colocate.operators.spark_env import cluster_line, job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
 from airflow_colocate.spark.locality import locality_conf
@@ -120,11 +121,15 @@ class ColocateSparkOperator(SparkSubmitOperator):
             plan_uri = plan_files.save_plan(plan, plan_uri_of(plan))
             self.submit(context, plan_uri, plan.report_uri)
             if not fs.exists(plan.report_uri):
-                raise ColocateError(f"the Spark job ended without writing its report {plan.report_uri}")
+                raise work_dir_full(plan.report_uri) or ColocateError(
+                    f"the Spark job ended without writing its report {plan.report_uri}")
             return plan_files.load_report(self.report_type, plan.report_uri)
         except BaseException as exc:
             if on_failure is not None:
                 on_failure(exc)
+            full = full_backend(lambda: self.catalog, exc, f"the {plan.kind} job {plan.job_id}")  # named, not a bare root
+            if full is not None:
+                raise full from exc
             raise
 
     def submit(self, context, plan_uri: str, report_uri: str) -> None:
@@ -139,6 +144,9 @@ class ColocateSparkOperator(SparkSubmitOperator):
             error_uri = report_uri + ".error"
             if fs.exists(error_uri):
                 raise ColocateError(fs.read_text(error_uri).strip()) from exc
+            full = work_dir_full(report_uri)  # no room even for the one-line reason
+            if full is not None:
+                raise full from exc
             raise
 
     def spark_hook(self, context, plan_uri: str) -> SparkSubmitHook:

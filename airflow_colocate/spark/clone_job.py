@@ -36,7 +36,7 @@ from airflow_colocate.core.contract import (
     CloneResult,
     VerifyResult,
 )
-from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError, StorageFull
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import durability
@@ -171,8 +171,8 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
                     continue
                 staged.append(copy_mod.stage_file(fs.join(src, name), fs.join(dst, name),
                                                   expect_sha256=expect.get(name), root=root, area=area))
-            except copy_mod.StagingError:
-                raise  # the destination (e.g. its root is gone): retried later
+            except (copy_mod.StagingError, StorageFull):
+                raise  # the destination (its root is gone, its disk is full): retried later
             except ColocateError as exc:  # a listed file hashed differently: the source is corrupt
                 _drop_staged(staged)
                 return dict(out, source_bad=True, error=str(exc))

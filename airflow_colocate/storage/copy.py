@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import fs, layout, s3
 from airflow_colocate.storage.durability import WRITEBACK_MIN, start_writeback
+from airflow_colocate.storage.no_space import no_space
 from airflow_colocate.storage.replica_dir import TMP_MARK, _names, is_data_name, replica_files, subdirs
 
 CHUNK = 8 * 1024 * 1024
@@ -145,6 +146,14 @@ def _delete_own(path: str, inode: tuple[int, int]) -> None:
 
 def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
                root: str | None = None, fsync: bool = False, area: str | None = None) -> Staged:
+    try:
+        return _stage_file(src_uri, dst_uri, expect_sha256=expect_sha256, root=root, fsync=fsync, area=area)
+    except OSError as exc:  # a full destination: named by its root, and never the source's fault
+        raise no_space(exc, root or fs.parent(dst_uri), f"copying {fs.basename(src_uri)} to {dst_uri}") or exc
+
+
+def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
+                root: str | None, fsync: bool, area: str | None) -> Staged:
     """Copy ``src`` to a temporary name for ``dst`` (hashed, size checked), and stop there: the
     caller makes a whole batch durable at once (:func:`make_durable`) before it :func:`publish`-es
     them (2,000 small files: one ``syncfs``, not 2,000 ``fsync``). A failed copy leaves nothing;
@@ -248,9 +257,9 @@ def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None)
     the batch's bytes and names are made durable in one pass. The file must not exist (``O_EXCL``);
     a failed copy deletes it. The same copy, checks and messages as :func:`stage_file`."""
     path = fs.local_path(dst_uri)
-    dfd = os.open(path, _CREATE_NEW, 0o666)
     inode = None
     try:
+        dfd = os.open(path, _CREATE_NEW, 0o666)
         try:
             made = os.fstat(dfd)
         except BaseException:
@@ -258,10 +267,10 @@ def stage_in_place(src_uri: str, dst_uri: str, expect_sha256: str | None = None)
             raise
         inode = (made.st_dev, made.st_ino)
         written, digest = _copy_checked(src_uri, dst_uri, dfd, path, expect_sha256)
-    except BaseException:
+    except BaseException as exc:
         if inode is not None:  # (else an empty file nobody reads: the next clone of it replaces it)
             _delete_own(path, inode)
-        raise
+        raise no_space(exc, fs.parent(dst_uri), f"copying {fs.basename(src_uri)} to {dst_uri}") or exc
     return Staged(path, dst_uri, written, digest, in_place=True, inode=inode)
 
 

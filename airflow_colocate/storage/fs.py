@@ -13,7 +13,8 @@ from functools import lru_cache
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
-from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.core.errors import ColocateError, StorageFull
+from airflow_colocate.storage.no_space import no_space
 
 # Hadoop spellings that pyarrow knows under another name.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs"}
@@ -314,6 +315,10 @@ def write_text_atomic(uri: str, text: str) -> None:
                 f.flush()
                 os.fsync(f.fileno())
         rename(tmp, uri)
-    except BaseException:
+    except BaseException as exc:
         delete_file(tmp)
+        full = no_space(exc, parent(uri), f"writing {basename(uri)}")
+        if full is not None:
+            raise StorageFull(f"{full}; nothing was written there: free space on that disk (or use another "
+                              "directory), then run again") from exc
         raise
