@@ -22,7 +22,7 @@ EXPIRE_TODAY = "2026-10-29"  # with 5 days, b's days before 2026-10-24 expire
 def rows(table: str, dt: str, seed: int) -> set[tuple[int, str, str]]:
     """The rows write ``seed`` of ``table``/``dt`` holds: (id, v, dt)."""
     rng = random.Random(f"{table}/{dt}/{seed}")
-    return {(i, f"{table}:{dt}:{seed}:{i}", dt) for i in rng.sample(range(5000), rng.randint(40, 120))}
+    return {(i, f"{table}:{dt}:{seed}:{i}", dt) for i in rng.sample(range(400), rng.randint(40, 120))}
 
 
 def expired_days() -> list[str]:
