@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import threading
@@ -25,7 +24,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from nemesis_checks import check_drift, check_files, check_join, check_lake, check_read  # noqa: E402
 from nemesis_model import Model  # noqa: E402
-from nemesis_schedule import BACKENDS, generate, load, save, shrink  # noqa: E402
+from nemesis_schedule import generate, load, save, shrink  # noqa: E402
 from nemesis_world import FAULTS, World  # noqa: E402
 
 OP_TIMEOUT = 240.0
@@ -181,8 +180,12 @@ def run_schedule(schedule: dict, spark, root: Path, url: str, *, pg=None, echo=p
     try:
         world.setup()
         for i, step in enumerate(schedule["steps"]):
+            began = time.monotonic()
             run_step(world, model, step, i, tally, echo)
+            echo(f"  step {i}: {time.monotonic() - began:.1f}s, {len(tally.violations)} violations so far")
+        began = time.monotonic()
         settle(world, model, tally, echo)
+        echo(f"  settled in {time.monotonic() - began:.1f}s")
     except Exception as exc:
         tally.violations.append(f"harness: {type(exc).__name__}: {exc}")
         raise
@@ -202,7 +205,7 @@ class Lakes:
         root = self.base / f"lake{self.n}"
         root.mkdir(parents=True)
         if self.pg is None:
-            return root, f"sqlite:///{root / 'catalog.db'}"
+            return root, f"sqlite:///{root / 'catalog' / 'catalog.db'}"  # the World mounts a tmpfs there
         from pgserver import fresh_pg_database
 
         return root, fresh_pg_database(self.pg.url)
@@ -235,7 +238,8 @@ def run_and_shrink(schedule: dict, spark, lakes: Lakes, *, echo=print, keep: Pat
 def spark_session():
     from airflow_colocate.spark.session import get_spark
 
-    session = get_spark("colocate-nemesis", master="local[2]", conf={
+    # local[2,4]: a failed task is retried, so a registered read fails over through the jar
+    session = get_spark("colocate-nemesis", master="local[2,4]", conf={
         "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"})
     session.sparkContext.setLogLevel("ERROR")

@@ -25,7 +25,8 @@ PROCESS_OPS = (("write", 8), ("drop", 2), ("recover", 2), ("expire", 1), ("alter
 # Fault kinds the schedule draws; the harness's FAULTS table maps each to what it does, and
 # 'pg_restart' only where the catalog is PostgreSQL. A new kind (link down, stalled backend) is an
 # entry there and a weight here.
-FAULT_KINDS = (("kill", 5), ("down", 2), ("corrupt", 3), ("enospc", 2), ("pg_restart", 1))
+FAULT_KINDS = (("kill", 5), ("down", 2), ("corrupt", 3), ("enospc", 2), ("catalog_full", 1), ("pg_restart", 1))
+ONLY_ON = {"pg_restart": True, "catalog_full": False}  # kind -> the catalog it needs (PostgreSQL or not)
 
 
 def _pick(rng: random.Random, weighted) -> str:
@@ -55,7 +56,7 @@ def generate(seed: int, steps: int, *, workers: int = 3, postgres: bool = False)
     """``steps`` steps of ``workers`` concurrent ops each, with faults, all drawn from ``seed``."""
     rng = random.Random(seed)
     counter = iter(range(seed * 1000 + 1, seed * 1000 + 100_000))
-    kinds = [(k, w) for k, w in FAULT_KINDS if postgres or k != "pg_restart"]
+    kinds = [(k, w) for k, w in FAULT_KINDS if ONLY_ON.get(k, postgres) == postgres]
     out = []
     for _ in range(steps):
         ops = [_op(rng, _pick(rng, SPARK_OPS), counter)]
@@ -70,7 +71,7 @@ def generate(seed: int, steps: int, *, workers: int = 3, postgres: bool = False)
                 fault |= {"backend": rng.choice(BACKENDS[:3]), "steps": rng.randint(1, 2)}
             elif kind == "corrupt":
                 fault |= {"how": rng.choice(("flip", "truncate", "delete")), "pick": rng.randrange(1 << 30)}
-            elif kind == "enospc":
+            elif kind in ("enospc", "catalog_full"):
                 fault["steps"] = rng.randint(1, 2)
             faults.append(fault)
         out.append({"ops": ops, "faults": faults})

@@ -1,6 +1,6 @@
 """The lake a nemesis schedule runs against, and the hands that hurt it: a catalog (SQLite, or a
 PostgreSQL server of its own that a fault restarts), three backends in local folders and a fourth
-on a size-limited tmpfs (ENOSPC), two tables of one group (4 buckets, replication 2), one Spark
+on a size-limited tmpfs (ENOSPC; a SQLite catalog sits on one too), two tables of one group (4 buckets, replication 2), one Spark
 session for the ops that need Spark, and a process per op that a fault may SIGKILL.
 
 Faults are entries of :data:`FAULTS` (kind -> inject, heal): a new kind (a link down between two
@@ -36,6 +36,17 @@ COLUMNS = [("id", "bigint"), ("v", "string"), ("dt", "date")]
 
 def _run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60)
+
+
+def _fill(ballast: Path) -> None:
+    """Write zeros to ``ballast`` until its file system has no byte left."""
+    try:
+        with open(ballast, "ab") as f:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+    except OSError:
+        pass
 
 
 def kill_family(proc: subprocess.Popen) -> None:
@@ -80,6 +91,7 @@ class World:
         self.mounts: list[Path] = []  # innermost last
         self.down: dict[str, int] = {}  # backend -> steps left
         self.full_steps = 0
+        self.catalog_full_steps = 0
         self.procs: dict[int, subprocess.Popen] = {}
         self.lock = threading.Lock()
         self.env = dict(os.environ, COLOCATE_CATALOG_URL=url, COLOCATE_HOME=str(root / "home"),
@@ -97,6 +109,10 @@ class World:
         small = self.backend_root(BACKENDS[-1])
         _run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(small)])
         self.mounts.append(small)
+        if self.catalog_dir() is not None:
+            self.catalog_dir().mkdir(parents=True, exist_ok=True)
+            _run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(self.catalog_dir())])
+            self.mounts.append(self.catalog_dir())
         self.catalog = Catalog(self.url, actor="nemesis")
         self.catalog.init()
         for name in BACKENDS:
@@ -116,6 +132,12 @@ class World:
         self.mounts.clear()
         if self.catalog is not None:
             self.catalog.dispose()
+
+    def catalog_dir(self) -> Path | None:
+        """Where a SQLite catalog lives (a tmpfs of its own, for ENOSPC under the catalog)."""
+        if not self.url.startswith("sqlite:///"):
+            return None
+        return Path(self.url.removeprefix("sqlite:///")).parent
 
     def extra_columns(self, table: str) -> list[str]:
         return [n for n, _ in self.catalog.tables.get(table).columns if n not in ("id", "v", "dt")]
@@ -212,16 +234,22 @@ class World:
         """Fill the tmpfs backend to the last byte: every write, clone or plan file there meets ENOSPC."""
         if self.full_steps:
             return False
-        ballast = self.backend_root(BACKENDS[-1]) / "ballast.nemesis"
-        try:
-            with open(ballast, "ab") as f:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-        except OSError:
-            pass
+        _fill(self.backend_root(BACKENDS[-1]) / "ballast.nemesis")
         self.full_steps = fault["steps"]
         return True
+
+    def fill_catalog(self, fault: dict) -> bool:
+        """Fill the SQLite catalog's file system: a commit that needs a page or a journal meets ENOSPC."""
+        if self.catalog_full_steps or self.catalog_dir() is None:
+            return False
+        _fill(self.catalog_dir() / "ballast.nemesis")
+        self.catalog_full_steps = fault["steps"]
+        return True
+
+    def free_catalog(self) -> None:
+        if self.catalog_dir() is not None:
+            (self.catalog_dir() / "ballast.nemesis").unlink(missing_ok=True)
+        self.catalog_full_steps = 0
 
     def free_space(self) -> None:
         (self.backend_root(BACKENDS[-1]) / "ballast.nemesis").unlink(missing_ok=True)
@@ -288,17 +316,23 @@ class World:
             self.full_steps -= 1
             if not self.full_steps:
                 self.free_space()
+        if self.catalog_full_steps:
+            self.catalog_full_steps -= 1
+            if not self.catalog_full_steps:
+                self.free_catalog()
 
     def heal(self) -> None:
         for name in list(self.down):
             self.bring_up(name)
         self.free_space()
+        self.free_catalog()
 
 
 # kind -> how it strikes (the World, the fault's JSON) -> whether it did. 'kill' is the harness's.
 FAULTS = {
     "down": World.take_down,
     "enospc": World.fill_up,
+    "catalog_full": World.fill_catalog,
     "corrupt": World.corrupt,
     "pg_restart": World.pg_restart,
 }

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.spark]
 
 SQLITE_SEEDS = (101, 102)
 PG_SEEDS = (201,)
-STEPS = 6
+STEPS = 5
 KEPT = sorted((HERE / "schedules").glob("*.json"))
 
 
