@@ -28,6 +28,7 @@ from nemesis_schedule import generate, load, save, shrink  # noqa: E402
 from nemesis_world import FAULTS, World  # noqa: E402
 
 OP_TIMEOUT = 240.0
+SHRINK_TRIES = 16  # replays a shrink may spend (a 12-step replay takes one to three minutes)
 
 
 class Tally:
@@ -228,7 +229,7 @@ def run_and_shrink(schedule: dict, spark, lakes: Lakes, *, echo=print, keep: Pat
             except Exception:
                 return True
 
-        small = shrink(schedule, fails)
+        small = shrink(schedule, fails, budget=SHRINK_TRIES)
         path = save(dict(small, violations=tally.violations[:5]),
                     keep / f"seed{schedule['seed']}-{'pg' if schedule.get('postgres') else 'sqlite'}.json")
         echo(f"shrunk to {len(small['steps'])} steps: {path}")

@@ -78,18 +78,22 @@ def generate(seed: int, steps: int, *, workers: int = 3, postgres: bool = False)
     return {"seed": seed, "postgres": postgres, "steps": out}
 
 
-def shrink(schedule: dict, fails) -> dict:
+def shrink(schedule: dict, fails, budget: int = 1000) -> dict:
     """Delta debugging (ddmin) over the steps: the smallest sub-list of steps found for which
-    ``fails(schedule)`` still holds. Each try replays a whole schedule, so this costs about
-    n·log(n) runs at worst; the first try that fails wins at each size."""
+    ``fails(schedule)`` still holds, within ``budget`` tries. Each try replays a whole schedule,
+    so this costs about n·log(n) runs at worst; the first try that fails wins at each size."""
     steps = list(schedule["steps"])
     n = 2
-    while len(steps) >= 2:
+    tries = 0
+    while len(steps) >= 2 and tries < budget:
         size = max(1, len(steps) // n)
         chunks = [steps[i:i + size] for i in range(0, len(steps), size)]
         reduced = False
         for i in range(len(chunks)):
             rest = [s for j, c in enumerate(chunks) if j != i for s in c]
+            if tries >= budget:
+                break
+            tries += 1
             if rest and fails(dict(schedule, steps=rest)):
                 steps, n, reduced = rest, max(n - 1, 2), True
                 break
