@@ -26,14 +26,14 @@ bench: setup
 
 # Randomized schedules of concurrent work and faults against a model (tests/nemesis/; root: it mounts
 # tmpfs backends). SEED=… STEPS=… replays one exactly; no SEED runs successive seeds for DURATION
-# seconds. POSTGRES=1 puts the catalog on PostgreSQL and adds its restart to the faults.
+# seconds (from seed FROM=…, else one taken from the clock). POSTGRES=1 puts the catalog on PostgreSQL and adds its restart to the faults.
 SEED ?=
 STEPS ?= 12
 DURATION ?= 1800
 POSTGRES ?=
 nemesis:
 	bash scripts/setup.sh $(if $(POSTGRES),--with-postgres)
-	$(PYTHON) tests/nemesis/nemesis_run.py --steps $(STEPS) $(if $(SEED),--seed $(SEED),--duration $(DURATION)) $(if $(POSTGRES),--postgres)
+	$(PYTHON) tests/nemesis/nemesis_run.py --steps $(STEPS) $(if $(SEED),--seed $(SEED),--duration $(DURATION) $(if $(FROM),--seed $(FROM))) $(if $(POSTGRES),--postgres)
 
 clean:
 	rm -rf .venv .demo
