@@ -93,6 +93,20 @@ def _retryable(exc: DBAPIError) -> bool:
     return "database is locked" in text or "database table is locked" in text or "unique constraint failed" in text
 
 
+def _out_of_space(exc: DBAPIError) -> bool:
+    """SQLite's SQLITE_FULL and PostgreSQL's disk_full: no retry helps until someone frees space,
+    and the one who must is told so, not handed a driver's traceback."""
+    text = str(exc.orig).lower()
+    return (getattr(exc.orig, "pgcode", None) == "53100" or "database or disk is full" in text
+            or "no space left on device" in text)
+
+
+def _full(url, exc: DBAPIError) -> ColocateError:
+    where = url.render_as_string(hide_password=True)
+    return ColocateError(f"the catalog's disk is full ({where}: {str(exc.orig).splitlines()[0]}): this change was "
+                         "not committed; free space on the catalog's file system and run it again")
+
+
 def _whoami() -> str:
     try:
         return getpass.getuser()
@@ -142,6 +156,8 @@ class CatalogSession:
                 with _gc_paused_for_bulk() if bulk else nullcontext(), self._sessions.begin() as session:
                     return fn(session)
             except (OperationalError, IntegrityError, DBAPIError) as exc:
+                if _out_of_space(exc):
+                    raise _full(self.engine.url, exc) from exc
                 if attempt == _RETRIES - 1 or not _retryable(exc):
                     raise
             time.sleep(delay * (1 + random.random()))  # outside the pause: another thread may need a collection
@@ -163,6 +179,16 @@ class CatalogSession:
         if getattr(self._atomic, "session", None) is not None:
             raise AssertionError("atomic() blocks do not nest")
         events: list[tuple[str, str, dict]] = []
+        try:
+            with self._committed(kind, subject, events) as session:
+                yield session
+        except DBAPIError as exc:
+            if _out_of_space(exc):
+                raise _full(self.engine.url, exc) from exc
+            raise
+
+    @contextmanager
+    def _committed(self, kind: str, subject: str, events: list):
         with self._sessions.begin() as session:
             self._atomic.session, self._atomic.events = session, events
             try:

@@ -122,6 +122,9 @@ def run_step(world: World, model: Model, step: dict, index: int, tally: Tally, e
         outcomes[0] = "killed"
     uncertain = any(f["kind"] == "pg_restart" for f in faults)  # a lost connection may follow a commit
     final = [("killed" if (o == "failed" and uncertain) else o) for o in outcomes]
+    _checked(tally, [f"{ops[lane]['kind']} failed as an internal error, not with a one-line reason: {errors[lane]}"
+                     for lane in errors if lane > 0 and ops[lane]["kind"] != "write" and "internal error" in errors[lane]],
+             f"step {index} errors")
     for lane, op in enumerate(ops):
         tally.ops[(op["kind"], final[lane])] += 1
         note = f" ({errors[lane]})" if lane in errors else ""
