@@ -40,7 +40,7 @@ from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs import metrics
 from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations, planned_bytes
-from airflow_colocate.jobs.health import waiting_to_relocate
+from airflow_colocate.jobs.health import not_their_disks, waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
 from airflow_colocate.planner.clones import clone_batches, clone_plan
@@ -394,8 +394,13 @@ class Balancer:
         if not (items := self.catalog.balance.take_droppable()):
             return 0
         self.on_step("dropping", None)
+        elsewhere = not_their_disks(self.catalog, [b for b in self.catalog.backends.list()
+                                                   if b.id in {i.backend_id for i in items}])
         gone = []
         for item in items:
+            if item.backend_id in elsewhere:  # stays 'deleting' until its disk is back
+                self.echo(f"not deleting {item.path} now: {elsewhere[item.backend_id]}")
+                continue
             try:
                 fs.delete_tree(item.path)
                 gone.append(item.replica_id)

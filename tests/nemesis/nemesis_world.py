@@ -115,8 +115,10 @@ class World:
             self.mounts.append(self.catalog_dir())
         self.catalog = Catalog(self.url, actor="nemesis")
         self.catalog.init()
-        for name in BACKENDS:
-            self.catalog.backends.add(self.backend_root(name).as_uri(), name=name)
+        from airflow_colocate.jobs.backends import add_backend
+
+        for name in BACKENDS:  # as 'colocate backend add' does: with the identity marker
+            add_backend(self.catalog, self.backend_root(name).as_uri(), name=name)
         for t in TABLES:
             self.catalog.tables.create(t, COLUMNS, ["id"], bucket_num=4, replication_num=2, partition_cols=["dt"],
                                        colocate_with="g")
