@@ -394,14 +394,13 @@ class Balancer:
         if not (items := self.catalog.balance.take_droppable()):
             return 0
         self.on_step("dropping", None)
-        elsewhere = not_their_disks(self.catalog, [b for b in self.catalog.backends.list()
-                                                   if b.id in {i.backend_id for i in items}])
+        ids = {i.backend_id for i in items}
+        away = not_their_disks(self.catalog, [b for b in self.catalog.backends.list() if b.id in ids])
         gone = []
         for item in items:
-            if item.backend_id in elsewhere:  # stays 'deleting' until its disk is back
-                self.echo(f"not deleting {item.path} now: {elsewhere[item.backend_id]}")
-                continue
             try:
+                if item.backend_id in away:  # not its disk now (unmounted): deleting would remove nothing
+                    raise OSError(away[item.backend_id])
                 fs.delete_tree(item.path)
                 gone.append(item.replica_id)
             except Exception as exc:  # stays 'deleting': the next run tries again
