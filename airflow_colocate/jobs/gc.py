@@ -86,4 +86,22 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
     return out
 
 
-__all__ = ["GcResult", "collect_garbage"]
+def delete_replicas(catalog, items) -> tuple[list[int], list[tuple[str, str]]]:
+    """Delete the folders of dropped replicas (``DropItem``), none on a backend whose root is not
+    its own disk now (deleting there removes nothing, and forgetting the rows would strand the
+    files once the disk is back): the replica ids deleted, and (path, reason) of those left."""
+    ids = {i.backend_id for i in items}
+    away = not_their_disks(catalog, [b for b in catalog.backends.list() if b.id in ids])
+    gone, left = [], []
+    for item in items:
+        try:
+            if item.backend_id in away:
+                raise OSError(away[item.backend_id])
+            fs.delete_tree(item.path)
+            gone.append(item.replica_id)
+        except Exception as exc:  # noqa: BLE001 - left for the next run, named now
+            left.append((item.path, f"{type(exc).__name__}: {exc}"))
+    return gone, left
+
+
+__all__ = ["GcResult", "collect_garbage", "delete_replicas"]
