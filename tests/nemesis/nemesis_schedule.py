@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 TABLES = ("a", "b")  # both in group g; b has a retention the 'expire' op applies
@@ -34,7 +35,7 @@ def _pick(rng: random.Random, weighted) -> str:
     return rng.choices(kinds, weights)[0]
 
 
-def _op(rng: random.Random, kind: str, wseeds: iter) -> dict:
+def _op(rng: random.Random, kind: str, wseeds: Iterator[int]) -> dict:
     op: dict = {"kind": kind}
     if kind in ("write", "spark_write"):
         op |= {"table": rng.choice(TABLES), "dt": rng.choice(DAYS), "wseed": next(wseeds)}
