@@ -134,6 +134,7 @@ LONGEST_FIRST = [
     "tests/balance/test_local_reads.py",  # ~150-200 s
     "tests/spark/test_cluster_without_package.py",  # ~170 s: a cluster whose workers lack the package
     "tests/joins/test_read_failover.py",  # ~150 s: a small lake per fault
+    "tests/nemesis/test_nemesis.py",  # ~150 s: five short schedules of work and faults
     "tests/joins/test_schema_evolution.py",  # ~140 s
     "tests/joins/test_columnar_join_property.py",  # seven key types, two random lakes each, ten queries a lake
     "tests/joins/test_columnar_join_corpus.py",  # the 44 corpus shapes with the columnar join forced on

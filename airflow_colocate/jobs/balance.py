@@ -39,6 +39,7 @@ from airflow_colocate.core.errors import Conflict, InvalidArgument
 from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs import balance_outcome, metrics
 from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations, planned_bytes
+from airflow_colocate.jobs.gc import delete_replicas
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
@@ -396,13 +397,9 @@ class Balancer:
         if not (items := self.catalog.balance.take_droppable()):
             return 0
         self.on_step("dropping", None)
-        gone = []
-        for item in items:
-            try:
-                fs.delete_tree(item.path)
-                gone.append(item.replica_id)
-            except Exception as exc:  # stays 'deleting': the next run tries again
-                self.echo(f"cannot delete {item.path}: {type(exc).__name__}: {exc}")
+        gone, left = delete_replicas(self.catalog, items)
+        for path, reason in left:  # stays 'deleting': the next run tries again
+            self.echo(f"cannot delete {path}: {reason}")
         n = self.catalog.balance.forget_replicas(gone)
         self.on_step("dropped", None)
         self.echo(f"dropped {n} redundant replicas")

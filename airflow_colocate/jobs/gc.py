@@ -1,7 +1,8 @@
 """``colocate gc``: delete the files no visible version needs, backend by backend.
 
-A backend whose file system cannot be opened (a name node down, a bucket's credentials gone) is
-skipped with its reason: its garbage stays listed in the catalog for the next gc, and the others
+A backend whose file system cannot be opened (a name node down, a bucket's credentials gone), or
+whose root is not its own disk any more (an unmounted disk's empty mount point), is skipped with
+its reason: its garbage stays listed in the catalog for the next gc, and the others
 are cleaned now. Files are deleted before their rows are forgotten, so a crash in between only means
 the next gc deletes nothing and forgets them; a file that could not be deleted is not forgotten.
 """
@@ -13,7 +14,7 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 from airflow_colocate.model.views import GarbageItem
-from airflow_colocate.jobs.health import one_line_reason, unreachable_backends
+from airflow_colocate.jobs.health import not_their_disks, one_line_reason
 from airflow_colocate.storage import fs, sweep
 
 
@@ -42,7 +43,7 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
     reachable backend (alive or decommissioning; a down backend's copies go when it is back)."""
     out = GcResult()
     backends = [b for b in catalog.backends.list() if b.state != "decommissioned"]
-    unreachable = unreachable_backends(backends)
+    unreachable = not_their_disks(catalog, backends)
     names = {b.id: b.name for b in backends}
     out.unreachable = {names[i]: reason for i, reason in unreachable.items()}
     roots = {b.root_uri: b.name for b in backends}
@@ -85,4 +86,22 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
     return out
 
 
-__all__ = ["GcResult", "collect_garbage"]
+def delete_replicas(catalog, items) -> tuple[list[int], list[tuple[str, str]]]:
+    """Delete the folders of dropped replicas (``DropItem``), none on a backend whose root is not
+    its own disk now (deleting there removes nothing, and forgetting the rows would strand the
+    files once the disk is back): the replica ids deleted, and (path, reason) of those left."""
+    ids = {i.backend_id for i in items}
+    away = not_their_disks(catalog, [b for b in catalog.backends.list() if b.id in ids])
+    gone, left = [], []
+    for item in items:
+        try:
+            if item.backend_id in away:
+                raise OSError(away[item.backend_id])
+            fs.delete_tree(item.path)
+            gone.append(item.replica_id)
+        except Exception as exc:  # noqa: BLE001 - left for the next run, named now
+            left.append((item.path, f"{type(exc).__name__}: {exc}"))
+    return gone, left
+
+
+__all__ = ["GcResult", "collect_garbage", "delete_replicas"]

@@ -173,6 +173,28 @@ def unreachable_backends(backends, *, timeout: float = DEFAULT_PROBE_TIMEOUT) ->
     return out
 
 
+def not_their_disks(catalog, backends, *, timeout: float = DEFAULT_PROBE_TIMEOUT) -> dict[int, str]:
+    """:func:`unreachable_backends`, and the backends whose root answers but is not their own disk
+    (identity marker missing or another's: a disk unmounted, the empty mount point left). Deleting
+    there removes nothing, and forgetting what was deleted would leave the files behind for good
+    once the disk is back; ``gc`` and a balance's drops skip these and try again later."""
+    targets = list(backends)
+    out = unreachable_backends(targets, timeout=timeout)
+    tokens, uid = catalog.backends.markers(), catalog.backends.catalog_uid()
+    from airflow_colocate.storage import identity
+
+    for b in targets:
+        if b.id in out or not tokens.get(b.id):
+            continue
+        try:
+            problem = identity.marker_problem(b.root_uri, backend_id=b.id, catalog_id=uid, token=tokens[b.id])
+        except Exception as exc:  # noqa: BLE001 - any failure to read the marker is the reason
+            problem = one_line_reason(exc)
+        if problem:
+            out[b.id] = problem
+    return out
+
+
 def _minutes(td: timedelta) -> str:
     minutes = td.total_seconds() / 60
     return f"{minutes:.0f} min" if minutes >= 1 else f"{td.total_seconds():.0f} s"

@@ -1,0 +1,80 @@
+"""The nemesis in CI: a few short seeded schedules of concurrent work and faults on SQLite and on
+PostgreSQL, every invariant checked after every step and once the faults stop; and every shrunk
+schedule the long runs kept (tests/nemesis/schedules/*.json) replayed as a regression test.
+
+``make nemesis`` runs the long ones (docs/operations.md, "Nemesis")."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from nemesis_run import Lakes, Tally, run_schedule  # noqa: E402
+from nemesis_schedule import generate, load  # noqa: E402
+
+pytestmark = [pytest.mark.spark]
+
+
+@pytest.fixture(autouse=True)
+def _root():
+    """The lake mounts tmpfs file systems (ENOSPC, a backend down): CI runs as root."""
+    if os.geteuid() != 0:
+        pytest.skip("the nemesis mounts tmpfs file systems: run as root (CI does)")
+
+SQLITE_SEEDS = (147, 190)  # together: every fault kind of SQLite, 14 kinds of op
+PG_SEEDS = (239,)  # a restart, a kill, a corrupt file, ENOSPC
+STEPS = 4
+KEPT = sorted((HERE / "schedules").glob("*.json"))
+
+
+def _run(schedule: dict, spark, lakes: Lakes) -> Tally:
+    root, url = lakes.next()
+    tally = run_schedule(schedule, spark, root, url, pg=lakes.pg)
+    for line in tally.lines():
+        print(line)
+    return tally
+
+
+@pytest.mark.parametrize("seed", SQLITE_SEEDS)
+def test_nemesis_sqlite(seed, spark, tmp_path):
+    tally = _run(generate(seed, STEPS), spark, Lakes(tmp_path))
+    assert tally.violations == [], f"replay: make nemesis SEED={seed} STEPS={STEPS}"
+    assert sum(tally.faults.values()) > 0 and tally.checks >= 2 * STEPS
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("seed", PG_SEEDS)
+def test_nemesis_postgres(seed, spark, tmp_path):
+    from pgserver import find_pg_bin, start_postgres
+
+    if find_pg_bin() is None:
+        pytest.skip("PostgreSQL server binaries not found: 'apt-get install postgresql'")
+    server = start_postgres(tmp_path / "pg")  # its own server: the schedule restarts it
+    try:
+        tally = _run(generate(seed, STEPS, postgres=True), spark, Lakes(tmp_path / "lakes", server))
+    finally:
+        server.stop()
+    assert tally.violations == [], f"replay: make nemesis SEED={seed} STEPS={STEPS} POSTGRES=1"
+
+
+@pytest.mark.parametrize("path", KEPT, ids=[p.stem for p in KEPT])
+def test_kept_schedule(path, spark, tmp_path, request):
+    schedule = load(path)
+    if schedule.get("postgres"):
+        request.applymarker(pytest.mark.postgres)
+        from pgserver import start_postgres
+
+        server = start_postgres(tmp_path / "pg")
+        try:
+            tally = _run(schedule, spark, Lakes(tmp_path / "lakes", server))
+        finally:
+            server.stop()
+    else:
+        tally = _run(schedule, spark, Lakes(tmp_path))
+    assert tally.violations == [], f"{path.name} broke again"
