@@ -57,4 +57,6 @@ def catalog_failure(exc: BaseException, url: str, *, committing: bool = False) -
         return None
     outcome = ("the commit was not confirmed: if the operation shows as done, it is; if not, nothing of it is visible"
                if committing else "nothing of the operation was committed")
-    return CatalogUnavailable(f"catalog database {url} {what} ({_first_line(exc)}): {outcome}; {todo}")
+    failure = CatalogUnavailable(f"catalog database {url} {what} ({_first_line(exc)}): {outcome}; {todo}")
+    failure.public = f"the catalog database {what}: {outcome}; {todo}"  # no URL, no driver text (a host)
+    return failure

@@ -62,7 +62,8 @@ def public_message(exc: ColocateError, code: int) -> str:
     if code != status.HTTP_503_SERVICE_UNAVAILABLE:
         return str(exc)
     log.error("colocation catalog unavailable: %s", exc)
-    return URL.sub("<catalog>", str(exc)) + " (the API server's log names the catalog)"
+    text = getattr(exc, "public", None) or URL.sub("<catalog>", str(exc))  # a driver's text names hosts
+    return text + " (the API server's log names the catalog)"
 
 
 async def refused(request: Request) -> JSONResponse | None:

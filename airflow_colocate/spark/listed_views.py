@@ -26,7 +26,7 @@ Such a view has no text, so "ours" is the very object this module put in the ses
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from airflow_colocate.spark.connect import is_connect
 
@@ -101,12 +101,13 @@ def _listed_relation(spark, backing: str, bucket_col: str):
 
 
 def create(spark, name: str, statement: str, roots: str, *, backing: str, bucket_col: str, columns: Sequence[str],
-           where: str | None, hint: str | None) -> bool:
+           where: str | None, hint: str | None, check: Callable[[list[str]], None] | None = None) -> bool:
     """Make temp view ``name`` as ``SELECT [hint] columns FROM backing [WHERE where]`` over the
     backing table's listed partitions (quoted names and SQL expressions, as spark.register writes
     them), and remember it as made for ``statement`` (the text view it stands for) under the
     local-read ``roots``. False when the listed relation cannot be had: the session's
-    view is left as it is, and the caller makes the text view."""
+    view is left as it is, and the caller makes the text view. ``check`` is given the files listed,
+    before the view is made (spark.listing.check_listed: a replica that listed short raises)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
@@ -114,6 +115,8 @@ def create(spark, name: str, statement: str, roots: str, *, backing: str, bucket
     if relation is None:
         forget(spark, name)
         return False
+    if check is not None:
+        check([str(f) for f in relation.relation().location().inputFiles()])
     # Spark 4 moved the JVM Dataset of a classic session to sql.classic; 3.5 has it in sql
     package = spark._jvm.org.apache.spark.sql.classic if not spark.version.startswith("3.") else spark._jvm.org.apache.spark.sql
     jdf = package.Dataset.ofRows(spark._jsparkSession, relation)

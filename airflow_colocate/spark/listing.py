@@ -23,8 +23,9 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import unquote, urlsplit
 
-from airflow_colocate.core.contract import ReadReplica
+from airflow_colocate.core.contract import ReadReplica, ReadTable
 from airflow_colocate.storage import replica_dir
 from airflow_colocate.storage import fs
 
@@ -86,3 +87,34 @@ def judge_replicas(replicas: Sequence[ReadReplica], threads: int) -> list[str | 
 
 
 __all__ = ["judge_replicas", "replica_problem"]
+
+
+def _dir_key(uri: str) -> tuple[str, str]:
+    """A directory as any spelling of it reads (``file:///r``, ``colocatefile:///r``, ``/r``,
+    ``s3a://bucket/r``): the host part only for a file system that has one."""
+    parts = urlsplit(uri)
+    host = "" if parts.scheme in ("", "file", "colocatefile") else parts.netloc
+    return host, unquote(parts.path).rstrip("/")
+
+
+def check_listed(table: ReadTable, listed: Sequence[str]) -> None:
+    """Raise when Spark's listing of a registered table lacks a file the catalog recorded for the
+    replica the check found exact: a disk unmounted or a folder deleted in between lists short (an
+    empty mount point lists empty), and that bucket would read as having no rows, silently. The
+    error names the replica as a read failure does, so the failover reads the bucket elsewhere."""
+    have: dict[tuple[str, str], set[str]] = {}
+    for path in listed:
+        folder, _, name = str(path).rpartition("/")
+        have.setdefault(_dir_key(folder), set()).add(name)
+    for part in table.partitions:
+        for b, path in enumerate(part.bucket_paths):
+            key = _dir_key(path)
+            replica = next((r for r in (part.candidates[b] if b < len(part.candidates) else []) if _dir_key(r.path) == key), None)
+            if not path or replica is None or not replica.files:
+                continue
+            missing = sorted({n for n, _ in replica.files} - have.get(key, set()))
+            if missing:
+                raise FileNotFoundError(
+                    f"replica {path} of {table.name} partition {part.value} bucket {b}: Spark listed it without "
+                    f"{len(missing)} of its {len(replica.files)} recorded files ({path.rstrip('/')}/{missing[0]} does "
+                    f"not exist): its disk went away after the replica check")

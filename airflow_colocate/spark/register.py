@@ -49,7 +49,7 @@ from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.spark import listed_views, locality, object_stores, replica_paths
 from airflow_colocate.spark.connect import is_connect, list_on_cluster
-from airflow_colocate.spark.listing import judge_replicas
+from airflow_colocate.spark.listing import check_listed, judge_replicas
 from airflow_colocate.spark.timing import DriverClock
 from airflow_colocate.storage import replica_dir
 
@@ -421,7 +421,8 @@ def _create_view(spark, table: ReadTable, statement: str, roots: str) -> None:
     if not is_connect(spark) and listed_views.create(
             spark, table.name, statement, roots, backing=backing_ident(table.name), bucket_col=quote_ident(BUCKET_COLUMN),
             columns=[quote_ident(c) for c, _ in table.columns], hint="SHUFFLE_HASH" if table.hash_build and table.bucketed
-            else None, where=bucket_guard(table, part[0] if part else None) if table.bucket_guard else None):
+            else None, where=bucket_guard(table, part[0] if part else None) if table.bucket_guard else None,
+            check=lambda files: check_listed(table, files)):
         return
     spark.sql(statement)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from functools import lru_cache
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
@@ -21,6 +22,7 @@ _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs"}
 # Object stores: no rename (a "rename" is a copy and a delete), no directories (a prefix is there
 # while an object is under it), and an object is visible whole or not at all once its PUT ends.
 _OBJECT_STORES = frozenset({"s3", "s3a", "s3n", "gs", "gcs"})
+NAMENODE_TIMEOUT_S = 5.0
 
 
 def is_local(uri: str) -> bool:
@@ -95,7 +97,13 @@ def _hdfs_native(netloc: str, why: Exception):
         raise ColocateError(f"cannot open hdfs://{netloc}: pyarrow has no libhdfs here ({str(why).splitlines()[0]}) "
                             f"and the hdfs-native package is not installed: pip install 'airflow-colocate[hdfs]'") from why
     host, _, port = netloc.partition(":")
-    return PyFileSystem(FSSpecHandler(HdfsFileSystem(host=host or None, port=int(port) if port else None)))
+    port = int(port) if port.isdigit() else 8020
+    try:  # the client retries an unknown or silent NameNode for minutes: a first answer is asked here
+        socket.create_connection((host, port), timeout=NAMENODE_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ColocateError(f"cannot open a file system for hdfs://{netloc}: its NameNode {host}:{port} does not "
+                            f"answer ({exc}); check the host and port, and that the NameNode is up") from None
+    return PyFileSystem(FSSpecHandler(HdfsFileSystem(host=host, port=port)))
 
 
 def _arrow(uri: str):
