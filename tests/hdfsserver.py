@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
+from s3server import stop_process
 
 from airflow_colocate.spark import object_stores
 from airflow_colocate.spark.locality import local_line
@@ -45,17 +45,7 @@ class HdfsServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            atexit.unregister(self.stop)
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
+        stop_process(proc, self.stop)
 
 
 def start_hdfs(base_dir: Path) -> HdfsServer:

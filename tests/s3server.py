@@ -80,17 +80,23 @@ class S3Server:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            atexit.unregister(self.stop)
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
+        stop_process(proc, self.stop)
+
+
+def stop_process(proc: subprocess.Popen | None, registered) -> None:
+    """Kill a server started in a session of its own, with everything it started (shared by the
+    tests' S3 and HDFS servers); ``registered``: its atexit hook, taken back."""
+    if proc is None:
+        return
+    try:
+        atexit.unregister(registered)
+    except Exception:  # pragma: no cover - interpreter shutdown
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
 
 
 def start_s3(base_dir: Path) -> S3Server:

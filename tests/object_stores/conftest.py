@@ -7,7 +7,6 @@ pyarrow, boto3 and hadoop-aws all read."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -40,17 +39,24 @@ def s3_env(s3_server, monkeypatch):
     return s3_server.env()
 
 
-@pytest.fixture
-def s3_lake(tmp_path, s3_server, s3_env):
+def _lake(cls, tmp_path, **where):
+    """A lake of class ``cls`` on a fresh SQLite catalog, ``where`` its store, with be1..be3."""
     clock = Clock()
     cat = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest", clock=clock)
     cat.init()
-    lake = S3Lake(cat, clock, tmp_path)
-    lake.server = s3_server
+    lake = cls(cat, clock, tmp_path)
+    for key, value in where.items():
+        setattr(lake, key, value)
     for name in ("be1", "be2", "be3"):
         lake.add_backend(name)
+    return lake
+
+
+@pytest.fixture
+def s3_lake(tmp_path, s3_server, s3_env):
+    lake = _lake(S3Lake, tmp_path, server=s3_server)
     yield lake
-    cat.dispose()
+    lake.catalog.dispose()
 
 
 @pytest.fixture(scope="session")
@@ -70,12 +76,6 @@ def hdfs_lake(tmp_path, hdfs_server):
     what a backend is on HDFS: docs/operations.md, "Backends on HDFS")."""
     from s3_lake import HdfsLake
 
-    clock = Clock()
-    cat = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", actor="pytest", clock=clock)
-    cat.init()
-    lake = HdfsLake(cat, clock, tmp_path)
-    lake.namenode = hdfs_server.uri
-    for name in ("be1", "be2", "be3"):
-        lake.add_backend(name)
+    lake = _lake(HdfsLake, tmp_path, namenode=hdfs_server.uri)
     yield lake
-    cat.dispose()
+    lake.catalog.dispose()
