@@ -97,24 +97,29 @@ def _dir_key(uri: str) -> tuple[str, str]:
     return host, unquote(parts.path).rstrip("/")
 
 
-def check_listed(table: ReadTable, listed: Sequence[str]) -> None:
+def check_listed(table: ReadTable, listed: Sequence[str], plan: ReadTable | None = None) -> None:
     """Raise when Spark's listing of a registered table lacks a file the catalog recorded for the
     replica the check found exact: a disk unmounted or a folder deleted in between lists short (an
-    empty mount point lists empty), and that bucket would read as having no rows, silently. The
-    error names the replica as a read failure does, so the failover reads the bucket elsewhere."""
+    empty mount point lists empty, and Spark lists a partition directory that is gone as empty), and
+    that bucket would read as having no rows, silently. The error names the replica as a read
+    failure does, so the failover reads the bucket elsewhere. ``plan``: the table as planned, whose
+    candidates carry the recorded files (the checked table keeps only the chosen paths); a replica
+    set path (spark.replica_paths) matches none, and the jar's file system checks its own listing."""
     have: dict[tuple[str, str], set[str]] = {}
     for path in listed:
         folder, _, name = str(path).rpartition("/")
         have.setdefault(_dir_key(folder), set()).add(name)
-    for part in table.partitions:
+    plan = plan or table
+    for part, planned in zip(table.partitions, plan.partitions):
         for b, path in enumerate(part.bucket_paths):
             key = _dir_key(path)
-            replica = next((r for r in (part.candidates[b] if b < len(part.candidates) else []) if _dir_key(r.path) == key), None)
+            options = planned.candidates[b] if b < len(planned.candidates) else []
+            replica = next((r for r in options if _dir_key(r.path) == key), None)
             if not path or replica is None or not replica.files:
                 continue
             missing = sorted({n for n, _ in replica.files} - have.get(key, set()))
             if missing:
                 raise FileNotFoundError(
-                    f"replica {path} of {table.name} partition {part.value} bucket {b}: Spark listed it without "
+                    f"replica {path} of {table.table or table.name} partition {part.value} bucket {b}: Spark listed it without "
                     f"{len(missing)} of its {len(replica.files)} recorded files ({path.rstrip('/')}/{missing[0]} does "
                     f"not exist): its disk went away after the replica check")

@@ -153,8 +153,7 @@ def _check(table: ReadTable) -> None:
         if len(part.bucket_paths) != table.bucket_num:
             raise ColocateError(
                 f"table {table.name} partition {part.value!r}: {len(part.bucket_paths)} bucket paths for "
-                f"{table.bucket_num} buckets"
-            )
+                f"{table.bucket_num} buckets")
 
 
 # Hadoop settings of the backing table's scans: parquet-mr verifies each page's CRC (Spark writes
@@ -386,9 +385,9 @@ def register_tables(spark, tables: list[ReadTable], *, threads: int | None = Non
         roots = spark.conf.get(locality.ROOTS_KEY, "") or ""  # the hosts a listed view's files are on
         chosen, location = replica_paths.for_user_queries(spark, registered.tables, tables, registered.bad, report_dirs,
                                                           location, lambda path: locality.read_location(spark, path))
-        for table in chosen:  # under colocatefile:// when local reads are on (spark.locality)
+        for table, plan in zip(chosen, tables):  # under colocatefile:// when local reads are on (spark.locality)
             table = locality.located(spark, table)
-            _run(spark, table, create_statements(table, object_stores.location_for(table, location)), texts[table.name], roots)
+            _run(spark, table, create_statements(table, object_stores.location_for(table, location)), texts[table.name], roots, plan)
     return registered
 
 
@@ -397,11 +396,12 @@ def _state(spark) -> tuple[dict[str, list[str]], dict[str, str]]:
     return _registered.setdefault(spark, ({}, {}))
 
 
-def _run(spark, table: ReadTable, statements: list[str], current: tuple[bool, str | None] | None = None, roots="") -> None:
+def _run(spark, table: ReadTable, statements: list[str], current=None, roots="", plan: ReadTable | None = None) -> None:
     """Run one table's statements, skipping the table's when this session holds exactly that table
     (same columns, buckets, replica directories) and the view's when it is the view they made over
     it (:func:`_same_view`). Safe: a committed replica directory never changes and each was just
-    checked. ``current``: the view's (exists, text) as :func:`_check_view_free` read it."""
+    checked. ``current``: the view's (exists, text) as :func:`_check_view_free` read it; ``plan``:
+    the table as planned (its candidates' recorded files: the listing's check, spark.listing)."""
     *table_statements, view = statements
     name, (tables, views) = table.name, _state(spark)
     backing = backing_table_name(name)
@@ -411,18 +411,18 @@ def _run(spark, table: ReadTable, statements: list[str], current: tuple[bool, st
             spark.sql(statement)
         tables[backing] = table_statements
     if fresh or not _same_view(spark, name, view, current) or not listed_views.same_roots(spark, name, roots):
-        _create_view(spark, table, view, roots)
+        _create_view(spark, table, view, roots, plan or table)
         views[name] = view
 
 
-def _create_view(spark, table: ReadTable, statement: str, roots: str) -> None:
+def _create_view(spark, table: ReadTable, statement: str, roots: str, plan: ReadTable) -> None:
     """The listed view (spark.listed_views) on a classic session, else (Connect, or no listed relation) the text."""
     part = [c for c, _ in table.columns if table.partition_cols and c.lower() == table.partition_cols[0].lower()]
     if not is_connect(spark) and listed_views.create(
             spark, table.name, statement, roots, backing=backing_ident(table.name), bucket_col=quote_ident(BUCKET_COLUMN),
             columns=[quote_ident(c) for c, _ in table.columns], hint="SHUFFLE_HASH" if table.hash_build and table.bucketed
             else None, where=bucket_guard(table, part[0] if part else None) if table.bucket_guard else None,
-            check=lambda files: check_listed(table, files)):
+            check=lambda files: check_listed(table, files, plan)):
         return
     spark.sql(statement)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,10 @@ SQL = "SELECT count(*), sum(k), max(v) FROM t"
 MASTER = "local[2,3]"  # a failed task runs again (local[2] runs it once)
 LATE = ["truncated_late", "deleted_late"]  # damaged after the registration's listing check
 CASES = [*FAULTS, *LATE]
+# every replica of the bucket damaged: flipped before the registration, or each replica's directory
+# gone after it (a Spark Connect session lists at every query, and Spark lists a partition directory
+# that raises FileNotFoundException as empty: the bucket's rows must not silently go missing)
+ALL_BAD = ["all_bad", "all_gone_late"]
 BUCKET = 1
 HERE = Path(__file__).resolve().parent
 
@@ -63,7 +68,7 @@ def make_lake(spark, root: Path, case: str, *, every_replica: bool = False) -> d
     candidates = read_plans(cat, {"t": None}).tables[0].partitions[0].candidates
     victims = candidates[BUCKET] if every_replica else candidates[BUCKET][:1]
     why = ""
-    for victim in victims if case not in LATE else []:
+    for victim in victims if not case.endswith("_late") else []:
         why = corrupt(case, victim, candidates[BUCKET + 1][0])
     cat.dispose()
     want = [tuple(r) for r in spark.read.parquet(str(src)).selectExpr("count(*)", "sum(k)", "max(v)").collect()]
@@ -74,6 +79,9 @@ def damage_late(lake: dict) -> None:
     """The file of a ``LATE`` case's victim, cut or deleted after the registration listed it."""
     if lake["case"] == "deleted_late":
         next(Path(lake["victims"][0].removeprefix("file://")).glob("*.parquet")).unlink()
+    elif lake["case"] == "all_gone_late":
+        for victim in lake["victims"]:
+            shutil.rmtree(victim.removeprefix("file://"))
     elif lake["case"] == "truncated_late":
         f = next(Path(lake["victims"][0].removeprefix("file://")).glob("*.parquet"))
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
@@ -143,6 +151,7 @@ def classic_results(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("register-failover")
     lakes = [make_lake(spark, root / case, case) for case in CASES]
     lakes.append(make_lake(spark, root / "all-bad", "flipped_byte", every_replica=True) | {"case": "all_bad"})
+    lakes.append(make_lake(spark, root / "all-gone", "all_gone_late", every_replica=True))
     (root / "lakes.json").write_text(json.dumps(lakes))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
     script = f"import test_register_failover as t; t.main({str(root / 'lakes.json')!r})"
@@ -167,9 +176,10 @@ def check_all_bad(lake: dict, got: dict) -> None:
         assert victim in message
 
 
-def test_every_replica_bad_fails_naming_the_bucket_and_every_replica_classic(classic_results):
+@pytest.mark.parametrize("case", ALL_BAD)
+def test_every_replica_bad_fails_naming_the_bucket_and_every_replica_classic(classic_results, case):
     lakes, got = classic_results
-    check_all_bad(lakes["all_bad"], got["all_bad"])
+    check_all_bad(lakes[case], got[case])
 
 
 def test_without_retries_the_read_fails_on_the_registered_replica(spark, tmp_path):
@@ -204,19 +214,19 @@ def retrying_connect_server(tmp_path_factory):
         server.stop()
 
 
-@pytest.mark.parametrize("case", [*CASES, "all_bad"])
+@pytest.mark.parametrize("case", [*CASES, *ALL_BAD])
 def test_a_registered_table_reads_around_a_bad_replica_on_spark_connect(spark, retrying_connect_server, tmp_path, case):
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     lake = make_lake(spark, tmp_path / "lake", "flipped_byte" if case == "all_bad" else case,
-                     every_replica=case == "all_bad") | {"case": case}
+                     every_replica=case in ALL_BAD) | {"case": case}
     remote = ConnectSession.builder.remote(retrying_connect_server.url).create()
     try:
         assert replica_paths.usable(remote)
         got = read_lake(remote, lake)
     finally:
         remote.stop()
-    (check_all_bad if case == "all_bad" else check_read)(lake, got)
+    (check_all_bad if case in ALL_BAD else check_read)(lake, got)
 
 
 def test_task_attempts_by_master():

@@ -112,3 +112,26 @@ def test_a_thousand_directories_are_checked_on_threads(tmp_path):
     got = check_candidates([table], threads=16)
     assert got.bad == [] and got.checked == 1024
     assert got.tables[0].partitions[0].bucket_paths == table.partitions[0].bucket_paths
+
+
+def test_a_listing_that_lost_a_checked_replicas_file_fails_naming_it(tmp_path):
+    """Spark's listing of a registered table against the files the catalog recorded for each
+    chosen replica (spark.listing.check_listed): a disk gone between the check and the listing
+    lists short (Spark lists a missing partition directory as empty), and that must fail, naming
+    the replica, instead of reading the bucket as having no rows."""
+    from dataclasses import replace
+
+    from airflow_colocate.spark.listing import check_listed
+
+    planned = _table(tmp_path)
+    chosen = check_candidates([planned]).tables[0]
+    assert chosen.partitions[0].candidates == []  # the checked table keeps only the chosen paths
+    listed = [f"{_dir(p)}/{name}" for p, cands in zip(chosen.partitions[0].bucket_paths, planned.partitions[0].candidates)
+              for name, _ in cands[0].files]
+    check_listed(chosen, listed, planned)  # exactly the recorded files: fine
+    check_listed(chosen, [f"file://{x}" for x in listed], planned)  # any spelling of the directory
+    with pytest.raises(FileNotFoundError, match=r"replica .*b00001 of default.t partition 2026-11-01 bucket 1: "
+                                                r"Spark listed it without 1 of its 1 recorded files"):
+        check_listed(chosen, listed[:1], planned)
+    tokens = replace(chosen, partitions=[replace(chosen.partitions[0], bucket_paths=["colocatereplica:///x", ""])])
+    check_listed(tokens, [], planned)  # a replica set path: the jar's file system checks its own listing

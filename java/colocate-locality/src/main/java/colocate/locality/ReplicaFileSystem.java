@@ -136,8 +136,29 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
         return new Path(dir + rest);
     }
 
-    /** The candidate directory (its spec line) that serves {@code rest} of bucket {@code spec}. */
-    String[] choose(Spec spec, String rest) throws IOException {
+    /** What serves a path of a bucket: the candidate's spec line and, for the bucket directory,
+     *  the listing its check was made on (null when none was made), so that what Spark lists is
+     *  exactly what was checked: a second listing could find the disk gone in between. */
+    static final class Chosen {
+        final String[] candidate;
+        FileStatus[] listing;
+
+        Chosen(String[] candidate) {
+            this.candidate = candidate;
+        }
+    }
+
+    /** Every replica of a bucket failed. Not a {@link FileNotFoundException}: Spark lists a
+     *  partition directory whose listing raises that as empty, with no error (HadoopFSUtils, for a
+     *  root path), and the bucket's rows would silently be missing from the query. */
+    static final class ReplicasFailedException extends IOException {
+        ReplicasFailedException(String message) {
+            super(message);
+        }
+    }
+
+    /** The candidate (its spec line) that serves {@code rest} of bucket {@code spec}. */
+    Chosen choose(Spec spec, String rest) throws IOException {
         if (!rest.isEmpty() && !spec.files.isEmpty() && !spec.files.containsKey(rest.substring(1))) {
             // a name the bucket never had (Spark looking for _spark_metadata): no replica's fault
             throw new FileNotFoundException(SCHEME + ":// " + spec.label() + " has no file " + rest.substring(1));
@@ -146,14 +167,18 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
         int attempt = task == null ? 0 : task.attemptNumber();
         List<String> tried = new ArrayList<>();
         for (String[] c : spec.candidates) {
-            String problem = attempt == 0 ? missing(spec, c, rest) : verdict(task.taskAttemptId(), c);
+            Chosen chosen = new Chosen(c);
+            String problem = attempt == 0 ? missing(spec, chosen, rest) : verdict(task.taskAttemptId(), c);
+            if (problem == null && attempt != 0 && rest.isEmpty()) {
+                problem = missing(spec, chosen, rest); // a retried listing task: the listing it hands back, checked
+            }
             if (problem == null) {
-                return c;
+                return chosen;
             }
             tried.add("backend " + c[1] + " (" + c[3] + "): " + problem);
             report(spec, c, problem);
         }
-        throw new FileNotFoundException("colocate: cannot read " + spec.label() + ": every replica failed, so the "
+        throw new ReplicasFailedException("colocate: cannot read " + spec.label() + ": every replica failed, so the "
                 + "query stops instead of returning wrong rows; replicas tried: " + String.join("; ", tried)
                 + ". The bad replicas are reported to the catalog; run 'colocate balance' to repair them");
     }
@@ -161,7 +186,8 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
     /** Null when candidate {@code c} holds {@code rest} (the bucket directory: exactly the recorded
      *  files) at its recorded size, else what is wrong: a listing that lost a file since the
      *  registration's check would otherwise read as fewer rows. */
-    private String missing(Spec spec, String[] c, String rest) {
+    private String missing(Spec spec, Chosen chosen, String rest) {
+        String[] c = chosen.candidate;
         try {
             Path p = inCandidate(c, rest);
             FileSystem fs = p.getFileSystem(getConf());
@@ -172,11 +198,12 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
                 return want == null || want == got ? null
                         : "file " + name + " has " + got + " bytes, the catalog recorded " + want;
             }
+            chosen.listing = fs.listStatus(p);
             if (spec.files.isEmpty()) {
                 return null; // recorded before file lists: the registration's check by bytes stands
             }
             Map<String, Long> found = new TreeMap<>();
-            for (FileStatus f : fs.listStatus(p)) {
+            for (FileStatus f : chosen.listing) {
                 found.put(f.getPath().getName(), f.isFile() ? f.getLen() : -1L);
             }
             for (Map.Entry<String, Long> e : spec.files.entrySet()) {
@@ -284,7 +311,7 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
     @Override
     public FSDataInputStream open(Path f, int bufferSize) throws IOException {
         String[] at = split(f);
-        String[] c = choose(parse(at[0]), at[1]);
+        String[] c = choose(parse(at[0]), at[1]).candidate;
         Path p = inCandidate(c, at[1]);
         return p.getFileSystem(getConf()).open(p, bufferSize);
     }
@@ -295,7 +322,7 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
         if (at[0].equals(EMPTY) && at[1].isEmpty()) {
             return new FileStatus(0, true, 1, 0, 0, makeQualified(f));
         }
-        String[] c = choose(parse(at[0]), at[1]);
+        String[] c = choose(parse(at[0]), at[1]).candidate;
         Path p = inCandidate(c, at[1]);
         return ours(p.getFileSystem(getConf()).getFileStatus(p), f);
     }
@@ -309,9 +336,9 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
         if (at[0].equals(EMPTY)) {
             return new FileStatus[0];
         }
-        String[] c = choose(parse(at[0]), "");
-        Path dir = inCandidate(c, "");
-        FileStatus[] in = dir.getFileSystem(getConf()).listStatus(dir);
+        Chosen chosen = choose(parse(at[0]), "");
+        Path dir = inCandidate(chosen.candidate, "");
+        FileStatus[] in = chosen.listing != null ? chosen.listing : dir.getFileSystem(getConf()).listStatus(dir);
         FileStatus[] out = new FileStatus[in.length];
         Path base = new Path(SCHEME + ":///" + at[0]);
         for (int i = 0; i < in.length; i++) {
@@ -326,7 +353,7 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
             return null;
         }
         String[] at = split(file.getPath());
-        String[] c = choose(parse(at[0]), at[1]);
+        String[] c = choose(parse(at[0]), at[1]).candidate;
         Path p = inCandidate(c, at[1]);
         FileSystem fs = p.getFileSystem(getConf());
         return fs.getFileBlockLocations(fs.getFileStatus(p), start, len);
