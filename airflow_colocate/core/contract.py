@@ -178,6 +178,9 @@ class ReadTable:
     # Register with a SHUFFLE_HASH hint: a join may build a hash map of this table's bucket (the join
     # job sets it on the tables whose every bucket fits the hash budget, spark.bucket_join.choose_bucket_join).
     hash_build: bool = False
+    # A table of a group created at k·n buckets joined with a group of n: read coalesced to n (task b
+    # reads its buckets b, b+n, ..., each from its own replica; the jar's CoalescedBucketScan). 0: bucket_num.
+    read_buckets: int = 0
 
 
 @dataclass
