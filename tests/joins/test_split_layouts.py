@@ -196,6 +196,51 @@ def test_groups_created_at_16_and_32_join_one_at_8_bucket_by_bucket(spark, lake,
     assert "may read remotely" in result["explain"]
 
 
+def test_an_ordered_read_joins_a_coalesced_one_and_the_guard_checks_the_finer_bucket(spark, lake, created_finer,
+                                                                                     tmp_path):
+    """On a day A holds one sorted file per bucket, A's side is read in order (no sort) while G's
+    coalesced side is sorted by Spark (several buckets a task); the columnar merge join, which
+    needs ordered reads on both sides, leaves this join to Spark's, and the rows are plain Spark's.
+    The guard checks G's rows against G's own 32 buckets: bucket 11's file put in bucket 19's
+    directory is of the right task (both are read in task 3) but the wrong bucket, and stops the
+    query naming both."""
+    from dataclasses import replace
+
+    from airflow_colocate.core.errors import ColocateError
+    from airflow_colocate.jobs.join import prepare_join
+    from airflow_colocate.spark.join_job import run_join
+
+    cat, day = created_finer, WIDE_DAYS[0]
+    sql = "SELECT t1.id, t1.name, t6.ord_id FROM {A} t1 JOIN {C} t6 ON t1.dt = t6.dt AND t1.id = t6.id"
+    expected = rows_of(spark, sql.format(A=f"(SELECT * FROM ref_A WHERE dt = DATE'{day}')", C="ref_C"))
+    result = join_in_session(spark, cat, sql.format(A="A", C="G"), {"A": [day], "G": [day]}, hash_budget=0)
+    df = spark.sql(sql.format(A="A", C="G"))
+    assert sorted(map(tuple, df.collect()), key=repr) == expected and expected
+    physical = final_plan(df._jdf.queryExecution().executedPlan().toString())
+    (j,) = result["joins"]
+    assert j["colocate"] and "Exchange" not in physical, physical
+    assert physical.count("ColocateOrderedBucket [") == 1 and physical.count("Sort [") == 1, physical
+    assert "ColumnarMergeJoin" not in physical, physical
+
+    plan, _ = prepare_join(cat, sql.format(A="A", C="G"), {"A": [day], "G": [day]}, work_dir=tmp_path)
+    table = next(t for t in plan.tables if t.name == "G")
+    assert table.read_buckets == 8 and table.bucket_num == 32
+    (part,) = table.partitions
+    src, other = (Path(part.bucket_paths[b].removeprefix("file://")) for b in (19, 11))
+    dst = tmp_path / "tampered" / src.name
+    shutil.copytree(src, dst)
+    (mine,) = [p for p in dst.iterdir() if p.suffix == ".parquet"]
+    (theirs,) = [p for p in other.iterdir() if p.suffix == ".parquet"]
+    shutil.copy(theirs, mine)
+    paths = list(part.bucket_paths)
+    paths[19] = dst.as_uri()
+    tampered = replace(table, partitions=[replace(part, bucket_paths=paths, candidates=[])])
+    plan = replace(plan, tables=[tampered if t is table else t for t in plan.tables])
+    with pytest.raises(ColocateError, match=r"colocate: table default\.G partition \S+ bucket 19 .*holds a row of "
+                                            r"bucket 11"):
+        run_join(spark, plan)
+
+
 def test_a_group_whose_count_does_not_divide_shuffles_with_the_reason(spark, lake):
     """E's group was created at 12 buckets: 12 and 8 do not divide one another, so Spark's bucket
     ids do not nest and the join cannot be done bucket by bucket; it shuffles, right, and says why."""
