@@ -38,6 +38,13 @@ SQL2 = ("SELECT t1.dt, t1.id, t1.name, t1.second_id, t1.second_name, t5.id AS id
         "t6.ord_id, t6._id FROM {A} t1 JOIN {B} t5 ON t1.dt = t5.dt AND t1.id = t5.id "
         f"JOIN {{C}} t6 ON t1.dt = t6.dt AND t1.id = t6.id WHERE t1.dt IN ({ALL_DAYS}) LIMIT 10000")
 WAYS = {"split": 8, "at16": 16, "at8": 8}  # group -> the map's bucket count
+# What is run: (way shown, group, session settings, join arguments). "split" joins as the job
+# chooses (hash or sort-merge); "split smj" is the sort-merge join, its families' sorted files merged
+# k ways in the ordered read (MergedBucketFilesExec); "split sorted" the same with that merge off,
+# so Spark sorts each bucket (as before the merge was built).
+MERGE_OFF = {"spark.colocate.sortedScan.merge": "false"}
+RUNS = [("split", "split", {}, {}), ("split smj", "split", {}, {"hash_budget": 0}),
+        ("split sorted", "split", MERGE_OFF, {"hash_budget": 0}), ("at16", "at16", {}, {}), ("at8", "at8", {}, {})]
 
 
 def load(spark, root: Path, rows: int) -> Catalog:
@@ -76,20 +83,30 @@ def main() -> None:
           f"SQL1/SQL2 over all 10 days ({root})", flush=True)
     try:
         cat = load(spark, root, rows)
-        wall: dict[str, list[float]] = {f"{q}/{w}": [] for q in ("SQL1", "SQL2") for w in WAYS}
+        ways = [w for w, *_ in RUNS]
+        wall: dict[str, list[float]] = {f"{q}/{w}": [] for q in ("SQL1", "SQL2") for w in ways}
         counts = {}
         for r in range(a.rounds + 1):  # round 0 warms up and checks
             for qname, sql in (("SQL1", SQL1), ("SQL2", SQL2)):
-                for way in WAYS:
-                    names = {t: f"{t}_{way}" for t in "ABC"}
-                    t0 = time.perf_counter()
-                    result = join_in_session(spark, cat, sql.format(**names), {n: DAYS for n in names.values()},
-                                             work_dir=root / "runs")
-                    took = time.perf_counter() - t0
+                for way, group, conf, kwargs in RUNS:
+                    names = {t: f"{t}_{group}" for t in "ABC"}
+                    for k, v in conf.items():
+                        spark.conf.set(k, v)
+                    try:
+                        t0 = time.perf_counter()
+                        result = join_in_session(spark, cat, sql.format(**names), {n: DAYS for n in names.values()},
+                                                 work_dir=root / "runs", **kwargs)
+                        took = time.perf_counter() - t0
+                    finally:
+                        for k in conf:
+                            spark.conf.unset(k)
                     assert all(j["colocate"] for j in result["joins"]), (way, result["joins"])
                     if r == 0:
                         if qname == "SQL1":
                             counts[way] = spark.sql(sql.format(**names)).collect()[0][0]
+                        reads = [line for line in result["explain"].splitlines() if line.startswith("bucket reads:")]
+                        print(f"  {qname} {way}: {(result['bucket_join'] or {}).get('method')} join; "
+                              f"{reads[0] if reads else 'no bucket reads line'}", flush=True)
                         continue
                     wall[f"{qname}/{way}"].append(took)
         assert len(set(counts.values())) == 1, counts
@@ -97,7 +114,7 @@ def main() -> None:
         for q in ("SQL1", "SQL2"):
             base = statistics.median(wall[f"{q}/at16"])
             print(f"{q}: " + "; ".join(f"{w} {statistics.median(wall[f'{q}/{w}']):.2f} s "
-                                       f"(x{statistics.median(wall[f'{q}/{w}']) / base:.2f} at16)" for w in WAYS))
+                                       f"(x{statistics.median(wall[f'{q}/{w}']) / base:.2f} at16)" for w in ways))
         cat.dispose()
     finally:
         spark.stop()
