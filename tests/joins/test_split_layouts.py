@@ -131,23 +131,6 @@ def test_seeds_queries_over_both_layouts_are_colocated_and_exact(spark, lake, sq
     assert "layouts" in result["explain"] and "8 and 16 buckets" in result["explain"], result["explain"]
 
 
-def test_a_familys_sorted_files_are_merged_not_sorted(spark, lake):
-    """SQL2 over a day at 8 buckets and a day at 16 as a sort-merge join (hash budget 0): each
-    bucket's task reads one file of the first day and a family's two sorted files of the second;
-    they are merged k ways in key order (MergedBucketFilesExec, the order checked row by row above
-    it), so no bucket is sorted again, and the rows are plain Spark's."""
-    cat, _ = lake
-    sql = CREATED_FINER["SQL2"].format(A="A", B="B", C="C")
-    expected = rows_of(spark, CREATED_FINER["SQL2"].format(A="ref_A", B="ref_B", C="ref_C"))
-    assert len(expected) > 100
-    result = join_in_session(spark, cat, sql, {n: WIDE_DAYS for n in "ABC"}, hash_budget=0)
-    df = spark.sql(sql)
-    assert sorted(map(tuple, df.collect()), key=repr) == expected
-    physical = final_plan(df._jdf.queryExecution().executedPlan().toString())
-    assert all(j["colocate"] for j in result["joins"]) and "Exchange" not in physical, physical
-    assert "Sort [" not in physical and physical.count("ColocateMergedBucketFiles") == 3, physical
-
-
 def test_join_with_a_group_at_32_buckets(spark, lake):
     """g_seeds (8 and 16) against g_wide (32), bucket by bucket at 8: bucket b of the coarser side
     against its finer buckets b, b+8, ... of the other, which live in the same directory."""
@@ -215,11 +198,9 @@ def test_groups_created_at_16_and_32_join_one_at_8_bucket_by_bucket(spark, lake,
 
 def test_an_ordered_read_joins_a_coalesced_one_and_the_guard_checks_the_finer_bucket(spark, lake, created_finer,
                                                                                      tmp_path):
-    """On a day A holds one sorted file per bucket, A's side is read in order (no sort), and G's
-    coalesced side (several buckets a task) has its task's sorted files merged k ways (the jar's
-    MergedBucketFilesExec): no sort on either side; the columnar merge join, which reads plain
-    ordered scans, leaves this join to Spark's, and the rows are plain Spark's. With the merge
-    switched off Spark sorts G's side.
+    """On a day A holds one sorted file per bucket, A's side is read in order (no sort) while G's
+    coalesced side is sorted by Spark (several buckets a task); the columnar merge join, which
+    needs ordered reads on both sides, leaves this join to Spark's, and the rows are plain Spark's.
     The guard checks G's rows against G's own 32 buckets: bucket 11's file put in bucket 19's
     directory is of the right task (both are read in task 3) but the wrong bucket, and stops the
     query naming both."""
@@ -238,16 +219,8 @@ def test_an_ordered_read_joins_a_coalesced_one_and_the_guard_checks_the_finer_bu
     physical = final_plan(df._jdf.queryExecution().executedPlan().toString())
     (j,) = result["joins"]
     assert j["colocate"] and "Exchange" not in physical, physical
-    assert physical.count("ColocateOrderedBucket [") == 2 and "Sort [" not in physical, physical
-    assert physical.count("ColocateMergedBucketFiles") == 1 and "ColumnarMergeJoin" not in physical, physical
-    spark.conf.set("spark.colocate.sortedScan.merge", "false")
-    try:
-        df = spark.sql(sql.format(A="A", C="G"))
-        assert sorted(map(tuple, df.collect()), key=repr) == expected
-        physical = final_plan(df._jdf.queryExecution().executedPlan().toString())
-        assert physical.count("Sort [") == 1 and "ColocateMergedBucketFiles" not in physical, physical
-    finally:
-        spark.conf.unset("spark.colocate.sortedScan.merge")
+    assert physical.count("ColocateOrderedBucket [") == 1 and physical.count("Sort [") == 1, physical
+    assert "ColumnarMergeJoin" not in physical, physical
 
     plan, _ = prepare_join(cat, sql.format(A="A", C="G"), {"A": [day], "G": [day]}, work_dir=tmp_path)
     table = next(t for t in plan.tables if t.name == "G")

@@ -33,18 +33,13 @@ import scala.jdk.javaapi.CollectionConverters;
  * sort-merge join on {@code (dt, id)} asks for. Spark 4 cannot see that: its bucketed scan
  * reports an order only when every bucket is one file, and only on the bucket key.
  *
- * <p>A task that reads several files of one partition value (a split group's family, an append's
- * carried files, a coalesced scan's buckets) has them merged k ways ({@link MergedBucketFilesExec}:
- * each file is sorted) unless {@value #MERGE_ENABLED} is false.
- *
  * <p>The sort stays whenever anything is not as described: another table, a scan that is not
- * bucketed, a sort that is not a prefix of that order (descending, nulls last, other columns),
- * anything but projections and filters between sort and scan. What remains is checked row by row.
+ * bucketed or coalesces buckets, a sort that is not a prefix of that order (descending, nulls
+ * last, other columns), anything but projections and filters between sort and scan, a directory
+ * with more than one file. What remains is checked row by row.
  */
 public final class SkipSortedSort extends Rule<SparkPlan> {
     public static final String ENABLED = "spark.colocate.sortedScan";
-    /** Whether a bucket of several sorted files a task is merged instead of sorted again (default true). */
-    public static final String MERGE_ENABLED = "spark.colocate.sortedScan.merge";
     static final String BACKING_PREFIX = "__cl_";
     static final String BUCKET_COLUMN = "__bucket";
 
@@ -120,10 +115,9 @@ public final class SkipSortedSort extends Rule<SparkPlan> {
         }
         FileSourceScanExec scan = (FileSourceScanExec) node;
         if (scan.tableIdentifier().isEmpty() || !scan.tableIdentifier().get().table().startsWith(BACKING_PREFIX)
-                || !scan.bucketedScan()) {
+                || !scan.bucketedScan() || scan.optionalNumCoalescedBuckets().isDefined()) {
             return null;
         }
-        boolean several = scan.optionalNumCoalescedBuckets().isDefined();
         HadoopFsRelation relation = scan.relation();
         if (relation.bucketSpec().isEmpty()) {
             return null;
@@ -172,7 +166,9 @@ public final class SkipSortedSort extends Rule<SparkPlan> {
         Seq<PartitionDirectory> listing = index.listFiles(CollectionConverters.asScala(staticFilters).toList(), scan.dataFilters());
         java.util.Set<Object> values = new java.util.HashSet<>();
         for (PartitionDirectory dir : CollectionConverters.asJava(listing)) {
-            several |= dir.files().size() > 1;
+            if (dir.files().size() > 1) {
+                return null;
+            }
             if (partitionIndex >= 0) {
                 values.add(dir.values().get(partitionIndex, relation.partitionSchema().fields()[partitionIndex].dataType()));
             }
@@ -183,13 +179,6 @@ public final class SkipSortedSort extends Rule<SparkPlan> {
         HadoopFsRelation ordered = new HadoopFsRelation(index, relation.partitionSchema(), relation.dataSchema(),
                 relation.bucketSpec(), relation.fileFormat(), relation.options(), relation.sparkSession());
         SparkPlan rebuilt = withRelation(scan, ordered);
-        if (several) {  // each file is sorted: merge a task's files of one partition value (MergedBucketFilesExec)
-            if (!"true".equalsIgnoreCase(SQLConf.get().getConfString(MERGE_ENABLED, "true").trim())) {
-                return null;
-            }
-            rebuilt = new MergedBucketFilesExec(sort.sortOrder(), rebuilt, partitionIndex,
-                    partitionIndex < 0 ? null : relation.partitionSchema().fields()[partitionIndex].dataType());
-        }
         for (int i = between.size() - 1; i >= 0; i--) {
             rebuilt = between.get(i).withNewChildren(CollectionConverters.asScala(List.of(rebuilt)).toList());
         }
