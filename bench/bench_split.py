@@ -10,7 +10,8 @@ count, and no join may shuffle.
 Why it matters: a split group joins at its map's count (8 tasks, a finer bucket read with its
 family), where the data rewritten at 16 buckets joins in 16 tasks; the split's cost is what those
 tasks and the sort of a family's several files per partition add, against a rewrite of every
-committed file that the split avoids.
+committed file that the split avoids. ``split`` joins as the job chooses, ``split smj`` as a
+sort-merge join (hash budget 0); the warm-up round prints each way's join method and bucket reads.
 """
 from __future__ import annotations
 
@@ -39,12 +40,10 @@ SQL2 = ("SELECT t1.dt, t1.id, t1.name, t1.second_id, t1.second_name, t5.id AS id
         f"JOIN {{C}} t6 ON t1.dt = t6.dt AND t1.id = t6.id WHERE t1.dt IN ({ALL_DAYS}) LIMIT 10000")
 WAYS = {"split": 8, "at16": 16, "at8": 8}  # group -> the map's bucket count
 # What is run: (way shown, group, session settings, join arguments). "split" joins as the job
-# chooses (hash or sort-merge); "split smj" is the sort-merge join, its families' sorted files merged
-# k ways in the ordered read (MergedBucketFilesExec); "split sorted" the same with that merge off,
-# so Spark sorts each bucket (as before the merge was built).
-MERGE_OFF = {"spark.colocate.sortedScan.merge": "false"}
-RUNS = [("split", "split", {}, {}), ("split smj", "split", {}, {"hash_budget": 0}),
-        ("split sorted", "split", MERGE_OFF, {"hash_budget": 0}), ("at16", "at16", {}, {}), ("at8", "at8", {}, {})]
+# chooses (hash or sort-merge: a family's several files a partition turn the ordered read off, so
+# the hash join is chosen where it fits); "split smj" is the sort-merge join (Spark sorts each bucket).
+RUNS = [("split", "split", {}, {}), ("split smj", "split", {}, {"hash_budget": 0}), ("at16", "at16", {}, {}),
+        ("at8", "at8", {}, {})]
 
 
 def load(spark, root: Path, rows: int) -> Catalog:
