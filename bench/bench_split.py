@@ -10,7 +10,8 @@ count, and no join may shuffle.
 Why it matters: a split group joins at its map's count (8 tasks, a finer bucket read with its
 family), where the data rewritten at 16 buckets joins in 16 tasks; the split's cost is what those
 tasks and the sort of a family's several files per partition add, against a rewrite of every
-committed file that the split avoids.
+committed file that the split avoids. ``split`` joins as the job chooses, ``split smj`` as a
+sort-merge join (hash budget 0); the warm-up round prints each way's join method and bucket reads.
 """
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ SQL2 = ("SELECT t1.dt, t1.id, t1.name, t1.second_id, t1.second_name, t5.id AS id
         "t6.ord_id, t6._id FROM {A} t1 JOIN {B} t5 ON t1.dt = t5.dt AND t1.id = t5.id "
         f"JOIN {{C}} t6 ON t1.dt = t6.dt AND t1.id = t6.id WHERE t1.dt IN ({ALL_DAYS}) LIMIT 10000")
 WAYS = {"split": 8, "at16": 16, "at8": 8}  # group -> the map's bucket count
+# What is run: (way shown, group, session settings, join arguments). "split" joins as the job
+# chooses (hash or sort-merge: a family's several files a partition turn the ordered read off, so
+# the hash join is chosen where it fits); "split smj" is the sort-merge join (Spark sorts each bucket).
+RUNS = [("split", "split", {}, {}), ("split smj", "split", {}, {"hash_budget": 0}), ("at16", "at16", {}, {}),
+        ("at8", "at8", {}, {})]
 
 
 def load(spark, root: Path, rows: int) -> Catalog:
@@ -76,20 +82,30 @@ def main() -> None:
           f"SQL1/SQL2 over all 10 days ({root})", flush=True)
     try:
         cat = load(spark, root, rows)
-        wall: dict[str, list[float]] = {f"{q}/{w}": [] for q in ("SQL1", "SQL2") for w in WAYS}
+        ways = [w for w, *_ in RUNS]
+        wall: dict[str, list[float]] = {f"{q}/{w}": [] for q in ("SQL1", "SQL2") for w in ways}
         counts = {}
         for r in range(a.rounds + 1):  # round 0 warms up and checks
             for qname, sql in (("SQL1", SQL1), ("SQL2", SQL2)):
-                for way in WAYS:
-                    names = {t: f"{t}_{way}" for t in "ABC"}
-                    t0 = time.perf_counter()
-                    result = join_in_session(spark, cat, sql.format(**names), {n: DAYS for n in names.values()},
-                                             work_dir=root / "runs")
-                    took = time.perf_counter() - t0
+                for way, group, conf, kwargs in RUNS:
+                    names = {t: f"{t}_{group}" for t in "ABC"}
+                    for k, v in conf.items():
+                        spark.conf.set(k, v)
+                    try:
+                        t0 = time.perf_counter()
+                        result = join_in_session(spark, cat, sql.format(**names), {n: DAYS for n in names.values()},
+                                                 work_dir=root / "runs", **kwargs)
+                        took = time.perf_counter() - t0
+                    finally:
+                        for k in conf:
+                            spark.conf.unset(k)
                     assert all(j["colocate"] for j in result["joins"]), (way, result["joins"])
                     if r == 0:
                         if qname == "SQL1":
                             counts[way] = spark.sql(sql.format(**names)).collect()[0][0]
+                        reads = [line for line in result["explain"].splitlines() if line.startswith("bucket reads:")]
+                        print(f"  {qname} {way}: {(result['bucket_join'] or {}).get('method')} join; "
+                              f"{reads[0] if reads else 'no bucket reads line'}", flush=True)
                         continue
                     wall[f"{qname}/{way}"].append(took)
         assert len(set(counts.values())) == 1, counts
@@ -97,7 +113,7 @@ def main() -> None:
         for q in ("SQL1", "SQL2"):
             base = statistics.median(wall[f"{q}/at16"])
             print(f"{q}: " + "; ".join(f"{w} {statistics.median(wall[f'{q}/{w}']):.2f} s "
-                                       f"(x{statistics.median(wall[f'{q}/{w}']) / base:.2f} at16)" for w in WAYS))
+                                       f"(x{statistics.median(wall[f'{q}/{w}']) / base:.2f} at16)" for w in ways))
         cat.dispose()
     finally:
         spark.stop()

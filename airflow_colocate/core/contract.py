@@ -3,8 +3,7 @@
 A Spark job gets a plan with exact input and output locations and returns a report; it never sees
 the catalog. Plans and reports are dataclasses so that both sides are checked by the same code.
 This module is the bottom of the package (standard library only), because every layer speaks it:
-the catalog records reports, storage places what a plan says, the planner builds plans, the Spark
-jobs run them.
+the catalog records reports, storage places what a plan says, the planner builds plans, Spark runs them.
 """
 
 from __future__ import annotations
@@ -175,9 +174,10 @@ class ReadTable:
     # Check on read that every row's pmod(hash(dist cols), n) is its bucket and verify parquet page
     # checksums: a file with another bucket's rows or a flipped byte fails the query, never a wrong row.
     bucket_guard: bool = True
-    # Register with a SHUFFLE_HASH hint: a join may build a hash map of this table's bucket (the join
-    # job sets it on the tables whose every bucket fits the hash budget, spark.bucket_join.choose_bucket_join).
+    # Register with a SHUFFLE_HASH hint: a join may build a hash map of this table's bucket (the join job
+    # sets it on the tables whose every bucket fits the hash budget, spark.bucket_join.choose_bucket_join).
     hash_build: bool = False
+    read_buckets: int = 0  # read coalesced to n (a group created at k·n joined with one of n), 0: bucket_num
 
 
 @dataclass

@@ -71,8 +71,9 @@ def build_estimate(bytes_: int, rows: int) -> int:
 def bucket_sizes(table: ReadTable) -> list[tuple[int, int]] | None:
     """(bytes, rows) per bucket seq of a ReadTable, summed over the partitions it reads (a bucketed
     scan reads bucket b of every partition in one task), from the catalog's sizes of the chosen
-    replica (the first candidate); None when the plan carries no sizes."""
-    sizes = [(0, 0)] * table.bucket_num
+    replica (the first candidate); None when the plan carries no sizes. A table read coalesced
+    (``read_buckets``) is sized per task: bucket b with b+n, b+2n, ..."""
+    sizes = [(0, 0)] * (table.read_buckets or table.bucket_num)
     for part in table.partitions:
         if not part.candidates:
             if any(part.bucket_paths):
@@ -80,8 +81,8 @@ def bucket_sizes(table: ReadTable) -> list[tuple[int, int]] | None:
             continue
         for seq, candidates in enumerate(part.candidates):
             if part.bucket_paths[seq] and candidates:
-                b, r = sizes[seq]
-                sizes[seq] = (b + candidates[0].bytes, r + candidates[0].rows)
+                b, r = sizes[seq % len(sizes)]
+                sizes[seq % len(sizes)] = (b + candidates[0].bytes, r + candidates[0].rows)
     return sizes
 
 
@@ -89,10 +90,13 @@ def one_file_per_bucket(tables: Sequence[ReadTable]) -> bool:
     """Every bucket of every bucketed table holds one file per partition in the replica chosen to
     read (the catalog's file lists): what lets a bucket's files be read in key order, partition by
     partition, with no sort (``java/.../colocate/ordered/SkipSortedSort.java``). A replica whose
-    files the catalog did not record counts as not known, so not one."""
+    files the catalog did not record counts as not known, so not one; nor does a table read
+    coalesced (``read_buckets``), whose task reads several buckets' files."""
     for t in tables:
         if not t.bucketed:
             continue
+        if t.read_buckets:
+            return False
         for part in t.partitions:
             for seq, path in enumerate(part.bucket_paths):
                 if not path:

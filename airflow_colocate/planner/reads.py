@@ -20,7 +20,8 @@ from airflow_colocate.placement.replica_choice import choose_replicas
 
 
 def read_table(view: TableView, partitions: Sequence[PartitionReplicas], *, available: Collection[int],
-               chosen: Sequence[int] | None = None, name: str | None = None, bucketed: bool = True) -> ReadTable:
+               chosen: Sequence[int] | None = None, name: str | None = None, bucketed: bool = True,
+               read_buckets: int = 0) -> ReadTable:
     """Register ``view`` reading, per bucket, the replica on ``chosen[bucket]`` (a colocated join
     reads every table's bucket b from one backend) or else the first verified replica on an
     available backend. The other verified replicas on available backends follow as candidates:
@@ -46,7 +47,8 @@ def read_table(view: TableView, partitions: Sequence[PartitionReplicas], *, avai
                                    layout_buckets=p.layout_buckets if p.layout_buckets != len(p.buckets) else 0))
     return ReadTable(name=name or view.name, columns=[list(c) for c in view.columns], dist_cols=list(view.dist_cols),
                      partition_cols=list(view.partition_cols), bucket_num=view.bucket_num, partitions=parts,
-                     bucketed=bucketed, table=view.qualified_name)
+                     bucketed=bucketed, table=view.qualified_name,
+                     read_buckets=read_buckets if bucketed and 0 < read_buckets < view.bucket_num else 0)
 
 
 def _read_replica(r: ReplicaView) -> ReadReplica:
@@ -92,8 +94,9 @@ def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]
     reasons = {alias: "" if view.group_id in peers and not disabled else
                _table_reason(view, group_id, group_reason, disabled, groups) for alias, (view, _) in reads.items()}
     own = {view.group_id: chosen for view, _ in reads.values()} | {g: c for g, (_, c) in peers.items()}
+    coarsest = read_count(groups, group_id, peers) if group_id is not None and not group_reason else 0
     tables = [read_table(view, parts, available=available, chosen=own.get(view.group_id) if not reasons[alias] else None,
-                         name=alias, bucketed=not reasons[alias])
+                         name=alias, bucketed=not reasons[alias], read_buckets=coarsest)
               for alias, (view, parts) in reads.items()]
     notes = () if group_reason or group_id is None else _remote_note(groups[group_id], tables, reasons, effective)
     notes += layout_notes(reads, groups, reasons, peers)
@@ -106,21 +109,34 @@ def plan_reads(reads: Mapping[str, tuple[TableView, Sequence[PartitionReplicas]]
 def _peers(reads, groups: Mapping[str, GroupView], group_id: str, *, available, hosts, executor_hosts, names,
            policy: str | None) -> dict[str, tuple[str, list[int] | None]]:
     """The other groups of the query whose tables join ``group_id``'s bucket by bucket: the same
-    map count and distribution column types (so Spark's bucket id of a row is the same in both,
-    whatever finer layout each was split to), and bucketed reads allowed by their own join policy.
-    Each reads its own replicas: such a join loses locality between the groups, never rows."""
+    distribution column types and map counts that divide one another (Spark's bucket ids nest:
+    ``pmod(h, k·n) mod n = pmod(h, n)``, whatever finer layout each was split to), and bucketed
+    reads allowed by their own join policy. All are read at the coarsest count (:func:`read_count`):
+    a group created at k·n reads its buckets b, b+n, ... in task b. Each reads its own replicas:
+    such a join loses locality between the groups, never rows."""
     main = groups[group_id]
     out = {}
     for other in sorted({v.group_id for v, _ in reads.values() if v.group_id and v.group_id != group_id}):
         g = groups[other]
-        if g.bucket_num != main.bucket_num or tuple(g.dist_col_types) != tuple(main.dist_col_types):
+        if not _nested(g.bucket_num, main.bucket_num) or tuple(g.dist_col_types) != tuple(main.dist_col_types):
             continue
         chosen, reason = _choose_group(reads, other, g, available=available, hosts=hosts,
                                        executor_hosts=executor_hosts, names=names,
                                        policy=JoinPolicy.parse(policy or g.join_policy))
         if not reason:
             out[other] = (group_id, chosen)
-    return out
+    coarsest = read_count(groups, group_id, out)
+    return {g: v for g, v in out.items() if groups[g].bucket_num % coarsest == 0}
+
+
+def _nested(a: int, b: int) -> bool:
+    return a % b == 0 or b % a == 0
+
+
+def read_count(groups: Mapping[str, GroupView], group_id: str, peers: Mapping[str, tuple[str, object]]) -> int:
+    """The bucket count a colocated read runs at: the coarsest of the group's and its peers' map
+    counts (each a multiple of it, or the peer is not kept: :func:`_peers`)."""
+    return min([groups[group_id].bucket_num, *(groups[g].bucket_num for g in peers)])
 
 
 def layout_notes(reads, groups: Mapping[str, GroupView], reasons: Mapping[str, str],
@@ -138,11 +154,22 @@ def layout_notes(reads, groups: Mapping[str, GroupView], reasons: Mapping[str, s
             lines.append(f"bucket layouts: {alias} reads partitions at {' and '.join(map(str, sorted(counts)))} buckets "
                          f"({shown}), bucket by bucket at {view.bucket_num}: a finer bucket j is read with bucket "
                          f"j mod {view.bucket_num}, no shuffle")
+    coarsest = 0
     for other, (main, _) in sorted(peers.items()):
         g, m_ = groups[other], groups[main]
+        coarsest = read_count(groups, main, peers)
         lines.append(f"bucket layouts: group {g.full_name} (layout {g.layout} buckets) joins group {m_.full_name} "
-                     f"(layout {m_.layout}) bucket by bucket at {g.bucket_num} buckets, each read from its own group's "
+                     f"(layout {m_.layout}) bucket by bucket at {coarsest} buckets, each read from its own group's "
                      f"replicas (no shuffle; locality only within a group)")
+    for gid in sorted({main for main, _ in peers.values()} | set(peers)):
+        g = groups[gid]
+        if coarsest and g.bucket_num > coarsest:
+            k = g.bucket_num // coarsest
+            finer = ", ".join(f"b+{i * coarsest}" for i in range(1, min(k, 3))) + (", ..." if k > 3 else "")
+            lines.append(f"bucket layouts: group {g.full_name} was created at {g.bucket_num} buckets and is read at "
+                         f"{coarsest}: task b reads its {k} buckets b, {finer}, each from its own replicas (no "
+                         f"shuffle; those replicas' backends need not share a host, so such a task may read "
+                         f"remotely)")
     return tuple(lines)
 
 
@@ -220,8 +247,8 @@ def _table_reason(view: TableView, group_id: str | None, group_reason: str, disa
         if mine is not None and main is not None and mine.bucket_num != main.bucket_num:
             return Fallback.NOT_SAME_GROUP.because(
                 f"{view.name} is in group {view.group_name}, whose map has {mine.bucket_num} buckets, not "
-                f"{main.bucket_num}: groups join bucket by bucket only when their maps have one count (a group "
-                f"split to a finer layout keeps its map's count: colocate group split)")
+                f"{main.bucket_num}: groups join bucket by bucket only when their map counts divide one another "
+                f"(a group split to a finer layout keeps its map's count: colocate group split)")
         return Fallback.NOT_SAME_GROUP.because(f"{view.name} is in group {view.group_name}")
     return group_reason
 

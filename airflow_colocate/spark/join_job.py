@@ -294,6 +294,22 @@ def run_join(spark, plan: JoinPlan, *, replace_views: bool = False, clock: Drive
     return report
 
 
+def coalesced_or_plain(spark, plan: JoinPlan) -> JoinPlan:
+    """A table of a group created at k·n buckets joins an n-bucket group through the jar's coalesced
+    read (``ReadTable.read_buckets``); a session without the jar's extension would plan it at k·n
+    and shuffle a side anyway, so it is read plain here, with that reason in the explain."""
+    coalesced = [t for t in plan.tables if t.bucketed and t.read_buckets]
+    if not coalesced or locality.extension_loaded(spark):
+        return plan
+    reasons = dict(plan.reasons)
+    for t in coalesced:
+        reasons[t.name] = Fallback.NOT_SAME_GROUP.because(
+            f"{t.name}'s {t.bucket_num} buckets are read {t.read_buckets} to a bucket by the jar's extension "
+            f"({locality.EXTENSIONS_CLASS}), which this session does not run")
+    tables = [replace(t, bucketed=False, read_buckets=0) if t in coalesced else t for t in plan.tables]
+    return replace(plan, tables=tables, reasons=reasons)
+
+
 def _phase(clock: DriverClock | None, name: str):
     return clock.phase(name) if clock is not None else nullcontext()
 
@@ -308,6 +324,7 @@ def _run_join_once(spark, plan: JoinPlan, *, replace_views: bool = False,
                             f"(output_path) or run it with the join operator")
     names = ", ".join(t.name + ("" if t.bucketed else " (plain)") for t in plan.tables)
     log.info(f"job {plan.job_id}: registering {len(plan.tables)} tables ({names})")
+    plan = coalesced_or_plain(spark, plan)
     plan, choice = plan_bucket_join(spark, plan, clock)
     # For the job only: the caller's session keeps its settings and job group (session.scoped).
     conf, local_off = locality.settings(spark, plan.backend_hosts)  # read each replica where it lies, if possible

@@ -224,9 +224,15 @@ def ordered_read(spark) -> bool:
     them for a sort-merge join: the jar's extension is loaded and ``spark.colocate.sortedScan`` is
     not ``false`` (a job may turn it off). On Spark Connect the server's own setting is trusted: a
     server started without the jar logs the missing extension and runs every query without it."""
+    return (spark.conf.get(ORDERED_READ_KEY, "true") or "true").strip().lower() == "true" and extension_loaded(spark)
+
+
+def extension_loaded(spark) -> bool:
+    """Whether this session runs the jar's extension (the ordered read, the columnar join, the
+    coalesced read of a group created at a multiple of another's count): a Spark line whose jar
+    has it, named in ``spark.sql.extensions``, and loadable."""
     if is_connect(spark):
-        return (EXTENSIONS_CLASS in (spark.conf.get("spark.sql.extensions", "") or "")
-                and (spark.conf.get(ORDERED_READ_KEY, "true") or "true").strip().lower() == "true")
+        return EXTENSIONS_CLASS in (spark.conf.get("spark.sql.extensions", "") or "")
     from py4j.protocol import Py4JError
 
     line = session_line(spark)
@@ -235,8 +241,6 @@ def ordered_read(spark) -> bool:
         return False
     try:
         if EXTENSIONS_CLASS not in (spark.conf.get("spark.sql.extensions", "") or ""):
-            return False
-        if (spark.conf.get(ORDERED_READ_KEY, "true") or "true").strip().lower() != "true":
             return False
         return bool(spark._jvm.org.apache.spark.util.Utils.classIsLoadable(EXTENSIONS_CLASS))
     except Py4JError:  # no JVM to ask (a Spark Connect session)
@@ -306,18 +310,19 @@ def line(loc: JoinLocality) -> str:
 
 
 def bucket_hosts(tables: Sequence[ReadTable], backend_hosts: Mapping[str, str]) -> list[set[str]] | None:
-    """Per bucket seq, the hosts of the replicas the bucketed tables read (None: no bucketed table,
-    or bucketed tables of different bucket counts)."""
+    """Per bucket seq (the task of a bucketed scan), the hosts of the replicas the bucketed tables
+    read (None: no bucketed table, or bucketed tables read at different counts). A table read
+    coalesced adds bucket b's hosts to task b mod its read count."""
     bucketed = [t for t in tables if t.bucketed]
-    if not bucketed or len({t.bucket_num for t in bucketed}) != 1:
+    if not bucketed or len({t.read_buckets or t.bucket_num for t in bucketed}) != 1:
         return None
-    out: list[set[str]] = [set() for _ in range(bucketed[0].bucket_num)]
+    out: list[set[str]] = [set() for _ in range(bucketed[0].read_buckets or bucketed[0].bucket_num)]
     for t in bucketed:
         for part in t.partitions:
             for b, path in enumerate(part.bucket_paths):
                 host = host_of(path, backend_hosts) if path else None
                 if host:
-                    out[b].add(host)
+                    out[b % len(out)].add(host)
     return out
 
 

@@ -54,6 +54,7 @@ from airflow_colocate.spark.timing import DriverClock
 from airflow_colocate.storage import replica_dir
 
 BUCKET_COLUMN = "__bucket"
+READ_BUCKETS_PROPERTY = "colocate.read.buckets"  # read coalesced to that many buckets (the jar's CoalescedBucketScan)
 BACKING_PREFIX = "__cl_"
 # The database of the backing tables: never the user's current one (their DDL and SHOW TABLES stay theirs).
 DATABASE = "colocate_registered"
@@ -151,9 +152,8 @@ def _check(table: ReadTable) -> None:
         raise ColocateError(f"table {table.name}: an unpartitioned table has one partition, got {len(table.partitions)}")
     for part in table.partitions:
         if len(part.bucket_paths) != table.bucket_num:
-            raise ColocateError(
-                f"table {table.name} partition {part.value!r}: {len(part.bucket_paths)} bucket paths for "
-                f"{table.bucket_num} buckets")
+            raise ColocateError(f"table {table.name} partition {part.value!r}: {len(part.bucket_paths)} bucket paths "
+                                f"for {table.bucket_num} buckets")
 
 
 # Hadoop settings of the backing table's scans: parquet-mr verifies each page's CRC (Spark writes
@@ -230,11 +230,10 @@ def create_statements(table: ReadTable, location: str) -> list[str]:
     options = ""
     if table.bucket_guard:
         options = " OPTIONS (" + ", ".join(f"{quote_str(k)} = {quote_str(v)}" for k, v in GUARD_OPTIONS.items()) + ")"
-    out = [
-        f"DROP TABLE IF EXISTS {backing}",
-        f"CREATE TABLE {backing} ({col_defs}) USING parquet PARTITIONED BY ({partitioned}){clustered} "
-        f"LOCATION {quote_str(location)}{options}",
-    ]
+    coalesced = table.bucketed and 0 < table.read_buckets < table.bucket_num
+    properties = f" TBLPROPERTIES ({quote_str(READ_BUCKETS_PROPERTY)} = '{table.read_buckets}')" if coalesced else ""
+    out = [f"DROP TABLE IF EXISTS {backing}", f"CREATE TABLE {backing} ({col_defs}) USING parquet PARTITIONED BY "
+           f"({partitioned}){clustered} LOCATION {quote_str(location)}{options}{properties}"]
     specs = []
     for part in table.partitions:
         for bucket, path in enumerate(part.bucket_paths):

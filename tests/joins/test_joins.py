@@ -136,7 +136,7 @@ def test_tables_of_two_groups_with_one_map_count_join_bucket_by_bucket(spark, tp
     """flags copied into its own group g_flags (same bucket count and key type as g_tpch): its
     buckets live on other backends than orders', but Spark's bucket id of a row is the same in both
     groups, so the join runs bucket by bucket with no Exchange (issue 45), each side read from its
-    own group's replicas; the explain names the pair. A group whose map has another count shuffles
+    own group's replicas; the explain names the pair. A group whose count does not divide shuffles
     with the reason (tests/joins/test_split_layouts.py)."""
     from airflow_colocate.core.contract import Source
     from airflow_colocate.core.sqltypes import parse_columns

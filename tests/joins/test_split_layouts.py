@@ -150,11 +150,102 @@ def test_join_with_a_group_at_32_buckets(spark, lake):
         result["explain"], result["explain"]
 
 
-def test_a_group_whose_map_has_another_count_shuffles_with_the_reason(spark, lake):
-    """E's group was created at 16 buckets: its directories are 16 buckets, not families of 8, so
-    it cannot join g_seeds bucket by bucket; the join shuffles, right, and says why."""
+@pytest.fixture(scope="module")
+def created_finer(spark, lake):
+    """F in g_fine16 (created at 16 buckets, B's rows) and G in g_fine32 (created at 32, C's rows),
+    each written for D's two days: their map counts are multiples of g_seeds' 8, each bucket its
+    own replica directory (no families)."""
     cat, root = lake
-    cat.tables.create("E", parse_columns(SCHEMA["C"]), ["id"], bucket_num=16, replication_num=2,
+    for name, like, buckets in (("F", "B", 16), ("G", "C", 32)):
+        cat.tables.create(name, parse_columns(SCHEMA[like]), ["id"], bucket_num=buckets, replication_num=2,
+                          partition_cols=["dt"], colocate_with=f"g_fine{buckets}")
+        for day in WIDE_DAYS:
+            write_in_session(spark, cat, name, day, Source(query=source(like, DAYS.index(day))), work_dir=root / "runs")
+    return cat
+
+
+WIDE = ", ".join(f"DATE'{d}'" for d in WIDE_DAYS)
+# The coarser group first, and the finer groups first (a join over a join of two coalesced reads).
+CREATED_FINER = {
+    "SQL2": SQL2.replace(IN_DAYS, WIDE),
+    "finer first": ("SELECT t6.dt, t6.id, t6.ord_id, t5.list, t1.name FROM {C} t6 JOIN {B} t5 ON t6.dt = t5.dt AND "
+                    "t6.id = t5.id JOIN {A} t1 ON t1.dt = t6.dt AND t1.id = t6.id"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(CREATED_FINER))
+def test_groups_created_at_16_and_32_join_one_at_8_bucket_by_bucket(spark, lake, created_finer, shape):
+    """A (g_seeds: map 8, days at 8 and 16) with F (created at 16) and G (created at 32): read at 8,
+    task b of F and G reads their buckets b, b+8, ... each from its own replica directory (Spark's
+    coalesced bucketed scan, asked for by the jar's CoalescedBucketScan); no Exchange anywhere under
+    the joins, exactly the rows of plain Spark over the same data."""
+    cat = created_finer
+    sql = CREATED_FINER[shape]
+    ref = {n: f"(SELECT * FROM ref_{n} WHERE dt IN ({WIDE}))" for n in "ABC"}
+    expected = rows_of(spark, sql.format(A=ref["A"], B=ref["B"], C=ref["C"]))
+    assert len(expected) > 100, expected[:3]
+    result = join_in_session(spark, cat, sql.format(A="A", B="F", C="G"), {n: WIDE_DAYS for n in "AFG"})
+    df = spark.sql(sql.format(A="A", B="F", C="G"))
+    assert sorted(map(tuple, df.collect()), key=repr) == expected
+    physical = final_plan(df._jdf.queryExecution().executedPlan().toString())
+    assert len(result["joins"]) == 2 and all(j["colocate"] for j in result["joins"]), result["joins"]
+    assert "Exchange" not in physical, physical
+    for group, k in (("g_fine16", 2), ("g_fine32", 4)):
+        assert f"group 1_{group} was created at {8 * k} buckets and is read at 8: task b reads its {k} buckets" in \
+            result["explain"], result["explain"]
+    assert "may read remotely" in result["explain"]
+
+
+def test_an_ordered_read_joins_a_coalesced_one_and_the_guard_checks_the_finer_bucket(spark, lake, created_finer,
+                                                                                     tmp_path):
+    """On a day A holds one sorted file per bucket, A's side is read in order (no sort) while G's
+    coalesced side is sorted by Spark (several buckets a task); the columnar merge join, which
+    needs ordered reads on both sides, leaves this join to Spark's, and the rows are plain Spark's.
+    The guard checks G's rows against G's own 32 buckets: bucket 11's file put in bucket 19's
+    directory is of the right task (both are read in task 3) but the wrong bucket, and stops the
+    query naming both."""
+    from dataclasses import replace
+
+    from airflow_colocate.core.errors import ColocateError
+    from airflow_colocate.jobs.join import prepare_join
+    from airflow_colocate.spark.join_job import run_join
+
+    cat, day = created_finer, WIDE_DAYS[0]
+    sql = "SELECT t1.id, t1.name, t6.ord_id FROM {A} t1 JOIN {C} t6 ON t1.dt = t6.dt AND t1.id = t6.id"
+    expected = rows_of(spark, sql.format(A=f"(SELECT * FROM ref_A WHERE dt = DATE'{day}')", C="ref_C"))
+    result = join_in_session(spark, cat, sql.format(A="A", C="G"), {"A": [day], "G": [day]}, hash_budget=0)
+    df = spark.sql(sql.format(A="A", C="G"))
+    assert sorted(map(tuple, df.collect()), key=repr) == expected and expected
+    physical = final_plan(df._jdf.queryExecution().executedPlan().toString())
+    (j,) = result["joins"]
+    assert j["colocate"] and "Exchange" not in physical, physical
+    assert physical.count("ColocateOrderedBucket [") == 1 and physical.count("Sort [") == 1, physical
+    assert "ColumnarMergeJoin" not in physical, physical
+
+    plan, _ = prepare_join(cat, sql.format(A="A", C="G"), {"A": [day], "G": [day]}, work_dir=tmp_path)
+    table = next(t for t in plan.tables if t.name == "G")
+    assert table.read_buckets == 8 and table.bucket_num == 32
+    (part,) = table.partitions
+    src, other = (Path(part.bucket_paths[b].removeprefix("file://")) for b in (19, 11))
+    dst = tmp_path / "tampered" / src.name
+    shutil.copytree(src, dst)
+    (mine,) = [p for p in dst.iterdir() if p.suffix == ".parquet"]
+    (theirs,) = [p for p in other.iterdir() if p.suffix == ".parquet"]
+    shutil.copy(theirs, mine)
+    paths = list(part.bucket_paths)
+    paths[19] = dst.as_uri()
+    tampered = replace(table, partitions=[replace(part, bucket_paths=paths, candidates=[])])
+    plan = replace(plan, tables=[tampered if t is table else t for t in plan.tables])
+    with pytest.raises(ColocateError, match=r"colocate: table default\.G partition \S+ bucket 19 .*holds a row of "
+                                            r"bucket 11"):
+        run_join(spark, plan)
+
+
+def test_a_group_whose_count_does_not_divide_shuffles_with_the_reason(spark, lake):
+    """E's group was created at 12 buckets: 12 and 8 do not divide one another, so Spark's bucket
+    ids do not nest and the join cannot be done bucket by bucket; it shuffles, right, and says why."""
+    cat, root = lake
+    cat.tables.create("E", parse_columns(SCHEMA["C"]), ["id"], bucket_num=12, replication_num=2,
                       partition_cols=["dt"], colocate_with="g_odd")
     write_in_session(spark, cat, "E", DAYS[9], Source(query=source("C", 9)), work_dir=root / "runs")
     sql = "SELECT t1.id, t6.ord_id FROM {A} t1 JOIN {C} t6 ON t1.dt = t6.dt AND t1.id = t6.id"
@@ -162,7 +253,8 @@ def test_a_group_whose_map_has_another_count_shuffles_with_the_reason(spark, lak
     result = join_in_session(spark, cat, sql.format(A="A", C="E"), {"A": DAYS[9:], "E": DAYS[9:]})
     assert rows_of(spark, sql.format(A="A", C="E")) == expected
     (j,) = result["joins"]
-    assert not j["colocate"] and "whose map has" in j["reason"] and "keeps its map's count" in j["reason"], j
+    assert not j["colocate"] and "whose map has 12 buckets, not 8" in j["reason"], j
+    assert "divide one another" in j["reason"] and "keeps its map's count" in j["reason"], j
 
 
 def test_verify_passes_on_both_layouts_and_checks_each_files_finer_bucket(spark, lake):
