@@ -167,3 +167,31 @@ def test_doctor_says_where_the_key_comes_from_and_never_prints_it(s3_lake, s3_en
     main(["--catalog", s3_lake.catalog.url, "doctor"])
     text = capsys.readouterr().out
     assert "credentials from" in text and s3_env["AWS_SECRET_ACCESS_KEY"] not in text
+
+
+def test_a_repair_copies_objects_above_the_single_copy_limit_part_by_part(s3_lake, s3_server, monkeypatch):
+    """The limit lowered from 5 GiB to 1 KiB (a module constant, as a deployment cannot lower S3's):
+    every object of the repair is copied with UploadPartCopy in parts of 1 KiB, whose checksum is
+    of parts, so each copy is read back and hashed against the catalog's."""
+    lake = s3_lake
+    lake.create("orders")
+    lake.write("orders", DAYS[0], range(400))
+    before = rows(lake.catalog, "default.orders")
+    monkeypatch.setattr(s3, "MULTIPART_COPY_BYTES", 1024)
+    monkeypatch.setattr(s3, "MULTIPART_PART_BYTES", 1024)
+    be2 = lake.catalog.backends.get("be2")
+    fs.delete_tree(be2.root_uri)
+    probe_backends(lake.catalog, timeout=10)
+    lake.clock.advance(minutes=31)
+    lake.run()
+    assert_whole(lake.catalog)  # every copy hashes to the catalog's checksum
+    assert rows(lake.catalog, "default.orders") == before
+    client = s3_server.client()
+    etags = []
+    for name in data_objects(s3_server, lake):
+        bucket, key = name.split("/", 1)
+        head = client.head_object(Bucket=bucket, Key=key)
+        if head["ContentLength"] > 1024:
+            etags.append(head["ETag"].strip('"'))
+    parts = [int(e.rsplit("-", 1)[1]) for e in etags if "-" in e]  # "<md5 of the parts' md5s>-<parts>"
+    assert parts and min(parts) >= 2, etags
