@@ -379,10 +379,12 @@ def run_partition(items, threads: int):
     (:func:`finish_clones`). Copies read and hash with the GIL released, so a few threads per core
     keep the disk busy. From :data:`PIPELINE_MIN` tasks on, two batches (every other task, so both
     get a fair share of the bytes), the first finished while the second is staged; each keeps the
-    crash rule on its own, and nothing is returned before both are finished."""
+    crash rule on its own, and nothing is returned before both are finished. A partition with no
+    copy to a local disk (an object store's or HDFS's, durable when the request or stream ends)
+    has no sync to overlap: it is one batch, so its threads wait once for the slowest copy, not twice."""
     items = list(items)
     areas: dict = {}
-    if len(items) < PIPELINE_MIN:
+    if len(items) < PIPELINE_MIN or not any(kind == "copy" and fs.is_local(t["dst"]) for kind, t in items):
         with _watching(items) as watch:
             done = _finish_all(_stage_all(items, threads, areas), watch)
         return [(kind, r) for (kind, _), r in zip(items, done)]
