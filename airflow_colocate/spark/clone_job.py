@@ -134,8 +134,8 @@ def _unlisted(task: dict) -> bool:
     checksum (the copy is deleted, the source bad), and a new replica's prefix holds at most a
     killed clone's objects of the same names, which the copies overwrite. A file the catalog does
     not list beside the source's is not copied (so never spread); reads and ``verify`` flag it."""
-    return (bool(task.get("fresh")) and bool(task.get("sizes")) or (task.get("bytes") == 0 and task.get("fresh"))) \
-        and fs.is_object_store(task["src"]) and fs.is_object_store(task["dst"])
+    recorded = bool(task.get("sizes")) or task.get("bytes") == 0  # an empty bucket's replica has no file
+    return bool(task.get("fresh")) and recorded and fs.is_object_store(task["src"]) and fs.is_object_store(task["dst"])
 
 
 def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
