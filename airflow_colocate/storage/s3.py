@@ -13,7 +13,7 @@ with it (:func:`upload`), so from the write on, every copy of a replica is the s
 Above :data:`MULTIPART_COPY_BYTES` (5 GiB: one request's limit) a checksum is of parts, comparable
 to nothing the catalog holds: such a copy is read back and hashed. A copy costs one request where
 the store answers ``CopyObject`` with the copy's SHA-256 when asked for it
-(``ChecksumAlgorithm=SHA256``: AWS recomputes it over the copied bytes), two where it does not
+(``ChecksumAlgorithm=SHA256``: AWS documents that it recomputes it over the copied bytes), two where it does not
 (SeaweedFS answers with the ETag alone): the copy, and a HEAD of the copy for its checksum.
 
 The address and key of the store come from where the AWS SDKs, pyarrow and hadoop-aws all look:
