@@ -22,7 +22,7 @@ from airflow_colocate.model.views import DEFAULT_RELOCATE_DELAY, BackendHealth
 from airflow_colocate.core import validate
 from airflow_colocate.core.contract import BadReplica
 from airflow_colocate.core.errors import InvalidArgument
-from airflow_colocate.storage import replica_dir
+from airflow_colocate.storage import fs, replica_dir
 from airflow_colocate.storage.probe import probe_root
 
 DEFAULT_PROBE_TIMEOUT = 20.0
@@ -69,14 +69,27 @@ class ProbeResult:
                 "bad_replicas": len(self.bad_replicas), "sample_error": self.sample_error}
 
 
+# Listings at once on a remote backend (each a round trip to a store or NameNode; a local one is a
+# few system calls, checked in turn)
+SAMPLE_THREADS = 16
+
+
+def _check_all(replicas: list, check) -> list:
+    if len(replicas) < 2 or fs.is_local(replicas[0].path):
+        return [check(r) for r in replicas]
+    with ThreadPoolExecutor(max_workers=min(SAMPLE_THREADS, len(replicas)), thread_name_prefix="colocate-sample") as pool:
+        return list(pool.map(check, replicas))
+
+
 def sample_files(catalog, backend_id: int, limit: int) -> list[str]:
     """Check that the next ``limit`` replicas of a backend hold exactly their recorded files (names
     and sizes; only a listing, no hashing), rotating through all of them over successive probes, so
     a deleted or truncated file is found without a full verify. Wrong ones are marked bad (their
     group unstable, the next balance repairs them); returns their paths."""
     bad = []
-    for r in catalog.health.sample_replicas(backend_id, limit):
-        problem = replica_dir.check_replica(r.path, files=r.files, size=r.bytes)
+    sampled = catalog.health.sample_replicas(backend_id, limit)
+    problems = _check_all(sampled, lambda r: replica_dir.check_replica(r.path, files=r.files, size=r.bytes))
+    for r, problem in zip(sampled, problems):
         if problem:
             bad.append(BadReplica(replica_id=r.replica_id, table=r.table, partition=r.partition,
                                   bucket_seq=r.bucket_seq, backend_id=r.backend_id, path=r.path,

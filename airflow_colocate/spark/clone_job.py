@@ -126,6 +126,18 @@ def _drop_staged(files) -> None:
 IN_PLACE = True
 
 
+def _unlisted(task: dict) -> bool:
+    """Whether a clone skips both listings: a new replica (``fresh``) from one object store to
+    another, whose files and sizes the catalog recorded. Each listing is a request, where the
+    copy of a file is one or two and an empty bucket's replica none at all, and neither finds what
+    the copy would miss: a recorded file gone fails its copy (the source is bad), a changed one its
+    checksum (the copy is deleted, the source bad), and a new replica's prefix holds at most a
+    killed clone's objects of the same names, which the copies overwrite. A file the catalog does
+    not list beside the source's is not copied (so never spread); reads and ``verify`` flag it."""
+    recorded = bool(task.get("sizes")) or task.get("bytes") == 0  # an empty bucket's replica has no file
+    return bool(task.get("fresh")) and recorded and fs.is_object_store(task["src"]) and fs.is_object_store(task["dst"])
+
+
 def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     """Phase 1 of a clone: every file copied to the destination backend's tmp area, hashed while it
     is copied and checked against the catalog's checksum and size. Returns the result when the
@@ -147,9 +159,12 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     src_at = fs.local_path(src) if fs.is_local(src) else src
     dst_at = fs.local_path(dst) if fs.is_local(dst) else dst
     staged: list = []
+    sizes = task.get("sizes") or {}
+    # between object stores the catalog's file list is the source's (no listing: see _unlisted)
+    unlisted = _unlisted(task)
     try:
         try:
-            names, corrupt, source_problem = _source_files(task, src_at)
+            names, corrupt, source_problem = (sorted(sizes), None, None) if unlisted else _source_files(task, src_at)
         except FileNotFoundError:
             return dict(out, source_bad=True, error=f"source replica {task['src']} does not exist")
         if corrupt:
@@ -158,8 +173,8 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
             return dict(out, source_bad=True, error=f"source {task['src']} holds {names}, expected {sorted(expect)}")
         # checked before the directory is made: a lost root must not come back as an empty folder
         area = copy_mod.staging_area(root, dst, areas) if root else None
-        # a new directory (the usual clone) has nothing to list
-        made = fs.make_dir(dst_at)
+        # a new directory (the usual clone) has nothing to list; a new replica's prefix is not listed
+        made = True if unlisted else fs.make_dir(dst_at)
         before = set() if made else set(_entries(dst_at))
         # A new replica (no catalog row names dst) in the directory just made: nobody reads there
         # until this clone is registered, so each file is written in place, not staged and renamed.
@@ -170,9 +185,15 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
                     staged.append(copy_mod.stage_in_place(fs.join(src, name), fs.join(dst, name), expect.get(name)))
                     continue
                 staged.append(copy_mod.stage_file(fs.join(src, name), fs.join(dst, name),
-                                                  expect_sha256=expect.get(name), root=root, area=area))
+                                                  expect_sha256=expect.get(name), root=root, area=area,
+                                                  expect_bytes=sizes.get(name)))
             except (copy_mod.StagingError, StorageFull):
                 raise  # the destination (its root is gone, its disk is full): retried later
+            except FileNotFoundError:
+                if not unlisted:
+                    raise
+                _drop_staged(staged)  # what the listing would have found: a recorded file is missing
+                return dict(out, source_bad=True, error=f"source {task['src']}: recorded file {name} is missing")
             except ColocateError as exc:  # a listed file hashed differently: the source is corrupt
                 _drop_staged(staged)
                 return dict(out, source_bad=True, error=str(exc))
@@ -358,10 +379,12 @@ def run_partition(items, threads: int):
     (:func:`finish_clones`). Copies read and hash with the GIL released, so a few threads per core
     keep the disk busy. From :data:`PIPELINE_MIN` tasks on, two batches (every other task, so both
     get a fair share of the bytes), the first finished while the second is staged; each keeps the
-    crash rule on its own, and nothing is returned before both are finished."""
+    crash rule on its own, and nothing is returned before both are finished. A partition with no
+    copy to a local disk (an object store's or HDFS's, durable when the request or stream ends)
+    has no sync to overlap: it is one batch, so its threads wait once for the slowest copy, not twice."""
     items = list(items)
     areas: dict = {}
-    if len(items) < PIPELINE_MIN:
+    if len(items) < PIPELINE_MIN or not any(kind == "copy" and fs.is_local(t["dst"]) for kind, t in items):
         with _watching(items) as watch:
             done = _finish_all(_stage_all(items, threads, areas), watch)
         return [(kind, r) for (kind, _), r in zip(items, done)]

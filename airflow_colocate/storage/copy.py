@@ -49,9 +49,12 @@ def staging_area(root: str, dst_dir: str, checked: dict | None = None) -> str | 
     and the device of a directory about to be made is found by a walk up of failing ``stat``-s.
     None on an object store, once its root is found: copies go to their final keys there
     (:func:`_stage_on_object_store`)."""
-    if fs.is_object_store(dst_dir):
-        if not fs.exists(root):
-            raise StagingError(f"backend root {root} does not exist (a lost bucket or prefix): nothing is copied there")
+    if fs.is_object_store(dst_dir):  # its root asked once per batch (a request, not a stat)
+        if checked is None or ("store", root) not in checked:
+            if not fs.exists(root):
+                raise StagingError(f"backend root {root} does not exist (a lost bucket or prefix): nothing is copied there")
+            if checked is not None:
+                checked[("store", root)] = True
         return None
     found = checked.get(root) if checked is not None else None
     if found is None:
@@ -145,15 +148,19 @@ def _delete_own(path: str, inode: tuple[int, int]) -> None:
 
 
 def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
-               root: str | None = None, fsync: bool = False, area: str | None = None) -> Staged:
+               root: str | None = None, fsync: bool = False, area: str | None = None,
+               expect_bytes: int | None = None) -> Staged:
+    """``expect_bytes``: the catalog's size of the file, with ``expect_sha256`` (a store that
+    vouches for the copy's SHA-256 needs not be asked its size)."""
     try:
-        return _stage_file(src_uri, dst_uri, expect_sha256=expect_sha256, root=root, fsync=fsync, area=area)
+        return _stage_file(src_uri, dst_uri, expect_sha256=expect_sha256, root=root, fsync=fsync, area=area,
+                           expect_bytes=expect_bytes)
     except OSError as exc:  # a full destination: named by its root, and never the source's fault
         raise no_space(exc, root or fs.parent(dst_uri), f"copying {fs.basename(src_uri)} to {dst_uri}") or exc
 
 
 def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
-                root: str | None, fsync: bool, area: str | None) -> Staged:
+                root: str | None, fsync: bool, area: str | None, expect_bytes: int | None = None) -> Staged:
     """Copy ``src`` to a temporary name for ``dst`` (hashed, size checked), and stop there: the
     caller makes a whole batch durable at once (:func:`make_durable`) before it :func:`publish`-es
     them (2,000 small files: one ``syncfs``, not 2,000 ``fsync``). A failed copy leaves nothing;
@@ -164,7 +171,7 @@ def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
     system call (:func:`_stage_local`); any other stream is written through its ``write``; onto an
     object store, see :func:`_stage_on_object_store`."""
     if fs.is_object_store(dst_uri):
-        return _stage_on_object_store(src_uri, dst_uri, expect_sha256)
+        return _stage_on_object_store(src_uri, dst_uri, expect_sha256, expect_bytes)
     batch = area is not None and not fsync and _FAST_LOCAL
     if batch and fs.is_local(area) and fs.is_local(src_uri) and fs.is_local(dst_uri):
         return _stage_local(src_uri, dst_uri, expect_sha256, area)
@@ -197,11 +204,12 @@ def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
     return Staged(tmp, dst_uri, written, digest)
 
 
-def _stage_on_object_store(src_uri: str, dst_uri: str, expect_sha256: str | None) -> Staged:
+def _stage_on_object_store(src_uri: str, dst_uri: str, expect_sha256: str | None,
+                           expect_bytes: int | None = None) -> Staged:
     """To its final key at once (no rename there; nobody reads it before the catalog commit, and gc
     removes a killed copy's): by the store where it can (:func:`~airflow_colocate.storage.s3.put`)."""
     try:
-        done = s3.put(src_uri, dst_uri, expect_sha256, fs.open_read, sha256_file)
+        done = s3.put(src_uri, dst_uri, expect_sha256, fs.open_read, sha256_file, expect_bytes)
         if done is None:
             with fs.open_write(dst_uri) as dst:
                 done = _copy_stream(src_uri, dst_uri, dst)

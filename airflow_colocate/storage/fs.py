@@ -272,7 +272,28 @@ def rename(src_uri: str, dst_uri: str) -> None:
         return
     filesystem, src = _arrow(src_uri)
     _, dst = _arrow(dst_uri)
-    filesystem.move(src, dst)
+    _replace(filesystem, src, dst)
+
+
+def _replace(filesystem, src: str, dst: str) -> None:
+    """Rename ``src`` over ``dst``: HDFS's plain rename refuses an existing name (a clone repairing
+    a bad replica in its own directory publishes over its old files). Through hdfs-native, HDFS's
+    own rename with overwrite (one atomic NameNode call); through libhdfs, which has none, the old
+    file is deleted first (only a replica no reader is given, being repaired, is published over)."""
+    inner = getattr(getattr(filesystem, "handler", None), "fs", None)
+    client = getattr(inner, "client", None)
+    if client is not None and callable(getattr(client, "rename", None)):
+        client.rename(src, dst, True)
+        return
+    try:
+        filesystem.move(src, dst)
+    except OSError:
+        from pyarrow.fs import FileType
+
+        if filesystem.get_file_info(dst).type != FileType.File:
+            raise
+        filesystem.delete_file(dst)
+        filesystem.move(src, dst)
 
 
 def delete_file(uri: str, missing_ok: bool = True) -> None:

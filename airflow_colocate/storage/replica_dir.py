@@ -42,8 +42,8 @@ def replica_checksum(files: list[tuple[str, str]]) -> str:
 def replica_entries(dir_uri: str) -> tuple[list[tuple[str, int]], list[str]]:
     """(:func:`replica_files`, :func:`subdirs`) of one directory in one listing; a missing
     directory raises ``FileNotFoundError``."""
-    if not fs.is_local(dir_uri):
-        return replica_files(dir_uri), subdirs(dir_uri)
+    if not fs.is_local(dir_uri):  # one listing request answers both
+        return _remote_entries(dir_uri)
     files, dirs = [], []
     with os.scandir(fs.local_path(dir_uri)) as it:
         for e in it:
@@ -52,6 +52,21 @@ def replica_entries(dir_uri: str) -> tuple[list[tuple[str, int]], list[str]]:
             elif e.is_dir(follow_symlinks=False):
                 dirs.append(e.name)
     return sorted(files), sorted(dirs)
+
+
+def _remote_entries(dir_uri: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """:func:`replica_entries` through pyarrow: on an object store a missing prefix lists as empty
+    (there are no empty directories to tell it from), elsewhere it raises ``FileNotFoundError``."""
+    from pyarrow.fs import FileSelector, FileType
+
+    filesystem, path = fs._arrow(dir_uri)
+    try:
+        infos = filesystem.get_file_info(FileSelector(path, allow_not_found=fs.is_object_store(dir_uri),
+                                                      recursive=False))
+    except FileNotFoundError:
+        raise FileNotFoundError(dir_uri) from None
+    files = sorted((i.base_name, i.size) for i in infos if i.type == FileType.File)
+    return files, sorted(i.base_name for i in infos if i.type == FileType.Directory)
 
 
 def replica_files(dir_uri: str) -> list[tuple[str, int]]:
@@ -120,8 +135,7 @@ def replica_problem(listing: list[tuple[str, int]] | None, *, files: list | None
 def check_replica(path: str, *, files: list | None, size: int) -> str | None:
     """List ``path`` and say what is wrong with it (see :func:`replica_problem`); None when exact."""
     try:
-        listing = replica_files(path)
-        dirs = subdirs(path) if listing is not None else []
+        listing, dirs = replica_entries(path)
     except FileNotFoundError:
         listing, dirs = None, []
     except Exception as exc:

@@ -11,8 +11,10 @@ bytes it received), a server-side copy keeps it, and it is compared with the cat
 An object without one (the staged files Spark writes through ``s3a``) is read once and uploaded
 with it (:func:`upload`), so from the write on, every copy of a replica is the store's alone.
 Above :data:`MULTIPART_COPY_BYTES` (5 GiB: one request's limit) a checksum is of parts, comparable
-to nothing the catalog holds: such a copy is read back and hashed. A copy costs two requests:
-the copy, and a HEAD of the copy for its checksum.
+to nothing the catalog holds: such a copy is read back and hashed. A copy costs one request where
+the store answers ``CopyObject`` with the copy's SHA-256 when asked for it
+(``ChecksumAlgorithm=SHA256``: AWS documents that it recomputes it over the copied bytes), two where it does not
+(SeaweedFS answers with the ETag alone): the copy, and a HEAD of the copy for its checksum.
 
 The address and key of the store come from where the AWS SDKs, pyarrow and hadoop-aws all look:
 ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, or the
@@ -29,7 +31,8 @@ from urllib.parse import unquote, urlsplit
 from airflow_colocate.core.errors import ColocateError
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
-# S3 copies one object in one request up to 5 GiB; above that only part by part.
+# S3 copies one object in one request up to 5 GiB; above that only part by part. Read at each copy,
+# so a test may lower both (a multipart copy of a small object: parts of at least 5 MiB but the last).
 MULTIPART_COPY_BYTES = int(os.environ.get("COLOCATE_S3_MULTIPART_COPY_BYTES", 5 * 1024 ** 3))
 MULTIPART_PART_BYTES = 512 * 1024 ** 2
 
@@ -58,6 +61,22 @@ def has_client() -> bool:
     return _client() is not None
 
 
+_MISSING = frozenset({"404", "NoSuchKey", "NotFound"})
+
+
+def _code(exc) -> str | None:
+    return exc.response.get("Error", {}).get("Code")
+
+
+def _source_head(client, bucket: str, key: str, src_uri: str) -> dict:
+    try:
+        return client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    except client.exceptions.ClientError as exc:
+        if _code(exc) in _MISSING:
+            raise FileNotFoundError(src_uri) from None
+        raise
+
+
 def _sha256_hex(head: dict) -> str | None:
     value = head.get("ChecksumSHA256")
     if not value or "-" in value:  # "<base64>-<parts>": a checksum of part checksums
@@ -83,14 +102,15 @@ def _copy(client, sb: str, sk: str, db: str, dk: str, size: int) -> None:
         raise
 
 
-def put(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, read_back) -> tuple[int, str] | None:
+def put(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, read_back,
+        expect_bytes: int | None = None) -> tuple[int, str] | None:
     """Place ``src`` at the S3 key ``dst`` with the store's checksum: a server-side :func:`copy`
     from this store, an :func:`upload` from elsewhere; None when the caller must stream it (not S3,
     no boto3, or a non-S3 source too large for one request)."""
     if not is_s3(dst_uri) or not has_client():
         return None
     if is_s3(src_uri):
-        return copy(src_uri, dst_uri, expect_sha256, open_read, read_back)
+        return copy(src_uri, dst_uri, expect_sha256, open_read, read_back, expect_bytes)
     with open_read(src_uri) as f:
         size = f.size() if hasattr(f, "size") else os.fstat(f.fileno()).st_size
     return upload(src_uri, dst_uri, expect_sha256, open_read, size) if size <= MULTIPART_COPY_BYTES else None
@@ -125,27 +145,43 @@ def upload(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, siz
     return size, digest
 
 
-def copy(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, read_back) -> tuple[int, str]:
+def _copy_checksum(answer: dict) -> str | None:
+    """The copy's full-object SHA-256 from ``CopyObject``'s own answer, where the store gives it."""
+    return _sha256_hex(answer.get("CopyObjectResult") or {})
+
+
+def copy(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, read_back,
+         expect_bytes: int | None = None) -> tuple[int, str]:
     """Copy ``src`` to ``dst`` (both on this S3 API) and prove the copy: (bytes, sha256 hex).
 
     By the server, which keeps the source's full-object SHA-256; a source without one is put
-    again by :func:`upload`;
-    ``read_back(uri) -> sha256 hex`` hashes a multipart copy. A copy that fails its check is
+    again by :func:`upload`; ``read_back(uri) -> sha256 hex`` hashes a multipart copy. The copy's
+    checksum comes from the copy's answer when the store puts it there, else from a HEAD of the
+    copy. When the answer's checksum is the catalog's (``expect_sha256``), the bytes are the
+    catalog's, so their count is ``expect_bytes`` without asking. A copy that fails its check is
     deleted and raises, naming both ends and both checksums."""
     client = _need_client(src_uri, dst_uri)
     sb, sk = bucket_key(src_uri)
     db, dk = bucket_key(dst_uri)
     head = None
-    try:  # one request: the usual object is below the single-copy limit and carries its SHA-256
-        client.copy_object(Bucket=db, Key=dk, CopySource={"Bucket": sb, "Key": sk}, MetadataDirective="COPY")
-    except client.exceptions.ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code")
-        if code in ("404", "NoSuchKey", "NotFound"):
-            raise FileNotFoundError(src_uri) from None
-        if code not in ("InvalidRequest", "EntityTooLarge"):
-            raise
-        head = client.head_object(Bucket=sb, Key=sk, ChecksumMode="ENABLED")  # too large: part by part
+    if expect_bytes is not None and expect_bytes > MULTIPART_COPY_BYTES:  # part by part at once
+        head = _source_head(client, sb, sk, src_uri)
         _copy(client, sb, sk, db, dk, head["ContentLength"])
+    else:
+        try:  # one request: the usual object is below the single-copy limit and carries its SHA-256
+            answer = client.copy_object(Bucket=db, Key=dk, CopySource={"Bucket": sb, "Key": sk},
+                                        MetadataDirective="COPY", ChecksumAlgorithm="SHA256")
+        except client.exceptions.ClientError as exc:
+            if _code(exc) in _MISSING:
+                raise FileNotFoundError(src_uri) from None
+            if _code(exc) not in ("InvalidRequest", "EntityTooLarge"):
+                raise
+            head = _source_head(client, sb, sk, src_uri)  # too large: part by part
+            _copy(client, sb, sk, db, dk, head["ContentLength"])
+        else:
+            told = _copy_checksum(answer)
+            if told is not None and told == expect_sha256 and expect_bytes is not None:
+                return expect_bytes, told
     got = client.head_object(Bucket=db, Key=dk, ChecksumMode="ENABLED")
     size, digest, problem = got["ContentLength"], _sha256_hex(got), None
     if digest is None and head is None:  # the source carried no SHA-256: put the bytes again, with it

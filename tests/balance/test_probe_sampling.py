@@ -66,14 +66,14 @@ def test_a_backend_whose_sample_fails_does_not_stop_the_probe_nor_the_group_chec
     cat = lake.catalog
     assert cat.health.check_group("g").stable
     shutil.rmtree(lake.root / "backends" / "be3")  # be3 lost: the probe must record it down
-    real = replica_dir.replica_files
+    real = replica_dir.replica_entries  # the sample's one listing of a replica (files and folders)
 
     def failing(path):
         if "/be1/" in path:
             raise OSError(errno.EIO, "Input/output error")
         return real(path)
 
-    monkeypatch.setattr(replica_dir, "replica_files", failing)
+    monkeypatch.setattr(replica_dir, "replica_entries", failing)
     results = {r.backend.name: r for r in probe_backends(cat, timeout=10, sample=4)}
     assert results["be3"].backend.state == "down"
     assert results["be1"].ok and results["be1"].sample_error is None  # a listing error is that replica's problem

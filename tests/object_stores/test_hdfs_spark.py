@@ -1,6 +1,8 @@
 """The Spark side on HDFS backends (the MiniDFSCluster): the write job, the colocated join (no
-Exchange, plain Spark's rows), ``register()`` with the user's own ``spark.sql``, and ``verify``.
-Spark reaches HDFS with the Hadoop client it bundles: nothing to ship."""
+Exchange, plain Spark's rows), ``register()`` with the user's own ``spark.sql``, and ``verify``;
+then a replica file deleted and another overwritten behind our back: the join reads around both
+with the same rows, the group check flags them, and a balance repairs them. Spark reaches HDFS
+with the Hadoop client it bundles: nothing to ship."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.read import register, unregister
 from airflow_colocate.jobs.verify import session_runner, verify
 from airflow_colocate.jobs.write import write_in_session
+from airflow_colocate.storage import fs
 
 pytestmark = pytest.mark.spark
 
@@ -51,3 +54,25 @@ def test_write_join_register_and_verify_on_hdfs(spark, hdfs_lake, tmp_path):
     assert [tuple(r) for r in spark.sql(QUERY.format(a="a", b="b")).collect()] == expected
     unregister(spark, ["a", "b"])
     assert verify(cat, session_runner(spark), group="gh", work_dir=tmp_path / "runs")["bad"] == []
+
+    # behind our back: one replica's file deleted, another's overwritten with as many zero bytes
+    _, parts = cat.reads.replicas("default.a")
+    deleted, overwritten = parts[0].buckets[1][0], parts[1].buckets[2][0]
+    filesystem, _ = fs._arrow(deleted.path)
+    (name, _), = deleted.files
+    filesystem.delete_file(fs._arrow(fs.join(deleted.path, name))[1])
+    (name, size), = overwritten.files
+    with filesystem.open_output_stream(fs._arrow(fs.join(overwritten.path, name))[1]) as out:
+        out.write(b"\0" * size)
+    result = join_in_session(spark, cat, QUERY.format(a="a", b="b"), {"a": DAYS, "b": DAYS}, work_dir=tmp_path / "runs")
+    assert [tuple(r) for r in spark.sql(QUERY.format(a="a", b="b")).collect()] == expected  # read around both
+    unregister(spark, ["a", "b"])
+    health = cat.health.check_group("gh")
+    assert not health.stable, health
+    verified = {r.path for p in cat.reads.replicas("default.a")[1] for b in p.buckets for r in b}
+    assert not {deleted.path, overwritten.path} & verified, result.get("bad_replicas")  # both marked bad
+    hdfs_lake.run()
+    assert cat.health.check_group("gh").stable  # the clones' checksums are the catalog's
+    register(spark, {"a": DAYS, "b": DAYS}, catalog=cat)
+    assert [tuple(r) for r in spark.sql(QUERY.format(a="a", b="b")).collect()] == expected
+    unregister(spark, ["a", "b"])

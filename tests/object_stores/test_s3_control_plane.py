@@ -167,3 +167,39 @@ def test_doctor_says_where_the_key_comes_from_and_never_prints_it(s3_lake, s3_en
     main(["--catalog", s3_lake.catalog.url, "doctor"])
     text = capsys.readouterr().out
     assert "credentials from" in text and s3_env["AWS_SECRET_ACCESS_KEY"] not in text
+
+
+
+def test_an_object_above_the_single_copy_limit_is_copied_part_by_part_and_read_back(s3_lake, s3_server, monkeypatch,
+                                                                                      tmp_path):
+    """The limit lowered from 5 GiB to 6 MiB (a module constant; parts of 5 MiB, the least S3 takes
+    but for the last): a clone's copy of an 11 MiB object is three UploadPartCopy parts, whose
+    checksum is of parts, so the copy is read back and hashed against the catalog's; a source
+    overwritten behind our back fails that check and the copy is deleted."""
+    import hashlib
+    import os
+
+    monkeypatch.setattr(s3, "MULTIPART_COPY_BYTES", 6 * 1024 ** 2)
+    monkeypatch.setattr(s3, "MULTIPART_PART_BYTES", 5 * 1024 ** 2)
+    body = os.urandom(11 * 1024 ** 2)
+    local = tmp_path / "big.parquet"
+    local.write_bytes(body)
+    be1, be2 = (lake_root(s3_lake, n) for n in ("be1", "be2"))
+    src, dst = fs.join(be1, "big/part-0.parquet"), fs.join(be2, "big/part-0.parquet")
+    digest = hashlib.sha256(body).hexdigest()
+    assert copy_mod.copy_file(local.as_uri(), src, expect_sha256=digest) == (len(body), digest)
+    staged = copy_mod.stage_file(src, dst, expect_sha256=digest, expect_bytes=len(body))
+    assert (staged.bytes, staged.sha256) == (len(body), digest)
+    bucket, key = s3.bucket_key(dst)
+    head = s3_server.client().head_object(Bucket=bucket, Key=key)
+    assert head["ETag"].strip('"').endswith("-3") and head["ContentLength"] == len(body)  # three parts
+    assert copy_mod.sha256_file(dst) == digest
+    sb, sk = s3.bucket_key(src)
+    s3_server.client().put_object(Bucket=sb, Key=sk, Body=body[::-1])  # same size, other bytes
+    with pytest.raises(ColocateError, match="failed its check"):
+        copy_mod.stage_file(src, fs.join(be2, "big/again.parquet"), expect_sha256=digest, expect_bytes=len(body))
+    assert not fs.exists(fs.join(be2, "big/again.parquet"))
+
+
+def lake_root(lake, name: str) -> str:
+    return lake.catalog.backends.get(name).root_uri
