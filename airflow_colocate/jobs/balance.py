@@ -40,6 +40,7 @@ from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs import balance_outcome, metrics
 from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations, planned_bytes
 from airflow_colocate.jobs.gc import delete_replicas
+from airflow_colocate.jobs.iceberg import follow_group
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
@@ -352,6 +353,7 @@ class Balancer:
                     return out
                 if result.switched:
                     switched = True
+                    follow_group(self.catalog, job.group_id)  # reads now prefer the new map's replicas
                     self.on_step("switched", job.id)
                     break
             if not switched:

@@ -89,6 +89,18 @@ def follow(catalog: Catalog, table_ids: Iterable[int]) -> list[Outcome]:
     return [publish_one(catalog, p) for p in pubs]
 
 
+def follow_group(catalog: Catalog, group_id: str | None) -> list[Outcome]:
+    """:func:`follow` for the published tables of one group (after a balance or repair switched
+    its map, the replica reads prefer may be another one)."""
+    try:
+        pubs = catalog.iceberg.list()
+        ids = [p.table_id for p in pubs if group_id and catalog.tables.get(p.table_id).group_id == group_id]
+    except Exception as exc:  # noqa: BLE001 - as follow
+        log.warning("Iceberg publication skipped: %s", exc)
+        return []
+    return follow(catalog, ids) if ids else []
+
+
 def publish(catalog: Catalog, table: str | None = None, *, db: str | None = None) -> list[Outcome]:
     """``colocate iceberg publish [T]``: bring one published table (or every one) up to date now."""
     pubs = [catalog.iceberg.get(table, db=db)] if table else catalog.iceberg.list()
@@ -184,6 +196,15 @@ def expire(catalog: Catalog, table: str | None = None, *, retention: timedelta =
     return lines
 
 
+def expire_quietly(catalog: Catalog, retention: timedelta = DEFAULT_RECYCLE_BIN) -> list[str]:
+    """:func:`expire` for the maintenance DAG: a failure is logged, and gc only keeps more files."""
+    try:
+        return expire(catalog, retention=retention) if catalog.iceberg.list(enabled_only=False) else []
+    except Exception as exc:  # noqa: BLE001
+        log.warning("Iceberg snapshot expiry skipped: %s", exc)
+        return []
+
+
 def lag(catalog: Catalog) -> list[str]:
     """Doctor's lines: every published table whose Iceberg metadata is behind our catalog, and why."""
     out = []
@@ -201,4 +222,4 @@ def lag(catalog: Catalog) -> list[str]:
     return out
 
 
-__all__ = ["Outcome", "enable", "expire", "follow", "lag", "publish", "publish_one"]
+__all__ = ["Outcome", "enable", "expire", "follow", "follow_group", "lag", "publish", "publish_one"]
