@@ -1,7 +1,8 @@
 """Writing a colocated table's Iceberg metadata through pyiceberg.
 
 Our data files are registered as they are (no rewrite): Spark wrote them without Iceberg field ids,
-so the table carries a name mapping, regenerated from its schema at every schema change, and the
+so the table carries a name mapping (pyiceberg's schema update adds each new column to it and keeps
+a dropped one's, so an old file's dropped column still resolves, to a field no schema reads), and the
 partition column (kept in the folder name, not in the files) is the identity partition's value,
 which Iceberg readers project into the rows. One publication is ONE Iceberg transaction: the schema
 steps, the table properties and one overwrite snapshot that removes the files no longer named and
@@ -88,7 +89,6 @@ def publish(tbl, *, schema_version: int, changes_after: Callable[[int], Sequence
             with tx.update_schema() as update:
                 for step in todo:
                     apply(update, step)
-            tx.set_properties(**{"schema.name-mapping.default": tx.table_metadata.schema().name_mapping.model_dump_json()})
         if schema_version != have_version:
             tx.set_properties(**{SCHEMA_VERSION: str(schema_version)})
         if add or remove:
