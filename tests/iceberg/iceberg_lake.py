@@ -78,3 +78,45 @@ def named_files(lake: Lake, table: str = "orders") -> dict[int, set[str]]:
                                  for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)}
     assert not tbl.current_snapshot() or set(current_files(tbl)) == out[tbl.current_snapshot().snapshot_id]
     return out
+
+
+def spark_reader(metadata: str):
+    """Start Spark 4.1 with Iceberg's runtime (bench/iceberg_way.py's pinned jar) reading the table
+    state ``metadata`` (an Iceberg metadata file: that snapshot, whatever is committed later) in a
+    process of its own, the line's own Python; returns a function that waits for its rows. Started
+    early so its JVM comes up while the test goes on."""
+    import os
+    import subprocess
+
+    import pytest
+
+    here = Path(__file__).resolve().parent
+    sys.path[:0] = [str(here.parent / "spark_lines"), str(here.parent.parent / "bench")]
+    from iceberg_way import runtime_jar
+    from line_testing import venv_of
+
+    venv = venv_of("4.1")
+    try:
+        jar = runtime_jar()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Iceberg's Spark runtime cannot be fetched: {exc}")
+        pytest.skip(f"Iceberg's Spark runtime cannot be fetched: {exc}")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME", "PYSPARK_PYTHON")}
+    proc = subprocess.Popen([str(venv / "bin" / "python"), str(here / "read_with_spark.py"), str(jar), metadata],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def rows() -> list[tuple]:
+        import json
+
+        out, err = proc.communicate(timeout=300)
+        line = next((x for x in out.splitlines() if x.startswith("ROWS ")), None)
+        assert proc.returncode == 0 and line, err[-2000:]
+        return normal(json.loads(line[5:]))
+
+    return rows
+
+
+def as_json(rows: list[tuple]) -> list[tuple]:
+    """Our rows as the Spark reader's JSON gives them (dates as ISO text)."""
+    return sorted(tuple((k, v.isoformat() if hasattr(v, "isoformat") else v) for k, v in r) for r in rows)

@@ -1,6 +1,7 @@
 """Every colocated table readable as an Iceberg table (issue 44): pyiceberg reads exactly our
 read's rows after each kind of commit of ours, each commit is one Iceberg snapshot in our order,
-field ids follow our schema versions, a replica the repair moved away from is no longer named,
+field ids follow our schema versions (Spark's own Iceberg reader agrees), a replica the repair
+moved away from is no longer named,
 gc never deletes a file a retained snapshot names, and an Iceberg commit that failed or was killed
 after ours is a lag doctor shows and 'colocate iceberg publish' finishes."""
 
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from iceberg_lake import iceberg_table, make_lake, named_files, ours, theirs
+from iceberg_lake import as_json, iceberg_table, make_lake, named_files, ours, spark_reader, theirs
 
 from airflow_colocate.cli import main
 from airflow_colocate.jobs import iceberg as publication
@@ -77,7 +78,10 @@ def test_published_table_follows_every_commit_in_our_order(lake, spark, tmp_path
     schema = iceberg_table(lake).schema()
     assert [(f.field_id, f.name, str(f.field_type)) for f in schema.fields] == [
         (1, "id", "long"), (3, "dt", "date"), (4, "qty", "long")]
-    assert len(same(spark, lake)) == 990
+    at_drop = same(spark, lake)
+    assert len(at_drop) == 990
+    # Spark's own Iceberg reader (4.1 line) reads this state, its JVM starting while the test goes on
+    spark_rows = spark_reader(iceberg_table(lake).metadata_location)
 
     # a partition dropped and recovered (through the command), then overwritten
     before = len(snapshots(lake))
@@ -102,6 +106,8 @@ def test_published_table_follows_every_commit_in_our_order(lake, spark, tmp_path
     current = named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id]
     assert not any(f.startswith(root2 + "/") for f in current)
     assert len(same(spark, lake)) == 850
+
+    assert spark_rows() == as_json(at_drop)  # before expiry: the files it named are kept till then
 
     # gc: every file a retained snapshot names is still there after it; expiry releases them
     lake.clock.advance(hours=2)
