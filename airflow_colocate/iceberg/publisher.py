@@ -94,11 +94,13 @@ def publish(tbl, *, schema_version: int, changes_after: Callable[[int], Sequence
         if add or remove:
             new = [_data_file(tx, f, partition_col) for f in add]
             props = dict(snapshot_properties, **{DIGEST: digest})
-            with tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
+            update = tx.update_snapshot(snapshot_properties=props)
+            # a new partition (the daily write) only appends: its manifests are left as they are
+            with (update.overwrite() if remove else update.fast_append()) as snapshot:
                 for df in remove:
-                    ow.delete_data_file(df)
+                    snapshot.delete_data_file(df)
                 for df in new:
-                    ow.append_data_file(df)
+                    snapshot.append_data_file(df)
     snap = tbl.current_snapshot()
     return Published(snap.snapshot_id if snap else None, len(add), len(remove), len(todo))
 
