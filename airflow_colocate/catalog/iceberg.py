@@ -106,13 +106,15 @@ class Iceberg:
 
         return self.db.tx(run)
 
-    def published(self, table_id: int, *, digest: str, snapshot_id: int | None) -> None:
+    def published(self, table_id: int, *, digest: str, snapshot_id: int | None,
+                  partition_digests: dict[str, str] | None = None) -> None:
         """Record a publication that reached the Iceberg catalog: the lag, if any, is over."""
         def run(s: Session) -> None:
             p = s.get(m.IcebergPublication, table_id)
             if p is None:
                 return
             p.digest, p.snapshot_id, p.published_at = digest, snapshot_id, self.db.now()
+            p.partition_digests = partition_digests
             p.lag_since, p.lag_reason = None, None
 
         self.db.tx(run)
@@ -130,9 +132,18 @@ class Iceberg:
 
         self.db.tx(run)
 
+    def partition_digests(self, table_id: int) -> dict[str, str] | None:
+        return self.db.tx(lambda s: (lambda p: None if p is None or p.partition_digests is None
+                                     else dict(p.partition_digests))(s.get(m.IcebergPublication, table_id)))
+
     def pin(self, table_id: int, dirs: Sequence[str]) -> None:
-        """Keep these replica directories from gc: called BEFORE the Iceberg commit naming them."""
+        """Keep these replica directories from gc: called BEFORE the Iceberg commit naming them,
+        in the transaction that marks a publication in flight (its partition digests forgotten:
+        a commit killed after Iceberg's and before its record cannot leave them stale)."""
         def run(s: Session) -> None:
+            p = s.get(m.IcebergPublication, table_id)
+            if p is not None:
+                p.partition_digests = None
             have = set(s.scalars(select(m.IcebergPin.path).where(m.IcebergPin.table_id == table_id)))
             new = [{"path": d, "table_id": table_id} for d in sorted(set(dirs) - have)]
             if new:

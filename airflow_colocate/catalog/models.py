@@ -324,6 +324,9 @@ class IcebergPublication(Base):
     namespace: Mapped[str] = mapped_column(String(64))
     # What the last successful publication named (iceberg.files.digest) and its snapshot.
     digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # partition -> digest of what the last recorded publication named there; None while one is in
+    # flight (set before its Iceberg commit): the next publication then compares every partition.
+    partition_digests: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # Since when, and why, the last attempt failed (None: the last attempt succeeded).

@@ -43,10 +43,31 @@ def wanted_files(read_table) -> list[WantedFile]:
 def digest(files: Iterable[WantedFile], schema_version: int) -> str:
     """A fingerprint of what a publication names: equal digests, nothing to publish. What doctor
     compares to see a lagging table without asking the Iceberg catalog."""
+    return digest_of(partition_digests(files), schema_version)
+
+
+def digest_of(partitions: dict[str, str], schema_version: int) -> str:
+    """:func:`digest` from the partitions' digests: a commit that changed one partition updates
+    the table's digest from the recorded others without reading them again."""
     h = hashlib.sha256(f"schema {schema_version}\n".encode())
-    for f in files:
-        h.update(f"{f.partition}\t{f.path}\t{f.size}\n".encode())
+    for p, d in sorted(partitions.items()):
+        h.update(f"{p}\t{d}\n".encode())
     return h.hexdigest()
+
+
+def partition_digests(files: Iterable[WantedFile]) -> dict[str, str]:
+    """partition -> a digest of the files named there: which partitions a publication must compare."""
+    by: dict[str, hashlib._Hash] = {}
+    for f in sorted(files, key=lambda f: f.path):
+        by.setdefault(f.partition, hashlib.sha256()).update(f"{f.path}\t{f.size}\n".encode())
+    return {p: h.hexdigest() for p, h in sorted(by.items())}
+
+
+def changed_partitions(now: dict[str, str], before: dict[str, str] | None) -> set[str] | None:
+    """The partitions whose files differ from the last recorded publication (None: compare all)."""
+    if before is None:
+        return None
+    return {p for p in set(now) | set(before) if now.get(p) != before.get(p)}
 
 
 def replica_dirs(files: Iterable[WantedFile]) -> list[str]:

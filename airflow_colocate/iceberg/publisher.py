@@ -72,12 +72,19 @@ def table_for(icat, ident: tuple[str, str], location: str, table_id: int, first_
 
 def publish(tbl, *, schema_version: int, changes_after: Callable[[int], Sequence[Sequence[dict]]],
             partition_col: tuple[str, str] | None, files: Sequence[WantedFile], digest: str,
-            snapshot_properties: dict[str, str]) -> Published:
+            snapshot_properties: dict[str, str], only: set[str] | None = None) -> Published:
     """Bring ``tbl`` to our schema version and exactly ``files``, in one Iceberg transaction; a
-    table already there is left alone (a retried or repeated publish commits nothing)."""
+    table already there is left alone (a retried or repeated publish commits nothing). ``only``:
+    the partitions that may differ (the others are as the last recorded publication left them), so
+    the manifests of the rest are not read: a daily write reads one partition's, not years'."""
     have_version = int(tbl.properties.get(SCHEMA_VERSION, "1"))
     todo = steps(changes_after(have_version)) if schema_version > have_version else []
-    current = current_files(tbl)
+    if only is not None and partition_col is not None:
+        keys = {partition_value(partition_col[1], p) for p in only}
+        current = current_files(tbl, keys)
+        files = [f for f in files if f.partition in only]
+    else:
+        current = current_files(tbl)
     wanted = {f.path: f for f in files}
     add = [f for p, f in wanted.items() if p not in current]
     remove = [df for p, df in current.items() if p not in wanted]
@@ -105,13 +112,31 @@ def publish(tbl, *, schema_version: int, changes_after: Callable[[int], Sequence
     return Published(snap.snapshot_id if snap else None, len(add), len(remove), len(todo))
 
 
-def current_files(tbl) -> dict:
-    """path -> DataFile of the table's current snapshot."""
+def current_files(tbl, partitions: set | None = None) -> dict:
+    """path -> DataFile of the table's current snapshot; with ``partitions`` (identity partition
+    values), only theirs, reading only the manifests whose partition bounds may hold one."""
     snap = tbl.current_snapshot()
     if snap is None:
         return {}
-    return {e.data_file.file_path: e.data_file for m in snap.manifests(tbl.io)
-            for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)}
+    out = {}
+    for m in snap.manifests(tbl.io):
+        if partitions is not None and not _may_hold(tbl, m, partitions):
+            continue
+        for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True):
+            if partitions is None or e.data_file.partition[0] in partitions:
+                out[e.data_file.file_path] = e.data_file
+    return out
+
+
+def _may_hold(tbl, manifest, partitions: set) -> bool:
+    from pyiceberg.conversions import from_bytes
+
+    summary = (manifest.partitions or [None])[0]
+    if summary is None or summary.lower_bound is None or summary.upper_bound is None:
+        return True
+    kind = tbl.metadata.spec().partition_type(tbl.schema()).fields[0].field_type
+    low, high = from_bytes(kind, summary.lower_bound), from_bytes(kind, summary.upper_bound)
+    return any(low <= p <= high for p in partitions)
 
 
 def _data_file(tx, f: WantedFile, partition_col: tuple[str, str] | None):

@@ -142,7 +142,8 @@ def commit_partitions(catalog: Catalog, job: ImportJob, reports: list[WriteRepor
     if not todo_reports:
         return
     results = catalog.writes.commit_many([(job.tickets[r.partition_value].job_id, r) for r in todo_reports])
-    follow(catalog, {t.table.id for t in job.tickets.values()})  # one Iceberg snapshot per batch of ours
+    # one Iceberg snapshot per batch of ours, comparing only the batch's partitions
+    follow(catalog, {t.table.id for t in job.tickets.values()}, partitions=[r.partition_value for r in todo_reports])
     now = time.perf_counter()
     job.first_commit = job.first_commit or now
     todo = len(job.tickets)

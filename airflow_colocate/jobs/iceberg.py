@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -31,6 +31,7 @@ log = logging.getLogger("airflow_colocate.iceberg")
 CATALOG_ENV = "COLOCATE_ICEBERG_CATALOG"
 WAREHOUSE_ENV = "COLOCATE_ICEBERG_WAREHOUSE"
 RETRIES = (0.2, 1.0)  # the pauses between the attempts of one publication after our commit
+MAX_TOUCHED = 16  # a commit that changed more partitions (a large import batch) reads the whole table once
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,16 @@ def enable(catalog: Catalog, table: str, on: bool, *, warehouse: str | None = No
     return catalog.iceberg.get(pub.table_id)
 
 
-def follow(catalog: Catalog, table_ids: Iterable[int]) -> list[Outcome]:
+def follow(catalog: Catalog, table_ids: Iterable[int], *, partitions: Sequence[str] | None = None) -> list[Outcome]:
     """After one of our commits: publish the tables among ``table_ids`` that are published. Never
-    raises and never undoes anything of ours: a failure is retried, then recorded as a lag."""
+    raises and never undoes anything of ours: a failure is retried, then recorded as a lag.
+    ``partitions``: the only partitions the commit changed (a write's), so only theirs are read."""
     try:
         pubs = catalog.iceberg.list(table_ids)
     except Exception as exc:  # noqa: BLE001 - our commit is done; Iceberg must not fail it
         log.warning("Iceberg publication skipped: %s", exc)
         return []
-    return [publish_one(catalog, p) for p in pubs]
+    return [publish_one(catalog, p, touched=partitions) for p in pubs]
 
 
 def follow_group(catalog: Catalog, group_id: str | None) -> list[Outcome]:
@@ -102,25 +104,29 @@ def follow_group(catalog: Catalog, group_id: str | None) -> list[Outcome]:
 
 
 def publish(catalog: Catalog, table: str | None = None, *, db: str | None = None) -> list[Outcome]:
-    """``colocate iceberg publish [T]``: bring one published table (or every one) up to date now."""
+    """``colocate iceberg publish [T]``: bring one published table (or every one) up to date now,
+    comparing every partition with the Iceberg table (what a commit of ours compares is only the
+    partitions it changed)."""
     pubs = [catalog.iceberg.get(table, db=db)] if table else catalog.iceberg.list()
-    return [publish_one(catalog, p, retries=()) for p in pubs]
+    return [publish_one(catalog, p, retries=(), whole=True) for p in pubs]
 
 
-def publish_one(catalog: Catalog, pub: IcebergPublicationView, *, retries=RETRIES) -> Outcome:
+def publish_one(catalog: Catalog, pub: IcebergPublicationView, *, retries=RETRIES, whole: bool = False,
+                touched: Sequence[str] | None = None) -> Outcome:
     """One table's publication, attempted ``1 + len(retries)`` times; the outcome is recorded."""
     error = "not attempted"
     for pause in (None, *retries):
         if pause is not None:
             time.sleep(pause)
         try:
-            out = _publish(catalog, pub)
+            out = _publish(catalog, pub, whole, touched)
         except Exception as exc:  # noqa: BLE001 - recorded as the lag's reason, one line
             error = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
             if isinstance(exc, ColocateError):  # our own refusal: a retry would say it again
                 break
             continue
-        catalog.iceberg.published(pub.table_id, digest=out[1], snapshot_id=out[0].snapshot_id)
+        catalog.iceberg.published(pub.table_id, digest=out[1], snapshot_id=out[0].snapshot_id,
+                                  partition_digests=out[2])
         p = out[0]
         return Outcome(pub.table, p.snapshot_id, p.added, p.removed, p.schema_steps)
     try:
@@ -141,7 +147,8 @@ def desired(catalog: Catalog, table_id: int):
     return view, files, wanted.digest(files, view.schema_version)
 
 
-def _publish(catalog: Catalog, pub: IcebergPublicationView):
+def _publish(catalog: Catalog, pub: IcebergPublicationView, whole: bool = False,
+             touched: Sequence[str] | None = None):
     """One attempt. The Iceberg table is loaded BEFORE our catalog is read, and its commit asserts
     the snapshot it loaded: a concurrent publication that commits in between fails this one (to be
     retried on fresher facts), so the last snapshot to land always names the newest state."""
@@ -151,7 +158,16 @@ def _publish(catalog: Catalog, pub: IcebergPublicationView):
     view = catalog.tables.get(pub.table_id)
     part = _partition_col(view, first.columns)
     tbl = table_for(iceberg_catalog(catalog), (pub.namespace, view.name), pub.location, view.id, first.columns, part)
-    view, files, digest = desired(catalog, pub.table_id)
+    before = None if whole else catalog.iceberg.partition_digests(pub.table_id)
+    if touched is not None and before is not None and len(touched) <= MAX_TOUCHED:
+        view, files = desired_in(catalog, pub.table_id, touched)
+        parts = {p: d for p, d in before.items() if p not in touched} | wanted.partition_digests(files)
+        only = set(touched)
+    else:
+        view, files, _ = desired(catalog, pub.table_id)
+        parts = wanted.partition_digests(files)
+        only = None if whole else wanted.changed_partitions(parts, before)
+    digest = wanted.digest_of(parts, view.schema_version)
     history = catalog.schemas.history(view.id)
     catalog.iceberg.pin(view.id, wanted.replica_dirs(files))  # before the Iceberg commit names them
 
@@ -159,8 +175,25 @@ def _publish(catalog: Catalog, pub: IcebergPublicationView):
         return [h.change for h in history if h.version > version]
 
     out = publish(tbl, schema_version=view.schema_version, changes_after=changes_after, partition_col=part,
-                  files=files, digest=digest, snapshot_properties={AT: catalog.now().isoformat()})
-    return out, digest
+                  files=files, digest=digest, snapshot_properties={AT: catalog.now().isoformat()}, only=only)
+    return out, digest, parts
+
+
+def desired_in(catalog: Catalog, table_id: int, partitions: Sequence[str]):
+    """:func:`desired` for some partitions only (those a commit changed; one not visible now, a
+    dropped one, names no file)."""
+    from airflow_colocate.core.errors import NotFound
+    from airflow_colocate.jobs.read import read_plans
+
+    view = catalog.tables.get(table_id)
+    files = []
+    for value in sorted(set(partitions)):
+        try:
+            reads = read_plans(catalog, {view.qualified_name: [value]})
+        except NotFound:
+            continue
+        files += wanted.wanted_files(reads.tables[0])
+    return view, files
 
 
 def _partition_col(view, first_columns) -> tuple[str, str] | None:

@@ -136,7 +136,8 @@ def finish_write(catalog: Catalog, ticket: WriteTicket, report: WriteReport) -> 
             catalog.writes.abort(ticket.job_id, f"adding the source's new columns failed: {exc}")
             raise
     partition = catalog.writes.commit(ticket.job_id, report)
-    follow(catalog, [ticket.table.id])  # after ours, never failing it: a lag is recorded instead
+    # after ours, never failing it (a lag is recorded instead); only this partition's files changed
+    follow(catalog, [ticket.table.id], partitions=[ticket.partition_value])
     return {
         "table": ticket.table.qualified_name,
         "group": ticket.table.group_id,

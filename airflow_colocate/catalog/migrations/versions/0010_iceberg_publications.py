@@ -25,6 +25,7 @@ def upgrade() -> None:
         sa.Column('warehouse', sa.String(1024), nullable=False),
         sa.Column('namespace', sa.String(64), nullable=False),
         sa.Column('digest', sa.String(64), nullable=True),
+        sa.Column('partition_digests', sa.JSON(), nullable=True),
         sa.Column('snapshot_id', sa.BigInteger(), nullable=True),
         sa.Column('published_at', sa.DateTime(timezone=True), nullable=True),
         sa.Column('lag_since', sa.DateTime(timezone=True), nullable=True),
