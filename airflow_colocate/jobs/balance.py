@@ -40,7 +40,7 @@ from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs import balance_outcome, metrics
 from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations, planned_bytes
 from airflow_colocate.jobs.gc import delete_replicas
-from airflow_colocate.jobs.iceberg import follow_group
+from airflow_colocate.jobs.iceberg import follow_all, follow_group
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
@@ -427,6 +427,8 @@ class Balancer:
             self.relocate_now()
         if opts.verify:
             summary["verified_bad"] = self.verify()
+            if summary["verified_bad"]:  # Iceberg tables name another replica of the bad ones until the repair
+                follow_all(self.catalog)
         summary["dropped"] += self.drop_expired()
         for job in self.catalog.balance.active():
             if scope is None or job.grp_id in scope:
@@ -449,6 +451,8 @@ class Balancer:
             summary["jobs"].append(self.run_job(job))
         summary["dropped"] += self.drop_expired()
         summary["decommissioned"] = self.catalog.health.finish_decommissions()
+        if summary["jobs"]:  # what a repair or balance leaves reads preferring
+            follow_all(self.catalog)
         refs = list(opts.groups) if opts.groups else [g.group_id for g in self.catalog.groups.list()]
         summary["groups"] = [self.catalog.health.check_group(ref).to_dict() for ref in refs]
         # a run that moved nothing because a backend is down for less than the delay says so

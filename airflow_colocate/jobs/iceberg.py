@@ -103,6 +103,17 @@ def follow_group(catalog: Catalog, group_id: str | None) -> list[Outcome]:
     return follow(catalog, ids) if ids else []
 
 
+def follow_all(catalog: Catalog) -> list[Outcome]:
+    """:func:`follow` for every published table: after replicas were marked bad or repaired, which
+    may change the replica reads prefer in any partition (a table left as it was commits nothing)."""
+    try:
+        ids = [p.table_id for p in catalog.iceberg.list()]
+    except Exception as exc:  # noqa: BLE001 - as follow
+        log.warning("Iceberg publication skipped: %s", exc)
+        return []
+    return follow(catalog, ids) if ids else []
+
+
 def publish(catalog: Catalog, table: str | None = None, *, db: str | None = None) -> list[Outcome]:
     """``colocate iceberg publish [T]``: bring one published table (or every one) up to date now,
     comparing every partition with the Iceberg table (what a commit of ours compares is only the
@@ -255,4 +266,4 @@ def lag(catalog: Catalog) -> list[str]:
     return out
 
 
-__all__ = ["Outcome", "enable", "expire", "follow", "follow_group", "lag", "publish", "publish_one"]
+__all__ = ["Outcome", "enable", "expire", "follow", "follow_all", "follow_group", "lag", "publish", "publish_one"]
