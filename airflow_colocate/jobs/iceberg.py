@@ -91,21 +91,12 @@ def follow(catalog: Catalog, table_ids: Iterable[int], *, partitions: Sequence[s
     return [publish_one(catalog, p, touched=partitions) for p in pubs]
 
 
-def follow_group(catalog: Catalog, group_id: str | None) -> list[Outcome]:
-    """:func:`follow` for the published tables of one group (after a balance or repair switched
-    its map, the replica reads prefer may be another one)."""
-    try:
-        pubs = catalog.iceberg.list()
-        ids = [p.table_id for p in pubs if group_id and catalog.tables.get(p.table_id).group_id == group_id]
-    except Exception as exc:  # noqa: BLE001 - as follow
-        log.warning("Iceberg publication skipped: %s", exc)
+def follow_all(catalog: Catalog, *, changed: object = True) -> list[Outcome]:
+    """:func:`follow` for every published table, when something ``changed``: after replicas were
+    marked bad, repaired or moved, which may change the replica reads prefer in any partition (a
+    table left as it was commits nothing)."""
+    if not changed:
         return []
-    return follow(catalog, ids) if ids else []
-
-
-def follow_all(catalog: Catalog) -> list[Outcome]:
-    """:func:`follow` for every published table: after replicas were marked bad or repaired, which
-    may change the replica reads prefer in any partition (a table left as it was commits nothing)."""
     try:
         ids = [p.table_id for p in catalog.iceberg.list()]
     except Exception as exc:  # noqa: BLE001 - as follow
@@ -266,4 +257,4 @@ def lag(catalog: Catalog) -> list[str]:
     return out
 
 
-__all__ = ["Outcome", "enable", "expire", "follow", "follow_all", "follow_group", "lag", "publish", "publish_one"]
+__all__ = ["Outcome", "enable", "expire", "follow", "follow_all", "lag", "publish", "publish_one"]
