@@ -91,14 +91,17 @@ def spark_reader(metadata: str):
     import pytest
 
     here = Path(__file__).resolve().parent
-    sys.path[:0] = [str(here.parent / "spark_lines"), str(here.parent.parent / "bench")]
-    from iceberg_way import runtime_jar
+    repo = here.parent.parent
+    sys.path[:0] = [str(here.parent / "spark_lines"), str(repo / "bench"), str(repo / "build_support")]
+    from iceberg_way import RUNTIME, runtime_jar
     from line_testing import venv_of
+    from s3_jars import fetch
 
     venv = venv_of("4.1")
     try:
+        fetch(*RUNTIME.split(":"))  # what scripts/setup.sh --with-spark-lines fetched (no Maven needed)
         jar = runtime_jar()
-    except (OSError, subprocess.CalledProcessError) as exc:
+    except (OSError, subprocess.CalledProcessError, SystemExit) as exc:
         if os.environ.get("CI"):
             pytest.fail(f"Iceberg's Spark runtime cannot be fetched: {exc}")
         pytest.skip(f"Iceberg's Spark runtime cannot be fetched: {exc}")
