@@ -64,8 +64,15 @@ def alter(env: Env, table: str, colocate_with: str | None, replication: int | No
                          iceberg=None if iceberg is None else iceberg == "on", iceberg_warehouse=iceberg_warehouse)
     t = alter_table(env.catalog(), table, change, db=env.db)
     retention = f"{t.retention_days} days" if t.retention_days else "none"
+    published = ""
+    if iceberg is not None:
+        pub = env.catalog().iceberg.get(t.id)
+        published = (", Iceberg table off" if not pub.enabled else f", Iceberg table lags: {pub.lag_reason}"
+                     if pub.lag_reason else f", Iceberg table at snapshot {pub.snapshot_id or '(none: no rows yet)'} "
+                     f"under {pub.location}")
     return (f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}, "
-            f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}")
+            f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}"
+            f"{published}")
 
 
 @table.command("drop", help="Drop a table (recoverable for the retention). The retention is one day; --force purges at once.")

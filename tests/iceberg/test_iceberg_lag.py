@@ -86,7 +86,7 @@ def test_a_lagging_publication_is_shown_and_caught_up(catalog_url, tmp_path, spa
     lake.catalog.dispose()
 
 
-def test_turning_publication_on_is_checked(tmp_path, monkeypatch):
+def test_turning_publication_on_is_checked(tmp_path, monkeypatch, capsys):
     lake = make_lake(f"sqlite:///{tmp_path / 'c.db'}", tmp_path)
     lake.create("orders")
     monkeypatch.delenv(publication.WAREHOUSE_ENV, raising=False)
@@ -96,8 +96,10 @@ def test_turning_publication_on_is_checked(tmp_path, monkeypatch):
     assert main(["--catalog", url, "table", "alter", "orders", "--iceberg", "on", "--iceberg-warehouse", "lake"]) == 2
     assert main(["--catalog", url, "table", "alter", "orders", "--iceberg-warehouse", "file:///x"]) == 2
     assert lake.catalog.iceberg.list(enabled_only=False) == []  # every refusal changed nothing
+    capsys.readouterr()
     assert main(["--catalog", url, "table", "alter", "orders", "--iceberg", "on", "--iceberg-warehouse",
                  (tmp_path / "wh").as_uri()]) == 0
+    assert f"Iceberg table at snapshot (none: no rows yet) under {(tmp_path / 'wh').as_uri()}/default/orders_1" in capsys.readouterr().out
     assert lake.catalog.iceberg.get("orders").digest is not None  # an empty table: an empty Iceberg table
     assert iceberg_table(lake).scan().to_arrow().num_rows == 0
     lake.catalog.dispose()
