@@ -259,6 +259,11 @@ if [[ $with_spark_lines == 1 ]]; then
     PATH="$(dirname "$(command -v "${UV[0]}" 2>/dev/null || echo /usr/bin/uv)"):$PATH" \
         "$VENV/bin/python" build_support/spark_lines_env.py --workers >/dev/null \
         || die "a Spark line's virtualenv did not build (see above)"
+    # Iceberg's Spark runtime for the 4.1 line (bench/iceberg_way.py's pin): tests/iceberg reads a
+    # published table with Spark's own Iceberg reader; ~40 MB from Maven Central, SHA-1 checked
+    "$VENV/bin/python" -c "import sys; sys.path[:0] = ['build_support', 'bench']
+import iceberg_way, s3_jars; s3_jars.fetch(*iceberg_way.RUNTIME.split(':'))" \
+        || die "Iceberg's Spark runtime did not download (see above)"
 fi
 # --- (h) hadoop-aws and the AWS SDK for s3a:// backends (--with-s3) ----------------------------
 # pyspark ships no hadoop-aws; a job on S3 backends ships the one of its Spark line's Hadoop

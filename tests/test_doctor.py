@@ -11,7 +11,8 @@ from airflow_colocate.cli import main
 from airflow_colocate.core.spark_lines import jar_name
 from airflow_colocate.spark import locality
 
-TOP = {"package", "python", "pyspark", "java", "jar", "catalog", "backends", "object_stores", "line", "executor", "problems"}
+TOP = {"package", "python", "pyspark", "java", "jar", "catalog", "backends", "object_stores", "iceberg", "line", "executor",
+       "problems"}
 
 
 def _jar(path):
@@ -55,7 +56,7 @@ def test_doctor_json_shape(sqlite_catalog, tmp_path, capsys, monkeypatch):
     url = sqlite_catalog.engine.url.render_as_string(hide_password=False)
     assert main(["--catalog", url, "doctor", "--json"]) == 0, capsys.readouterr().err
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == TOP and report["problems"] == [] and report["executor"] is None
+    assert set(report) == TOP and report["problems"] == [] and report["executor"] is None and report["iceberg"] == []
     assert set(report["package"]) == {"version", "location", "editable"} and report["package"]["version"]
     assert report["catalog"]["source"] == "flag" and report["catalog"]["reachable"] is True
     assert report["catalog"]["schema"] == report["catalog"]["code_schema"]

@@ -26,6 +26,7 @@ from airflow_colocate.catalog.balance_jobs import BalanceJobs
 from airflow_colocate.catalog.checks import normalize_root
 from airflow_colocate.catalog.groups import Groups
 from airflow_colocate.catalog.health import Health
+from airflow_colocate.catalog.iceberg import Iceberg
 from airflow_colocate.catalog.jobs import Jobs
 from airflow_colocate.catalog.metrics import Metrics
 from airflow_colocate.catalog.partitions import Partitions
@@ -54,6 +55,7 @@ class Catalog(CatalogSession):
         self.partitions = Partitions(self)
         self.schemas = Schemas(self)
         self.metrics = Metrics(self)
+        self.iceberg = Iceberg(self)
 
 
 __all__ = ["Catalog", "DEFAULT_DB", "DEFAULT_RETENTION", "FLAGS", "normalize_root"]

@@ -309,3 +309,37 @@ class CatalogInfo(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     uid: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class IcebergPublication(Base):
+    """A table published as an Iceberg table (``colocate table alter T --iceberg on``): where, and
+    how far its Iceberg metadata has followed our commits. The Iceberg commit runs after ours, so a
+    lag is a state of its own here, with its reason, never a failed commit of ours."""
+
+    __tablename__ = "iceberg_publications"
+    table_id: Mapped[int] = mapped_column(ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True)
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    # The folder the table's Iceberg metadata is written under (its data files stay ours).
+    warehouse: Mapped[str] = mapped_column(String(1024))
+    namespace: Mapped[str] = mapped_column(String(64))
+    # What the last successful publication named (iceberg.files.digest) and its snapshot.
+    digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # partition -> digest of what the last recorded publication named there; None while one is in
+    # flight (set before its Iceberg commit): the next publication then compares every partition.
+    partition_digests: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Since when, and why, the last attempt failed (None: the last attempt succeeded).
+    lag_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    lag_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class IcebergPin(Base):
+    """A replica directory a retained Iceberg snapshot may name: gc keeps it. Written BEFORE the
+    Iceberg commit that names it (a pin for a commit that never happened only keeps files longer),
+    and recomputed from the retained snapshots after an expiry."""
+
+    __tablename__ = "iceberg_pins"
+    path: Mapped[str] = mapped_column(String(2048), primary_key=True)
+    table_id: Mapped[int] = mapped_column(ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True)

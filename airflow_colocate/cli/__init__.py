@@ -15,8 +15,8 @@ import click
 
 from airflow_colocate.catalog import DEFAULT_DB
 from airflow_colocate.cli import backend_health  # noqa: F401 - adds probe, mark-down/up, reinit to `colocate backend`
-from airflow_colocate.cli import (backends, balance, doctor, groups, imports, maintenance, params, partitions, show,
-                                  tables, verify)
+from airflow_colocate.cli import (backends, balance, doctor, groups, iceberg, imports, maintenance, params, partitions,
+                                  show, tables, verify)
 from airflow_colocate.cli.base import CONTEXT, Env, Group
 from airflow_colocate.cli.show import GROUP_COLUMNS, MAP_COLUMNS
 from airflow_colocate.core import validate
@@ -42,7 +42,7 @@ def cli(ctx: click.Context, catalog: str | None, db: str, actor: str | None, ver
 
 for command in (maintenance.init, backends.backend, tables.table, partitions.partition, show.show, groups.group,
                 maintenance.flag, maintenance.gc, balance.balance, verify.verify, imports.import_, balance.jobs,
-                maintenance.events, doctor.doctor):
+                maintenance.events, doctor.doctor, iceberg.iceberg):
     cli.add_command(command)
 
 

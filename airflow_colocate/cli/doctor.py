@@ -110,6 +110,9 @@ def _blocks(facts: dict) -> list:
             ("endpoint", stores["endpoint"]), ("credentials from", stores["credentials"]),
             ("hadoop-aws", ", ".join(stores["hadoop_aws"]) or "not here"),
             ("server-side copy", "yes (boto3)" if stores["server_side_copy"] else "no (boto3 missing)")]))
+    if facts.get("iceberg"):
+        blocks.append(Table(["Table", "IcebergWarehouse", "Snapshot", "Lags"], [
+            [p["table"], p["warehouse"], p["snapshot_id"] or "", str(p["lags"]).lower()] for p in facts["iceberg"]]))
     line = facts.get("line")
     if line is not None:
         blocks.append(Fields("Spark line of --master", [

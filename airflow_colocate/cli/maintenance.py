@@ -79,6 +79,9 @@ def gc(env: Env, grace_minutes: float, stale_hours: float, deep: bool, dry_run: 
             + [["temporary copy of a killed job", uri, not dry_run] for uri in done.temps]
             + [[f"not deleted: {reason}", uri, False] for uri, reason in done.failed])
     rows += [[f"backend unreachable, skipped: {reason}", name, False] for name, reason in done.unreachable.items()]
+    if done.held:
+        rows.append([f"{done.held} item(s) kept: a retained Iceberg snapshot names them ('colocate iceberg expire')",
+                     "", False])
     table = Table(["Reason", "Uri", "Removed"], rows, title="dry run: nothing is removed" if dry_run else None)
     problems = [f"backend {name} unreachable ({reason}): skipped; gc cleaned the others" + (
         f", {done.skipped} item(s) left for the next gc" if done.skipped else "")

@@ -48,6 +48,7 @@ def list_(env: Env, table: str, dropped: bool) -> Table:
 @pass_env
 def drop(env: Env, table: str, value: str, force: bool) -> str:
     p = env.catalog().partitions.drop(table, value, force=force, db=env.db)
+    _follow(env, table)
     if force:
         return f"partition {value} of {table} dropped and purged; 'colocate gc' erases its files after the grace"
     return (f"partition {value} of {table} (v{p.dropped_version}) dropped; "
@@ -60,6 +61,7 @@ def drop(env: Env, table: str, value: str, force: bool) -> str:
 @pass_env
 def recover(env: Env, table: str, value: str) -> str:
     p = env.catalog().partitions.recover(table, value, db=env.db)
+    _follow(env, table)
     return f"partition {value} of {table} recovered (v{p.visible_version})"
 
 
@@ -85,4 +87,13 @@ def expire(env: Env, table: str | None, today: str | None) -> Table:
         except ValueError:
             raise InvalidArgument(f"invalid --today {today!r}: expected a day such as 2026-11-01") from None
     done = env.catalog().partitions.expire(today=day, table=table, db=env.db)
+    for name in sorted({e.table for e in done}):
+        _follow(env, name)
     return Table(["Table", "Partition", "RetentionDays"], [[e.table, e.partition, e.retention_days] for e in done])
+
+
+def _follow(env: Env, table: str) -> None:
+    """The table's Iceberg snapshot after our change (when it is published; never failing ours)."""
+    from airflow_colocate.jobs.iceberg import follow
+
+    follow(env.catalog(), [env.catalog().tables.get(table, db=env.db).id])

@@ -51,17 +51,28 @@ def create(env: Env, table: str, columns: str, distributed_by: str, buckets: int
 @click.option("--widen-column", "widen_columns", multiple=True, metavar="'NAME TYPE'",
               help="Widen a column losslessly: int->bigint, float->double, decimal precision up, date->timestamp_ntz. Repeatable.")
 @click.option("--retention-days", type=params.DAYS, help="Drop partitions dated older than N days; 0 keeps every partition.")
+@click.option("--iceberg", type=click.Choice(["on", "off"]), help="Publish the table as an Iceberg table after each commit (on).")
+@click.option("--iceberg-warehouse", metavar="URI", help="With --iceberg on: the folder for its Iceberg metadata.")
 @pass_env
 def alter(env: Env, table: str, colocate_with: str | None, replication: int | None, add_columns: tuple[str, ...],
-          drop_columns: tuple[str, ...], widen_columns: tuple[str, ...], retention_days: int | None) -> str:
+          drop_columns: tuple[str, ...], widen_columns: tuple[str, ...], retention_days: int | None,
+          iceberg: str | None, iceberg_warehouse: str | None) -> str:
     from airflow_colocate.jobs.tables import TableChange, alter_table
 
     change = TableChange(colocate_with=colocate_with, replication=replication, add=add_columns, drop=drop_columns,
-                         widen=widen_columns, retention_days=retention_days)
+                         widen=widen_columns, retention_days=retention_days,
+                         iceberg=None if iceberg is None else iceberg == "on", iceberg_warehouse=iceberg_warehouse)
     t = alter_table(env.catalog(), table, change, db=env.db)
     retention = f"{t.retention_days} days" if t.retention_days else "none"
+    published = ""
+    if iceberg is not None:
+        pub = env.catalog().iceberg.get(t.id)
+        published = (", Iceberg table off" if not pub.enabled else f", Iceberg table lags: {pub.lag_reason}"
+                     if pub.lag_reason else f", Iceberg table at snapshot {pub.snapshot_id or '(none: no rows yet)'} "
+                     f"under {pub.location}")
     return (f"table {t.qualified_name}: group {t.group_name or '(none)'}, replication_num {t.replication_num}, "
-            f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}")
+            f"schema v{t.schema_version} ({', '.join(f'{n} {ty}' for n, ty in t.columns)}), retention {retention}"
+            f"{published}")
 
 
 @table.command("drop", help="Drop a table (recoverable for the retention). The retention is one day; --force purges at once.")

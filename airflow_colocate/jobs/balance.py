@@ -40,6 +40,7 @@ from airflow_colocate.core.paths import default_work_dir
 from airflow_colocate.jobs import balance_outcome, metrics
 from airflow_colocate.jobs.balance_outcome import PendingRelocation, pending_relocations, planned_bytes
 from airflow_colocate.jobs.gc import delete_replicas
+from airflow_colocate.jobs.iceberg import follow_all
 from airflow_colocate.jobs.health import waiting_to_relocate
 from airflow_colocate.jobs.runners import Runner, session_runner
 from airflow_colocate.planner.balance import GroupPlan, plan_balance
@@ -411,6 +412,7 @@ class Balancer:
             return []
         report = self._run_plan("verify", [], [VerifyTask(n.replica_id, n.backend_id, n.path, n.checksum, n.bytes) for n in needs])
         bad = self.catalog.health.record_verify(report.verifies)
+        follow_all(self.catalog, changed=bad)  # Iceberg tables name another replica of the bad ones until repaired
         for path in bad:
             self.echo(f"replica {path} failed its checksum: marked bad, it is repaired from a good copy")
         return bad
@@ -447,6 +449,7 @@ class Balancer:
             summary["jobs"].append(self.run_job(job))
         summary["dropped"] += self.drop_expired()
         summary["decommissioned"] = self.catalog.health.finish_decommissions()
+        follow_all(self.catalog, changed=summary["jobs"])  # the replicas a repair or balance leaves reads preferring
         refs = list(opts.groups) if opts.groups else [g.group_id for g in self.catalog.groups.list()]
         summary["groups"] = [self.catalog.health.check_group(ref).to_dict() for ref in refs]
         # a run that moved nothing because a backend is down for less than the delay says so

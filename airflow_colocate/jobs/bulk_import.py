@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airflow_colocate.jobs.iceberg import follow
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.model.views import WriteTicket
 from airflow_colocate.core.contract import ImportPartition, ImportPlan, ImportReport, Source, WriteReport
@@ -141,6 +142,8 @@ def commit_partitions(catalog: Catalog, job: ImportJob, reports: list[WriteRepor
     if not todo_reports:
         return
     results = catalog.writes.commit_many([(job.tickets[r.partition_value].job_id, r) for r in todo_reports])
+    # one Iceberg snapshot per batch of ours, comparing only the batch's partitions
+    follow(catalog, {t.table.id for t in job.tickets.values()}, partitions=[r.partition_value for r in todo_reports])
     now = time.perf_counter()
     job.first_commit = job.first_commit or now
     todo = len(job.tickets)

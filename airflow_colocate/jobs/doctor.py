@@ -41,6 +41,7 @@ def examine(where: Callable[[], tuple[str, str, str]], open_catalog: Callable[[s
     catalog, facts["catalog"] = catalog_facts(where, open_catalog, problems)
     facts["backends"] = backend_facts(catalog, problems, timeout) if catalog is not None else []
     facts["object_stores"] = object_store_facts(facts["backends"], problems)
+    facts["iceberg"] = iceberg_facts(catalog, problems) if catalog is not None else []
     facts["line"] = line_facts(master, spark_version, problems) if master else None
     facts["executor"] = executor_facts(master, problems, facts["line"]) if master else None
     facts["problems"] = problems
@@ -174,6 +175,17 @@ def catalog_facts(where: Callable[[], tuple[str, str, str]], open_catalog: Calla
                         f"{facts['code_schema']}: run 'colocate init'")
         return None, facts
     return catalog, facts
+
+
+def iceberg_facts(catalog, problems: list[str]) -> list[dict]:
+    """Each table published as an Iceberg table, and a problem for each whose metadata lags ours."""
+    from airflow_colocate.jobs.iceberg import lag
+
+    pubs = catalog.iceberg.list()
+    lines = lag(catalog) if pubs else []
+    problems += lines
+    return [{"table": p.table, "warehouse": p.warehouse, "snapshot_id": p.snapshot_id,
+             "lags": any(line.startswith(p.table + ":") for line in lines)} for p in pubs]
 
 
 def backend_facts(catalog, problems: list[str], timeout: float) -> list[dict]:

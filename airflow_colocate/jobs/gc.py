@@ -25,6 +25,7 @@ class GcResult:
     unreachable: dict[str, str] = field(default_factory=dict)  # backend name (or scheme://host) -> reason
     failed: list[tuple[str, str]] = field(default_factory=list)  # (uri, reason): not deleted, not forgotten
     skipped: int = 0  # garbage items left on unreachable backends for the next gc
+    held: int = 0  # garbage items a retained Iceberg snapshot names: kept until it expires
 
 
 def _owner(uri: str, roots: dict[str, str]) -> str | None:
@@ -55,8 +56,14 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
         except Exception as exc:  # noqa: BLE001 - opened a moment ago, gone now: report it, go on
             out.unreachable[b.name] = one_line_reason(exc)
     done, kept = [], set()  # kept: versions with a file left behind, whose rows must stay
-    for item in catalog.writes.garbage(grace=grace, stale_after=stale_after):
+    garbage = catalog.writes.garbage(grace=grace, stale_after=stale_after)
+    held = catalog.iceberg.held(i.uri for i in garbage)  # named by a retained Iceberg snapshot
+    for item in garbage:
         owner = _owner(item.uri, roots)
+        if item.uri in held:
+            out.held += 1
+            kept.add((item.partition_id, item.version))
+            continue
         if owner in out.unreachable:
             out.skipped += 1
             kept.add((item.partition_id, item.version))
@@ -92,9 +99,12 @@ def delete_replicas(catalog, items) -> tuple[list[int], list[tuple[str, str]]]:
     files once the disk is back): the replica ids deleted, and (path, reason) of those left."""
     ids = {i.backend_id for i in items}
     away = not_their_disks(catalog, [b for b in catalog.backends.list() if b.id in ids])
+    held = catalog.iceberg.held(i.path for i in items)
     gone, left = [], []
     for item in items:
         try:
+            if item.path in held:
+                raise OSError("a retained Iceberg snapshot names it: kept until 'colocate iceberg expire' expires it")
             if item.backend_id in away:
                 raise OSError(away[item.backend_id])
             fs.delete_tree(item.path)

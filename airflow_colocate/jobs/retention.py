@@ -16,6 +16,8 @@ from datetime import date, timedelta
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.partitions import DEFAULT_RECYCLE_BIN, partition_date
 from airflow_colocate.jobs.gc import collect_garbage
+from airflow_colocate.jobs.iceberg import expire_quietly as expire_snapshots
+from airflow_colocate.jobs.iceberg import follow
 
 DEFAULT_GRACE = timedelta(hours=1)  # what 'colocate gc' keeps superseded versions for running readers
 DEFAULT_STALE = timedelta(hours=24)  # and after which a write still staging is dead
@@ -64,8 +66,11 @@ def apply_retention(catalog: Catalog, *, today: date | None = None, window: time
         return result
     result.expired = [{"table": e.table, "partition": e.partition, "retention_days": e.retention_days}
                       for e in catalog.partitions.expire(today=today)]
+    if result.expired:
+        follow(catalog, {catalog.tables.get(t).id for t in {e["table"] for e in result.expired}})
     result.purged = [{"table": t, "partition": p.value, "version": p.dropped_version}
                      for t, p in catalog.partitions.purge_dropped(retention=window)]
+    expire_snapshots(catalog, window)  # the snapshots past the window stop keeping their files
     # gc as 'colocate gc' runs it (jobs/gc.py): files before rows, an unreachable backend's left for later
     gc = collect_garbage(catalog, grace=grace, stale_after=DEFAULT_STALE)
     result.erased = sorted({i.uri for i in gc.items})

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.errors import InvalidArgument
+from airflow_colocate.jobs.iceberg import enable, follow
 from airflow_colocate.model.views import TableView
 
 
@@ -22,6 +23,8 @@ class TableChange:
     drop: Sequence[str] = ()
     widen: Sequence[tuple[str, str] | str] = ()
     retention_days: int | None = None
+    iceberg: bool | None = None  # publish as an Iceberg table (on) or stop (off)
+    iceberg_warehouse: str | None = None
 
     @property
     def schema(self) -> bool:
@@ -29,14 +32,17 @@ class TableChange:
 
     def empty(self) -> bool:
         return (self.colocate_with is None and self.replication is None and not self.schema
-                and self.retention_days is None)
+                and self.retention_days is None and self.iceberg is None)
 
 
 def alter_table(catalog: Catalog, table: str, change: TableChange, *, db: str | None = None) -> TableView:
     """The table as it is after ``change``, all of it or none (:meth:`Catalog.atomic`)."""
     if change.empty():
         raise InvalidArgument("nothing to alter: give --colocate-with GROUP (or '' to leave the group), --replication N, "
-                              "--add-column 'NAME TYPE', --drop-column NAME, --widen-column 'NAME TYPE' or --retention-days N")
+                              "--add-column 'NAME TYPE', --drop-column NAME, --widen-column 'NAME TYPE', --retention-days N or "
+                              "--iceberg on|off")
+    if change.iceberg_warehouse is not None and change.iceberg is not True:
+        raise InvalidArgument("--iceberg-warehouse goes with --iceberg on: it is where the Iceberg metadata is written")
     t = catalog.tables.get(table, db=db)
     with catalog.atomic("table.alter", t.qualified_name):
         if change.colocate_with is not None:
@@ -47,4 +53,8 @@ def alter_table(catalog: Catalog, table: str, change: TableChange, *, db: str | 
             catalog.schemas.alter(table, add=change.add, drop=change.drop, widen=change.widen, db=db)
         if change.retention_days is not None:
             catalog.partitions.set_retention(table, change.retention_days or None, db=db)
+    if change.iceberg is not None:  # after ours: publishing reads the table as it now is
+        enable(catalog, t.qualified_name, change.iceberg, warehouse=change.iceberg_warehouse)
+    elif change.schema:
+        follow(catalog, [t.id])
     return catalog.tables.get(t.id)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_colocate.jobs.iceberg import follow_all
 from airflow_colocate.model.views import TableView
 from airflow_colocate.core.contract import (
     RowCheck,
@@ -151,6 +152,8 @@ def verify(catalog, runner: Runner, *, group: str | None = None, table: str | No
     report = runner(plan) if targets else VerifyReport(plan.job_id, [], [], 0.0, 0, "")
     results = verdicts(report)
     marked = catalog.health.record_verify(results)
+    if marked:  # an Iceberg table naming a replica now bad names a good one instead
+        follow_all(catalog)
     bad = []
     for res in sorted((r for r in results if not r.ok), key=lambda r: r.replica_id):
         t = targets[res.replica_id]

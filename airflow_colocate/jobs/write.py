@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from airflow_colocate.jobs.iceberg import follow
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import Source, WritePlan, WriteReport
 from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
@@ -135,6 +136,8 @@ def finish_write(catalog: Catalog, ticket: WriteTicket, report: WriteReport) -> 
             catalog.writes.abort(ticket.job_id, f"adding the source's new columns failed: {exc}")
             raise
     partition = catalog.writes.commit(ticket.job_id, report)
+    # after ours, never failing it (a lag is recorded instead); only this partition's files changed
+    follow(catalog, [ticket.table.id], partitions=[ticket.partition_value])
     return {
         "table": ticket.table.qualified_name,
         "group": ticket.table.group_id,

@@ -462,3 +462,24 @@ class SampledReplica:
     path: str
     bytes: int
     files: list[tuple[str, int]] | None  # None: written before 0.2, checked by total bytes
+
+
+@dataclass(frozen=True)
+class IcebergPublicationView:
+    """A table's Iceberg publication: where, what was published last, and whether it lags (why)."""
+
+    table_id: int
+    table: str  # db.table
+    enabled: bool
+    warehouse: str
+    namespace: str
+    digest: str | None
+    snapshot_id: int | None
+    published_at: datetime | None
+    lag_since: datetime | None
+    lag_reason: str | None
+
+    @property
+    def location(self) -> str:
+        """The Iceberg table's own folder (metadata only: the data files stay in the replicas)."""
+        return f"{self.warehouse.rstrip('/')}/{self.namespace}/{self.table.rpartition('.')[2]}_{self.table_id}"

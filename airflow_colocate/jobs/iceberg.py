@@ -1,0 +1,260 @@
+"""Publishing colocated tables as Iceberg tables: after each of our commits, on demand, and the
+expiry of their snapshots.
+
+The order is fixed: our commit first (it never waits for Iceberg), then the pins of the replica
+directories the new snapshot will name, then the Iceberg commit, then its record here. A process
+killed anywhere in between leaves our data committed and readable, at worst an Iceberg table one
+commit behind (doctor shows it; the next commit of the table or ``colocate iceberg publish``
+finishes it) and pins that keep a few folders longer. Publication is by state, not by replaying
+events: it names what the catalog holds now, so a catch-up after a lag is one snapshot and a
+repeated publish is none.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from airflow_colocate.catalog import Catalog
+from airflow_colocate.catalog.partitions import DEFAULT_RECYCLE_BIN
+from airflow_colocate.core.errors import ColocateError, InvalidArgument
+from airflow_colocate.iceberg import files as wanted
+from airflow_colocate.model.views import IcebergPublicationView
+
+log = logging.getLogger("airflow_colocate.iceberg")
+# A JSON object of pyiceberg catalog properties ({"type": "rest", "uri": "http://..."}) for an
+# Iceberg catalog of the user's; unset: a SQL catalog on the colocation catalog's own database.
+CATALOG_ENV = "COLOCATE_ICEBERG_CATALOG"
+WAREHOUSE_ENV = "COLOCATE_ICEBERG_WAREHOUSE"
+RETRIES = (0.2, 1.0)  # the pauses between the attempts of one publication after our commit
+MAX_TOUCHED = 16  # a commit that changed more partitions (a large import batch) reads the whole table once
+
+
+@dataclass(frozen=True)
+class Outcome:
+    table: str
+    snapshot_id: int | None = None
+    added: int = 0
+    removed: int = 0
+    schema_steps: int = 0
+    error: str | None = None
+
+    def line(self) -> str:
+        if self.error:
+            return f"{self.table}: Iceberg metadata lags: {self.error}"
+        if not (self.added or self.removed or self.schema_steps):
+            return f"{self.table}: Iceberg table up to date (snapshot {self.snapshot_id})"
+        return (f"{self.table}: Iceberg snapshot {self.snapshot_id}: {self.added} file(s) added, {self.removed} "
+                f"removed, {self.schema_steps} schema change(s)")
+
+
+def iceberg_catalog(catalog: Catalog):
+    """The Iceberg catalog publications go to (see :data:`CATALOG_ENV`)."""
+    import json
+
+    try:
+        from airflow_colocate.iceberg.publisher import open_catalog
+    except ImportError as exc:  # pragma: no cover - the extra missing
+        raise ColocateError("publishing Iceberg tables needs pyiceberg: pip install 'airflow-colocate[iceberg]'") from exc
+    props = None
+    if os.environ.get(CATALOG_ENV):
+        try:
+            props = json.loads(os.environ[CATALOG_ENV])
+        except ValueError as exc:
+            raise InvalidArgument(f"{CATALOG_ENV} must be a JSON object of pyiceberg catalog properties, e.g. "
+                                  f'{{"type": "rest", "uri": "http://iceberg:8181"}}: {exc}') from exc
+    return open_catalog(catalog.url, props)
+
+
+def enable(catalog: Catalog, table: str, on: bool, *, warehouse: str | None = None,
+           db: str | None = None) -> IcebergPublicationView:
+    """``--iceberg on|off``: on publishes at once (a failure there is a lag, shown, not an error)."""
+    pub = catalog.iceberg.set_enabled(table, on, warehouse=warehouse or os.environ.get(WAREHOUSE_ENV) or None, db=db)
+    if on:
+        publish_one(catalog, pub, retries=())
+    return catalog.iceberg.get(pub.table_id)
+
+
+def follow(catalog: Catalog, table_ids: Iterable[int], *, partitions: Sequence[str] | None = None) -> list[Outcome]:
+    """After one of our commits: publish the tables among ``table_ids`` that are published. Never
+    raises and never undoes anything of ours: a failure is retried, then recorded as a lag.
+    ``partitions``: the only partitions the commit changed (a write's), so only theirs are read."""
+    try:
+        pubs = catalog.iceberg.list(table_ids)
+    except Exception as exc:  # noqa: BLE001 - our commit is done; Iceberg must not fail it
+        log.warning("Iceberg publication skipped: %s", exc)
+        return []
+    return [publish_one(catalog, p, touched=partitions) for p in pubs]
+
+
+def follow_all(catalog: Catalog, *, changed: object = True) -> list[Outcome]:
+    """:func:`follow` for every published table, when something ``changed``: after replicas were
+    marked bad, repaired or moved, which may change the replica reads prefer in any partition (a
+    table left as it was commits nothing)."""
+    if not changed:
+        return []
+    try:
+        ids = [p.table_id for p in catalog.iceberg.list()]
+    except Exception as exc:  # noqa: BLE001 - as follow
+        log.warning("Iceberg publication skipped: %s", exc)
+        return []
+    return follow(catalog, ids) if ids else []
+
+
+def publish(catalog: Catalog, table: str | None = None, *, db: str | None = None) -> list[Outcome]:
+    """``colocate iceberg publish [T]``: bring one published table (or every one) up to date now,
+    comparing every partition with the Iceberg table (what a commit of ours compares is only the
+    partitions it changed)."""
+    pubs = [catalog.iceberg.get(table, db=db)] if table else catalog.iceberg.list()
+    return [publish_one(catalog, p, retries=(), whole=True) for p in pubs]
+
+
+def publish_one(catalog: Catalog, pub: IcebergPublicationView, *, retries=RETRIES, whole: bool = False,
+                touched: Sequence[str] | None = None) -> Outcome:
+    """One table's publication, attempted ``1 + len(retries)`` times; the outcome is recorded."""
+    error = "not attempted"
+    for pause in (None, *retries):
+        if pause is not None:
+            time.sleep(pause)
+        try:
+            out = _publish(catalog, pub, whole, touched)
+        except Exception as exc:  # noqa: BLE001 - recorded as the lag's reason, one line
+            error = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
+            if isinstance(exc, ColocateError):  # our own refusal: a retry would say it again
+                break
+            continue
+        catalog.iceberg.published(pub.table_id, digest=out[1], snapshot_id=out[0].snapshot_id,
+                                  partition_digests=out[2])
+        p = out[0]
+        return Outcome(pub.table, p.snapshot_id, p.added, p.removed, p.schema_steps)
+    try:
+        catalog.iceberg.lagging(pub.table_id, error)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("Iceberg lag of %s not recorded: %s", pub.table, exc)
+    log.warning("Iceberg metadata of %s lags: %s", pub.table, error)
+    return Outcome(pub.table, error=error)
+
+
+def desired(catalog: Catalog, table_id: int):
+    """(table view, the files its Iceberg table must name, their digest): what reads prefer now."""
+    from airflow_colocate.jobs.read import read_plans
+
+    view = catalog.tables.get(table_id)
+    reads = read_plans(catalog, {view.qualified_name: None})
+    files = wanted.wanted_files(reads.tables[0])
+    return view, files, wanted.digest(files, view.schema_version)
+
+
+def _publish(catalog: Catalog, pub: IcebergPublicationView, whole: bool = False,
+             touched: Sequence[str] | None = None):
+    """One attempt. The Iceberg table is loaded BEFORE our catalog is read, and its commit asserts
+    the snapshot it loaded: a concurrent publication that commits in between fails this one (to be
+    retried on fresher facts), so the last snapshot to land always names the newest state."""
+    from airflow_colocate.iceberg.publisher import AT, publish, table_for
+
+    first = catalog.schemas.history(pub.table_id)[0]
+    view = catalog.tables.get(pub.table_id)
+    part = _partition_col(view, first.columns)
+    tbl = table_for(iceberg_catalog(catalog), (pub.namespace, view.name), pub.location, view.id, first.columns, part)
+    before = None if whole else catalog.iceberg.partition_digests(pub.table_id)
+    if touched is not None and before is not None and len(touched) <= MAX_TOUCHED:
+        view, files = desired_in(catalog, pub.table_id, touched)
+        parts = {p: d for p, d in before.items() if p not in touched} | wanted.partition_digests(files)
+        only = set(touched)
+    else:
+        view, files, _ = desired(catalog, pub.table_id)
+        parts = wanted.partition_digests(files)
+        only = None if whole else wanted.changed_partitions(parts, before)
+    digest = wanted.digest_of(parts, view.schema_version)
+    history = catalog.schemas.history(view.id)
+    catalog.iceberg.pin(view.id, wanted.replica_dirs(files))  # before the Iceberg commit names them
+
+    def changes_after(version: int):
+        return [h.change for h in history if h.version > version]
+
+    out = publish(tbl, schema_version=view.schema_version, changes_after=changes_after, partition_col=part,
+                  files=files, digest=digest, snapshot_properties={AT: catalog.now().isoformat()}, only=only)
+    return out, digest, parts
+
+
+def desired_in(catalog: Catalog, table_id: int, partitions: Sequence[str]):
+    """:func:`desired` for some partitions only (those a commit changed; one not visible now, a
+    dropped one, names no file)."""
+    from airflow_colocate.core.errors import NotFound
+    from airflow_colocate.jobs.read import read_plans
+
+    view = catalog.tables.get(table_id)
+    files = []
+    for value in sorted(set(partitions)):
+        try:
+            reads = read_plans(catalog, {view.qualified_name: [value]})
+        except NotFound:
+            continue
+        files += wanted.wanted_files(reads.tables[0])
+    return view, files
+
+
+def _partition_col(view, first_columns) -> tuple[str, str] | None:
+    if not view.partition_cols:
+        return None
+    types = {n.lower(): t for n, t in (*first_columns, *view.columns)}
+    return view.partition_cols[0], types[view.partition_cols[0].lower()]
+
+
+def expire(catalog: Catalog, table: str | None = None, *, retention: timedelta = DEFAULT_RECYCLE_BIN,
+           db: str | None = None) -> list[str]:
+    """Expire the snapshots published longer than ``retention`` ago (never a table's current one),
+    then make gc's pins exactly what the retained snapshots name. One line per table."""
+    from airflow_colocate.iceberg.publisher import expire as expire_snapshots
+    from airflow_colocate.iceberg.publisher import retained_dirs, table_for
+
+    pubs = [catalog.iceberg.get(table, db=db)] if table else catalog.iceberg.list(enabled_only=False)
+    icat = iceberg_catalog(catalog) if pubs else None
+    lines = []
+    for pub in pubs:
+        view = catalog.tables.get(pub.table_id)
+        if pub.snapshot_id is None:
+            lines.append(f"{pub.table}: nothing published yet")
+            continue
+        tbl = table_for(icat, (pub.namespace, view.name), pub.location, view.id, (), None)
+        gone = expire_snapshots(tbl, (catalog.now() - retention).isoformat())
+        tbl = tbl.refresh()
+        _, files, _ = desired(catalog, pub.table_id)
+        # what the retained snapshots name, and what a publication about to commit has pinned
+        released = catalog.iceberg.set_pins(view.id, retained_dirs(tbl) | set(wanted.replica_dirs(files)))
+        lines.append(f"{pub.table}: {len(gone)} snapshot(s) expired, {len(tbl.metadata.snapshots)} retained, "
+                     f"{released} replica folder(s) released to gc")
+    return lines
+
+
+def expire_quietly(catalog: Catalog, retention: timedelta = DEFAULT_RECYCLE_BIN) -> list[str]:
+    """:func:`expire` for the maintenance DAG: a failure is logged, and gc only keeps more files."""
+    try:
+        return expire(catalog, retention=retention) if catalog.iceberg.list(enabled_only=False) else []
+    except Exception as exc:  # noqa: BLE001
+        log.warning("Iceberg snapshot expiry skipped: %s", exc)
+        return []
+
+
+def lag(catalog: Catalog) -> list[str]:
+    """Doctor's lines: every published table whose Iceberg metadata is behind our catalog, and why."""
+    out = []
+    for pub in catalog.iceberg.list():
+        try:
+            _, _, digest = desired(catalog, pub.table_id)
+        except Exception as exc:  # noqa: BLE001 - a table no read can serve cannot be published either
+            out.append(f"{pub.table}: Iceberg metadata cannot follow: {' '.join(str(exc).split())[:300]}")
+            continue
+        if digest == pub.digest:
+            continue
+        since = f" since {pub.lag_since:%Y-%m-%d %H:%M}" if pub.lag_since else ""
+        why = pub.lag_reason or "a commit of ours was not published yet (a process stopped between the two commits)"
+        out.append(f"{pub.table}: Iceberg metadata lags{since}: {why}; 'colocate iceberg publish {pub.table}' catches up")
+    return out
+
+
+__all__ = ["Outcome", "enable", "expire", "follow", "follow_all", "lag", "publish", "publish_one"]
