@@ -164,4 +164,18 @@ def _label(s: Session, t: int) -> str:
     return f"{db}.{name}"
 
 
-__all__ = ["MAX_LISTED", "Availability", "TableAvailability", "unavailable"]
+def lost_buckets(s: Session, table_id: int, value: str) -> list[int]:
+    """The buckets of one committed partition that no verified replica on an alive backend holds
+    (what a message names after :func:`unavailable` found the partition): one partition's rows."""
+    part = s.execute(select(m.Partition.id, m.Partition.visible_version, m.Partition.bucket_num).where(
+        m.Partition.table_id == table_id, m.Partition.value == value, m.Partition.visible_version > 0)).first()
+    if part is None:
+        return []
+    alive = select(m.Backend.id).where(m.Backend.state == "alive")
+    readable = set(s.scalars(select(m.Replica.bucket_seq).where(
+        m.Replica.partition_id == part.id, m.Replica.version == part.visible_version, m.Replica.state == "verified",
+        m.Replica.backend_id.in_(alive))))
+    return [b for b in range(part.bucket_num) if b not in readable]
+
+
+__all__ = ["MAX_LISTED", "Availability", "TableAvailability", "lost_buckets", "unavailable"]

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
 from airflow_colocate.core.times import utc
-from airflow_colocate.catalog.availability import unavailable
+from airflow_colocate.catalog.availability import lost_buckets, unavailable
 from airflow_colocate.model.reasons import JoinPolicy
 from airflow_colocate.model.rules import group_join_fallback
 from airflow_colocate.model.views import ACTIVE, is_unavailable
@@ -108,7 +108,9 @@ def _unreadable(s: Session, grp_id: int) -> str | None:
     if not found or not found.tables:
         return None
     t = next(iter(found.tables.values()))
-    return (f"{t.table}/{t.partitions[0]} has a bucket with no verified replica on an alive backend "
+    lost = lost_buckets(s, t.table_id, t.partitions[0])
+    which = f"bucket {lost[0]}" + (f" (and {len(lost) - 1} more)" if len(lost) > 1 else "") if lost else "a bucket"
+    return (f"{t.table}/{t.partitions[0]} {which} has no verified replica on an alive backend "
             f"(only on {', '.join(t.backends)})")
 
 

@@ -28,6 +28,10 @@ PROCESS_OPS = (("write", 8), ("drop", 2), ("recover", 2), ("expire", 1), ("alter
 # entry there and a weight here.
 FAULT_KINDS = (("kill", 5), ("down", 2), ("corrupt", 3), ("enospc", 2), ("catalog_full", 1), ("pg_restart", 1))
 ONLY_ON = {"pg_restart": True, "catalog_full": False}  # kind -> the catalog it needs (PostgreSQL or not)
+# A stalled backend (reads wait STALL_DELAYS seconds each) is drawn from a stream of its own, so the
+# schedules drawn before it existed (the kept ones, CI's seeds) keep their ops and other faults.
+STALL_CHANCE = 0.25
+STALL_DELAYS = (0.02, 0.1, 0.3)
 
 
 def _pick(rng: random.Random, weighted) -> str:
@@ -55,7 +59,7 @@ def _op(rng: random.Random, kind: str, wseeds: Iterator[int]) -> dict:
 
 def generate(seed: int, steps: int, *, workers: int = 3, postgres: bool = False) -> dict:
     """``steps`` steps of ``workers`` concurrent ops each, with faults, all drawn from ``seed``."""
-    rng = random.Random(seed)
+    rng, stalls = random.Random(seed), random.Random(f"stall-{seed}")
     counter = iter(range(seed * 1000 + 1, seed * 1000 + 100_000))
     kinds = [(k, w) for k, w in FAULT_KINDS if ONLY_ON.get(k, postgres) == postgres]
     out = []
@@ -75,6 +79,9 @@ def generate(seed: int, steps: int, *, workers: int = 3, postgres: bool = False)
             elif kind in ("enospc", "catalog_full"):
                 fault["steps"] = rng.randint(1, 2)
             faults.append(fault)
+        if stalls.random() < STALL_CHANCE:
+            faults.append({"kind": "stall", "at": round(stalls.uniform(0.0, 2.5), 2), "backend": stalls.choice(BACKENDS[:3]),
+                           "delay": stalls.choice(STALL_DELAYS), "steps": stalls.randint(1, 2)})
         out.append({"ops": ops, "faults": faults})
     return {"seed": seed, "postgres": postgres, "steps": out}
 

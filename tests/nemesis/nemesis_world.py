@@ -4,8 +4,9 @@ on a size-limited tmpfs (ENOSPC; a SQLite catalog sits on one too), two tables o
 session for the ops that need Spark, and a process per op that a fault may SIGKILL.
 
 Faults are entries of :data:`FAULTS` (kind -> inject, heal): a new kind (a link down between two
-namespaces, a backend that stalls) is one more pair of functions and a weight in
-nemesis_schedule.FAULT_KINDS. Mounts are undone in :meth:`World.close`, which callers run in
+namespaces) is one more pair of functions and a weight in nemesis_schedule.FAULT_KINDS. A stalled
+backend is tests/faults' own stalling file system (slowfs) mounted over a backend's root, the real
+directory bind-mounted aside, for a step or two. Mounts are undone in :meth:`World.close`, which callers run in
 ``finally``."""
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from nemesis_model import RETENTION_DAYS, rows
 from nemesis_schedule import BACKENDS, TABLES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
+from slowfs import SlowFs  # noqa: E402
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.storage import copy as copy_mod
@@ -90,6 +94,7 @@ class World:
         self.root, self.url, self.spark, self.pg, self.echo = root, url, spark, pg, echo
         self.mounts: list[Path] = []  # innermost last
         self.down: dict[str, int] = {}  # backend -> steps left
+        self.stalled: dict[str, list] = {}  # backend -> [its stalling file system, steps left]
         self.full_steps = 0
         self.catalog_full_steps = 0
         self.procs: dict[int, subprocess.Popen] = {}
@@ -129,6 +134,8 @@ class World:
     def close(self) -> None:
         for proc in list(self.procs.values()):
             kill_family(proc)
+        for name in list(self.stalled):
+            self.unstall(name)
         for mount in reversed(self.mounts):
             subprocess.run(["umount", "-l", str(mount)], capture_output=True)
         self.mounts.clear()
@@ -218,7 +225,7 @@ class World:
     # -- faults -------------------------------------------------------------------------------
     def take_down(self, fault: dict) -> bool:
         name = fault["backend"]
-        if name in self.down or self.down:  # one backend down at a time: replication 2 keeps a copy
+        if name in self.down or self.down or name in self.stalled:  # one at a time: replication 2 keeps a copy
             return False
         where = self.backend_root(name)
         _run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(where)])
@@ -231,6 +238,27 @@ class World:
         subprocess.run(["umount", "-l", str(where)], check=True, capture_output=True)
         self.mounts.remove(where)
         del self.down[name]
+
+    def stall(self, fault: dict) -> bool:
+        """Every read of the backend's files waits ``delay`` seconds (writes pass), for a step or two."""
+        name = fault["backend"]
+        if name in self.down or name in self.stalled or not os.path.exists("/dev/fuse"):
+            return False
+        root, aside = self.backend_root(name), self.root / f"{name}-disk"
+        aside.mkdir(exist_ok=True)
+        _run(["mount", "--bind", str(root), str(aside)])  # no moment without the files at the root
+        self.mounts.append(aside)
+        disk = SlowFs(aside, root, delay=fault["delay"])
+        disk.__enter__()
+        self.stalled[name] = [disk, fault["steps"]]
+        return True
+
+    def unstall(self, name: str) -> None:
+        disk, _ = self.stalled.pop(name)
+        disk.__exit__(None, None, None)
+        aside = self.root / f"{name}-disk"
+        subprocess.run(["umount", "-l", str(aside)], capture_output=True)
+        self.mounts.remove(aside)
 
     def fill_up(self, fault: dict) -> bool:
         """Fill the tmpfs backend to the last byte: every write, clone or plan file there meets ENOSPC."""
@@ -314,6 +342,10 @@ class World:
             self.down[name] -= 1
             if self.down[name] <= 0:
                 self.bring_up(name)
+        for name in list(self.stalled):
+            self.stalled[name][1] -= 1
+            if self.stalled[name][1] <= 0:
+                self.unstall(name)
         if self.full_steps:
             self.full_steps -= 1
             if not self.full_steps:
@@ -326,6 +358,8 @@ class World:
     def heal(self) -> None:
         for name in list(self.down):
             self.bring_up(name)
+        for name in list(self.stalled):
+            self.unstall(name)
         self.free_space()
         self.free_catalog()
 
@@ -337,4 +371,5 @@ FAULTS = {
     "catalog_full": World.fill_catalog,
     "corrupt": World.corrupt,
     "pg_restart": World.pg_restart,
+    "stall": World.stall,
 }
