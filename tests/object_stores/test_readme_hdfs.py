@@ -6,27 +6,18 @@ the README says must exist are made first (as ``hdfs dfs -mkdir -p`` would), and
 from __future__ import annotations
 
 import json
-import re
 import shlex
-from pathlib import Path
+
+from readme_blocks import readme_block
 
 from airflow_colocate.cli import main
 from airflow_colocate.storage import identity
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def block() -> list[str]:
-    text = README.read_text()
-    section = text[text.index("### Backends on HDFS"):]
-    code = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    return [line.split("  #")[0].strip() for line in code.splitlines() if line.strip()]
 
 
 def test_the_readme_hdfs_setup_runs_as_written(hdfs_server, tmp_path, monkeypatch, capsys):
     from pyarrow.fs import FileSelector
 
-    lines = block()
+    lines = readme_block("### Backends on HDFS")
     commands = [shlex.split(line.replace("hdfs://namenode:8020", hdfs_server.uri)) for line in lines]
     assert commands and all(c[0] == "colocate" for c in commands), lines
     roots = [c[3] for c in commands if c[1:3] == ["backend", "add"]]

@@ -6,26 +6,17 @@ the jars it says (``make test`` runs it), and every ``colocate`` line runs as it
 from __future__ import annotations
 
 import json
-import re
 import shlex
-from pathlib import Path
+
+from readme_blocks import readme_block
 
 from airflow_colocate.cli import main
 from airflow_colocate.spark import object_stores
 from airflow_colocate.spark.locality import local_line
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def block() -> list[str]:
-    text = README.read_text()
-    section = text[text.index("### Backends on S3"):]
-    code = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    return [line.split("  #")[0].strip() for line in code.splitlines() if line.strip()]
-
 
 def test_the_readme_s3_setup_runs_as_written(s3_server, s3_env, tmp_path, monkeypatch, capsys):
-    lines = block()
+    lines = readme_block("### Backends on S3")
     exported = {word.split("=")[0] for line in lines if line.startswith("export ") for word in line.split()[1:]}
     assert exported == {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"} <= set(s3_env)
     assert "scripts/setup.sh --with-s3" in lines and object_stores.jars(local_line())

@@ -248,7 +248,7 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
         }
         String problem = missing(spec, chosen, "");
         if (problem == null) {
-            problem = checksumProblem(c); // a failure is not kept: a disk back from a blip reads again
+            problem = checksumProblem(c, chosen.listing); // a failure is not kept: a disk back from a blip reads again
         }
         if (problem == null) {
             PROVEN.put(key, "");
@@ -262,21 +262,22 @@ public class ReplicaFileSystem extends ReadOnlyFileSystem {
             VERDICTS.clear();
         }
         String why = VERDICTS.computeIfAbsent(key, k -> {
-            String problem = checksumProblem(c);
+            String problem = checksumProblem(c, null);
             return problem == null ? "" : problem;
         });
         return why.isEmpty() ? null : why;
     }
 
-    /** Null when candidate {@code c}'s files hash to its recorded checksum, else what differs. */
-    String checksumProblem(String[] c) {
+    /** Null when candidate {@code c}'s files hash to its recorded checksum, else what differs;
+     *  {@code listing}: its directory's, when the caller just listed it (else it is listed here). */
+    String checksumProblem(String[] c, FileStatus[] listing) {
         if (c[2].isEmpty()) {
             return null; // no checksum recorded: nothing to prove it wrong
         }
         try {
             Path dir = new Path(c[3]);
             FileSystem fs = dir.getFileSystem(getConf());
-            FileStatus[] files = fs.listStatus(dir);
+            FileStatus[] files = listing != null ? listing : fs.listStatus(dir);
             List<String> lines = new ArrayList<>();
             for (FileStatus f : files) {
                 if (f.isFile()) {
