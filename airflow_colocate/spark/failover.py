@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
+from airflow_colocate.spark import replica_paths
 from airflow_colocate.spark.failures import first_line, jvm_error
 from airflow_colocate.spark.register import GUARD_PREFIX, UnreadableBuckets
 
@@ -108,6 +109,12 @@ def failed_replica(exc: BaseException, tables: list[ReadTable]) -> tuple[Key, Re
                         at = text.find(replica.path.rstrip("/") + ")")  # the guard's "(replica <dir>)"
                     if at >= 0 and (best is None or at < best[0]):
                         best = (at, (ti, pi, b), replica)
+    if best is None:  # a replica set's path (spark.replica_paths) names its replicas inside its token
+        for rid in replica_paths.first_replicas(text):
+            best = next(((0, (ti, pi, b), r) for ti, table in enumerate(tables) for pi, part in enumerate(table.partitions)
+                         for b, candidates in enumerate(part.candidates) for r in candidates if r.replica_id == rid), None)
+            if best is not None:
+                break
     if best is None:
         return None
     return best[1], best[2], reason_of(exc, text)

@@ -112,13 +112,14 @@ def location_for(table, location: str) -> str:
     marker lives), on the same file system."""
     paths = [p for part in table.partitions for p in part.bucket_paths if p]
     stores = {urlsplit(p)[:2] for p in paths if not fs.is_local(p)}
-    if not stores:
-        return location
+    if not stores or urlsplit(location).scheme in {scheme for scheme, _ in stores}:
+        return location  # local, or replica sets under their own scheme (spark.replica_paths)
     if len(stores) > 1 or len(stores) < len({urlsplit(p)[:2] for p in paths}):
         names = ", ".join(sorted(f"{a}://{b}" for a, b in {urlsplit(p)[:2] for p in paths}))
         raise ColocateError(
             f"table {table.name}: its replicas are in {names}, and a Spark table reads its partitions from one "
-            f"file system; put the object-store backends of a group under prefixes of one bucket, or read "
-            f"through the replica file system (the jar, and a master that retries tasks)")
+            f"file system; read through the replica file system (ship the locality jar: spark.jars, or "
+            f"build it with build_support/locality_jar.py), or put the group's object-store backends under prefixes "
+            f"of one bucket")
     root = layout.replica_root(paths[0]) or fs.parent(paths[0])
     return fs.join(root, "_colocate")

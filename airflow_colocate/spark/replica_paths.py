@@ -23,11 +23,13 @@ from __future__ import annotations
 import base64
 import re
 import zlib
+from urllib.parse import urlsplit
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from airflow_colocate.core.contract import BadReplica, ReadReplica, ReadTable
 from airflow_colocate.spark.connect import is_connect, master, say_once
+from airflow_colocate.storage import fs
 
 SCHEME = "colocatereplica"
 FS_CLASS = "colocate.locality.ReplicaFileSystem"
@@ -104,6 +106,25 @@ def token_path(where: Sequence[object], replicas: Sequence[ReadReplica], report_
     return f"{SCHEME}:///{token}"
 
 
+_TOKEN = re.compile(SCHEME + r":/+([A-Za-z0-9_-]{16,})")
+
+
+def first_replicas(text: str) -> list[int]:
+    """The replica id each replica-set path in ``text`` (an error's message) reads first, in the
+    order they appear: a task reads a set's first replica unless that one lacks the file, so that is
+    the replica a read failure of a task that ran once names."""
+    out = []
+    for m in _TOKEN.finditer(text):
+        token = m.group(1)
+        try:
+            lines = zlib.decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))).decode("utf-8").split("\n")
+        except (ValueError, zlib.error, UnicodeDecodeError):
+            continue
+        if len(lines) > 3 and lines[0] == MAGIC and lines[3].split("\t", 1)[0].isdigit():
+            out.append(int(lines[3].split("\t", 1)[0]))
+    return out
+
+
 def with_replica_sets(chosen: list[ReadTable], planned: list[ReadTable], bad: Sequence[BadReplica],
                       report_dirs: Mapping[int, str], locate: Callable[[str], str] = lambda p: p) -> list[ReadTable]:
     """``chosen`` (the tables as the listing check registered them) with each bucket registered as
@@ -133,10 +154,21 @@ def for_user_queries(spark, chosen: list[ReadTable], planned: list[ReadTable], b
                      locate: Callable[[str], str]) -> tuple[list[ReadTable], str]:
     """The tables and backing-table LOCATION a registration for the user's own queries uses: the
     replica sets (:func:`with_replica_sets`) where the session is :func:`usable`, else as they were
-    (``report_dirs`` None: the caller runs the query itself, with its own failover)."""
-    if report_dirs is None or not usable(spark):
-        return chosen, location
-    return with_replica_sets(chosen, planned, bad, report_dirs, locate), EMPTY_LOCATION
+    (``report_dirs`` None: the caller runs the query itself, with its own failover). A table whose
+    replicas are in several remote file systems (backends in several S3 buckets or HDFS
+    namespaces) gets replica sets wherever the jar's file system is set up, retries or not: a Spark
+    table's partitions must all be on its LOCATION's file system, and this scheme spans them."""
+    if report_dirs is not None and usable(spark):
+        return with_replica_sets(chosen, planned, bad, report_dirs, locate), EMPTY_LOCATION
+    if any(len(remote_stores(t)) > 1 for t in chosen) and _enabled(spark):
+        return with_replica_sets(chosen, planned, bad, report_dirs or {}, locate), EMPTY_LOCATION
+    return chosen, location
+
+
+def remote_stores(table: ReadTable) -> set[tuple[str, str]]:
+    """(scheme, bucket or name node) of every remote file system a table's registered buckets are in."""
+    paths = [p for part in table.partitions for p in part.bucket_paths if p]
+    return {urlsplit(p)[:2] for p in paths if not fs.is_local(p)}
 
 
 def parse_report(text: str) -> list[BadReplica]:
@@ -152,5 +184,5 @@ def parse_report(text: str) -> list[BadReplica]:
     return out
 
 
-__all__ = ["EMPTY_LOCATION", "FS_CLASS", "IMPL_KEY", "SCHEME", "conf", "for_user_queries", "parse_report",
+__all__ = ["EMPTY_LOCATION", "FS_CLASS", "IMPL_KEY", "SCHEME", "conf", "first_replicas", "for_user_queries", "parse_report", "remote_stores",
            "task_attempts", "token_path", "usable", "with_replica_sets"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,6 +21,9 @@ from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import Source
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.backends import add_backend
+from airflow_colocate.jobs.balance import Balancer, BalanceOptions
+from airflow_colocate.jobs import runners
+from airflow_colocate.jobs.health import probe_backends
 from airflow_colocate.jobs.join import join_in_session
 from airflow_colocate.jobs.read import register, unregister
 from airflow_colocate.jobs.verify import session_runner, verify
@@ -53,11 +57,13 @@ def sources(work: Path) -> dict[str, dict[str, str]]:
 
 
 def main(work: Path) -> dict:
-    bucket = f"spark-lake-{work.name}".lower().replace("_", "-")[:60]
-    s3.bucket_key(f"s3a://{bucket}/x")
+    # one bucket a backend, as teams give each failure domain (account, region, zone) its own: an
+    # s3a file system is one bucket's, so a table's partitions and a clone cross file systems
+    buckets = {i: f"spark-lake-{work.name}".lower().replace("_", "-")[:50] + f"-be{i}" for i in (1, 2, 3)}
     import boto3
 
-    boto3.client("s3").create_bucket(Bucket=bucket)
+    for bucket in buckets.values():
+        boto3.client("s3").create_bucket(Bucket=bucket)
     spark = get_spark("colocate-s3-tests", master="local[2]", conf={
         "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
         "spark.sql.autoBroadcastJoinThreshold": "-1", "spark.task.maxFailures": "1"})
@@ -65,8 +71,8 @@ def main(work: Path) -> dict:
     found: dict = {"jars": spark.conf.get("spark.jars", "")}
     cat = Catalog(f"sqlite:///{work / 'catalog.db'}", actor="s3-tests")
     cat.init()
-    for i in (1, 2, 3):
-        add_backend(cat, f"s3a://{bucket}/be{i}", name=f"be{i}")
+    for i, bucket in buckets.items():
+        add_backend(cat, f"s3a://{bucket}/lake", name=f"be{i}")
     src = sources(work)
     cat.tables.create("a", parse_columns("k bigint, v string, dt date"), ["k"], bucket_num=4, replication_num=2,
                       partition_cols=["dt"], colocate_with="g")
@@ -109,6 +115,22 @@ def main(work: Path) -> dict:
     found["verify_after_damage"] = [x["path"] for x in verify(cat, session_runner(spark), group="g",
                                                                 work_dir=work / "runs")["bad"]]
     found["group_stable"] = cat.health.check_group("g").stable
+
+    # a backend's whole bucket gone: probed down, repaired by copies between the other buckets
+    lost = boto3.resource("s3").Bucket(buckets[3])
+    lost.objects.all().delete()
+    lost.delete()
+    found["probe_be3"] = next(r.error for r in probe_backends(cat, timeout=10) if r.backend.name == "be3")
+    Balancer(cat, runners.session_runner(spark), BalanceOptions(relocate_now=True, grace=timedelta(0)),
+             work_dir=work / "runs").run()
+    found["repaired_stable"] = cat.health.check_group("g").stable
+    be3 = cat.backends.get("be3").id
+    found["be3_in_map"] = any(be3 in ids for ids in cat.groups.get("g").bucket_map)
+    repaired = join_in_session(spark, cat, QUERY, tables, work_dir=work / "runs")
+    found["after_repair_rows"] = [list(map(str, r)) for r in spark.sql(QUERY).collect()]
+    found["after_repair_colocate"] = repaired["colocate"]
+    unregister(spark, ["a", "b"])
+    found["verify_after_repair"] = verify(cat, session_runner(spark), group="g", work_dir=work / "runs")["bad"]
     spark.stop()
     return found
 

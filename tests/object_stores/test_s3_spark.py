@@ -1,8 +1,9 @@
-"""The Spark side on backends in one bucket of a real S3 API: the write job (Spark stages through
-``s3a``, places and copies each bucket's replicas), the colocated join with the columnar join and
-the bucket guard on, ``register()`` and the user's own ``spark.sql``, ``verify``, and a replica
-object overwritten behind our back: the join reads around it with plain Spark's rows, and the
-group is flagged. Run in a process of its own, as a submitted job runs (s3_spark_run.py says why)."""
+"""The Spark side on backends in three buckets of a real S3 API (a bucket each): the write job
+(Spark stages through ``s3a``, places and copies each bucket's replicas), the colocated join with
+the columnar join and the bucket guard on, ``register()`` and the user's own ``spark.sql``,
+``verify``; a replica object overwritten behind our back: the join reads around it with plain
+Spark's rows, and the group is flagged; then a backend's whole bucket deleted: probed down,
+repaired by copies between the other two buckets, joined colocated again with the same rows. Run in a process of its own, as a submitted job runs (s3_spark_run.py says why)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.spark
 HERE = Path(__file__).resolve().parent
 
 
-def test_write_join_register_verify_and_a_damaged_replica_on_s3(s3_server, tmp_path):
+def test_write_join_register_verify_a_damaged_replica_and_a_lost_bucket_on_s3(s3_server, tmp_path):
     line = local_line()
     missing = [c for c, p in zip(object_stores.coordinates(line), object_stores.jars(line) or [None] * 9) if not p]
     assert object_stores.jars(line), (f"hadoop-aws for Spark {line} is not in the local Maven repository "
@@ -43,6 +44,10 @@ def test_write_join_register_verify_and_a_damaged_replica_on_s3(s3_server, tmp_p
     assert found["verify_bad"] == []
     assert found["after_damage_rows"] == reference
     assert found["group_stable"] is False  # the damaged replica is marked bad: the group check flags it
+    assert "missing" in found["probe_be3"] or "NoSuchBucket" in found["probe_be3"], found["probe_be3"]
+    assert found["repaired_stable"] is True and found["be3_in_map"] is False
+    assert found["after_repair_colocate"] is True and found["after_repair_rows"] == reference
+    assert found["verify_after_repair"] == []
     assert secret_not_in(tmp_path, s3_server.env()["AWS_SECRET_ACCESS_KEY"])
 
 

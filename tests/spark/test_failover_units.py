@@ -73,3 +73,24 @@ def test_retries_with_the_next_replica_then_stops_naming_every_replica_tried():
     with pytest.raises(ValueError) as other:
         run_with_failover([t], then_other)
     assert [b.replica_id for b in other.value.bad] == [0]
+
+
+def test_a_replica_set_path_in_an_error_names_the_replica_it_reads_first():
+    """Backends in several buckets are registered as replica sets (spark.replica_paths): the error
+    names the set's token, not a replica directory, and the replica read first is the one failed."""
+    from airflow_colocate.spark.replica_paths import first_replicas, remote_stores, token_path, with_replica_sets
+
+    t = _table()
+    sets = with_replica_sets([t], [t], [], {})[0]
+    path = sets.partitions[0].bucket_paths[1]
+    assert path.startswith("colocatereplica:///") and first_replicas(path) == [10]
+    error = RuntimeError(CRC.replace("colocatefile:///be2/t/v1/b00001", path.replace(":///", ":/")))  # Hadoop's spelling
+    (key, replica, _) = failed_replica(error, [t])
+    assert key == (0, 0, 1) and replica.replica_id == 10  # be1's b00001, the set's first
+    # the set's order is the reads' order: be2's first when be2's replica was the one checked
+    swapped = token_path(("db.t", "2026-11-01", 1), list(reversed(t.partitions[0].candidates[1])), {}, lambda p: p)
+    assert first_replicas(f"file {swapped}/part-0.parquet is not a Parquet file") == [11]
+    assert first_replicas("colocatereplica:///notatokenatallbutlongenough") == []
+    s3 = ReadTable(name="s", columns=t.columns, dist_cols=["k"], partition_cols=["dt"], bucket_num=2,
+                   partitions=[ReadPartition("2026-11-01", ["s3a://one/be1/x", "s3a://two/be2/y"])])
+    assert remote_stores(s3) == {("s3a", "one"), ("s3a", "two")} and remote_stores(t) == set()
