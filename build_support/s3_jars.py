@@ -1,8 +1,8 @@
 """Fetch hadoop-aws and its AWS SDK for a Spark line from Maven Central into the local Maven
 repository (``~/.m2/repository``, where ``airflow_colocate.spark.object_stores`` looks), each
 file checked against Maven Central's SHA-1. Usage: ``python build_support/s3_jars.py [LINE ...]``
-(default: the line of the installed pyspark); ``--minicluster`` adds hadoop-client-minicluster, the
-tests' HDFS. Idempotent: a file already there is kept."""
+(default: the line of the installed pyspark); ``--minicluster`` adds hadoop-client-minicluster of
+the installed line's Hadoop, the tests' HDFS. Idempotent: a file already there is kept."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def main(args: list[str]) -> None:
     for line in lines or [local_line()]:
         for coordinate in object_stores.coordinates(line):
             fetch(*coordinate.split(":"))
-        if "--minicluster" in args:  # the tests' HDFS (tests/hdfsserver.py)
-            fetch("org.apache.hadoop", "hadoop-client-minicluster", object_stores.HADOOP_OF_LINE[line])
+    if "--minicluster" in args:  # the tests' HDFS (tests/hdfsserver.py), of the installed line's Hadoop
+        fetch("org.apache.hadoop", "hadoop-client-minicluster", object_stores.HADOOP_OF_LINE[local_line()])
 
 
 if __name__ == "__main__":

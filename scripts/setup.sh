@@ -271,6 +271,10 @@ fi
 # for the pinned line: the AWS SDK bundle). The S3 server of the tests comes with requirements.lock.
 if [[ $with_s3 == 1 ]]; then
     say "hadoop-aws and the AWS SDK for the pinned Spark line (first time: ~650 MB from Maven Central)"
-    "$VENV/bin/python" build_support/s3_jars.py --minicluster || die "hadoop-aws did not download (see above)"
+    # with the Spark lines, 3.5's too (Hadoop 3.3.4, the AWS SDK v1 bundle, ~280 MB): the line
+    # matrix keeps 3.5's backends on the tests' S3 API (tests/spark_lines/line_matrix.py, S3_LINES)
+    lines=$("$VENV/bin/python" -c "from airflow_colocate.spark.locality import local_line; print(local_line())")
+    [[ $with_spark_lines == 1 ]] && lines="$lines 3.5"
+    "$VENV/bin/python" build_support/s3_jars.py $lines --minicluster || die "hadoop-aws did not download (see above)"
 fi
 say "done"

@@ -24,6 +24,7 @@ from airflow_colocate.hooks import object_store
 from airflow_colocate.jobs.full_disk import full_backend, work_dir_full
 from airflow_colocate.operators.spark_env import cluster_line, job_path, submit_env
 from airflow_colocate.operators.spark_ui import history_url
+from airflow_colocate.spark import object_stores
 from airflow_colocate.spark.locality import locality_conf
 from airflow_colocate.spark.shipping import with_package
 from airflow_colocate.storage import fs, plan_files
@@ -189,6 +190,10 @@ class ColocateSparkOperator(SparkSubmitOperator):
         user_jars = joined(self.jars, user.pop(JARS_CONF, None))
         ship = locality_conf(user_jars, user.get(EXTENSIONS_CONF), line)
         jars = ship.pop(JARS_CONF, None) or user_jars
+        if line and object_stores.wanted():
+            # hadoop-aws of the cluster's line: the driver's classpath is fixed when spark-submit
+            # starts it, so a spark.jars the job's session sets later reaches the executors only
+            jars = joined(jars, *object_stores.jars(line))
         conf = {**ship, **user}
         if EXTENSIONS_CONF in ship:
             conf[EXTENSIONS_CONF] = ship[EXTENSIONS_CONF]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from line_matrix import DOCTOR_LINE, Entry, run_entry
+from line_matrix import DOCTOR_LINE, S3_LINES, Entry, run_entry
 
 
 @pytest.fixture(scope="module")
@@ -14,11 +14,20 @@ def line_entry(airflow_db, tmp_path_factory):
     run, and a line no test of this run asks for costs nothing. A failed or skipped run is not
     repeated: every test that asks for it fails or skips the same way."""
     done: dict[str, Entry | BaseException] = {}
+    servers = []  # the S3 server of the S3_LINES entries, started for the first and kept for the file
+
+    def s3_server():
+        if not servers:
+            from s3server import start_s3
+
+            servers.append(start_s3(tmp_path_factory.mktemp("s3")))
+        return servers[0]
 
     def get(line: str) -> Entry:
         if line not in done:
             try:
-                done[line] = run_entry(line, tmp_path_factory.mktemp(f"line-{line}"), doctor=line == DOCTOR_LINE)
+                done[line] = run_entry(line, tmp_path_factory.mktemp(f"line-{line}"), doctor=line == DOCTOR_LINE,
+                                       s3=s3_server() if line in S3_LINES else None)
             except (Exception, pytest.skip.Exception, pytest.fail.Exception) as exc:
                 done[line] = exc
                 raise
@@ -27,4 +36,8 @@ def line_entry(airflow_db, tmp_path_factory):
             raise got
         return got
 
-    return get
+    try:
+        yield get
+    finally:
+        for server in servers:
+            server.stop()

@@ -35,7 +35,9 @@ import pytest
 
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.spark_lines import COLUMNAR, LINES, ORDERED
+from airflow_colocate.jobs.backends import add_backend
 from airflow_colocate.spark.locality import local_line
+from airflow_colocate.storage import fs
 from colocate_testing import add_local_backends
 from line_testing import driver_env, home_of, lines_under_test, plain_spark_result, plain_spark_start, venv_of
 from sparkcluster import start_cluster
@@ -130,8 +132,8 @@ def bucket_rows(catalog, table: str) -> dict[int, list[tuple]]:
     _, parts = catalog.reads.replicas(table, [DAY])
     out = {}
     for seq, bucket in enumerate(parts[0].buckets):
-        copies = [sorted(tuple(r.values()) for f in sorted(Path(rep.path.removeprefix("file://")).glob("*.parquet"))
-                         for r in pq.read_table(f).to_pylist()) for rep in bucket]
+        copies = [sorted(tuple(r.values()) for name in sorted(n for n, _ in fs.list_files(rep.path) if n.endswith(".parquet"))
+                         for r in pq.read_table(fs.open_read(fs.join(rep.path, name))).to_pylist()) for rep in bucket]
         assert copies and all(c == copies[0] for c in copies), f"the replicas of bucket {seq} of {table} differ"
         out[seq] = copies[0]
     return out
@@ -144,6 +146,11 @@ def bucket_rows(catalog, table: str) -> dict[int, list[tuple]]:
 MATRIX_FILES = {"test_line_matrix.py": ("3.5", "4.3"), "test_line_matrix_4_0.py": ("4.0",),
                 "test_line_matrix_4_1.py": ("4.1",), "test_line_matrix_4_2.py": ("4.2",)}
 DOCTOR_LINE = "3.5"  # the other Scala: doctor's cross-line probe is checked there
+# Lines whose entry keeps its backends in a bucket of the tests' S3 API (tests/s3server.py) instead
+# of local folders: the job ships that line's own Hadoop's hadoop-aws (3.5: Hadoop 3.3.4 with the
+# AWS SDK v1, spark/object_stores.py), and the cross-line test reads that lake from 4.3 and 4.2
+# (Hadoop 3.5.0, SDK v2). 4.2's own S3 tests are tests/object_stores.
+S3_LINES = ("3.5",)
 
 
 def lines_of(test_file: str) -> list[str]:
@@ -169,16 +176,22 @@ class Entry:
     doctor: subprocess.CompletedProcess | None = None
     leftover: list[int] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    s3: object = None  # the S3 server its backends are on (S3_LINES), else None: local folders
+
+    def store_env(self) -> dict[str, str]:
+        """What reaching its backends takes: the S3 server's ``AWS_*`` variables, or nothing."""
+        return self.s3.env() if self.s3 is not None else {}
 
     def plain_join(self) -> list[tuple]:
         return sorted(tuple(r) for r in self.plain["join"])
 
 
-def run_entry(line: str, tmp: Path, *, doctor: bool = False) -> Entry:
+def run_entry(line: str, tmp: Path, *, doctor: bool = False, s3=None) -> Entry:
     """Start the line's cluster, run the DAG on it (and ``colocate doctor`` against it when asked),
-    stop the cluster; plain Spark runs on the line's local session meanwhile."""
+    stop the cluster; plain Spark runs on the line's local session meanwhile. ``s3``: an S3 server
+    to keep the backends on (a bucket of their own)."""
     venv = venv_of(line)
-    entry = Entry(line, venv, tmp, f"sqlite:///{tmp / 'catalog.db'}")
+    entry = Entry(line, venv, tmp, f"sqlite:///{tmp / 'catalog.db'}", s3=s3)
     began = time.monotonic()
     src = sources(tmp / "src")
     plain = plain_spark_start(venv, src, 4, PLAIN_QUERY)
@@ -218,10 +231,17 @@ def run_dag(entry: Entry, src: dict[str, tuple[str, str]], master_url: str, patc
     patch.setenv("COLOCATE_RELOCATE_DELAY_MINUTES", "0")
     patch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
         {"conn_type": "spark", "host": f"spark://{master.hostname}", "port": master.port}))
+    for key, value in entry.store_env().items():
+        patch.setenv(key, value)
     catalog = Catalog(entry.url, actor="pytest")
     catalog.init()
     try:
-        add_local_backends(catalog, entry.tmp / "backends")
+        if entry.s3 is None:
+            add_local_backends(catalog, entry.tmp / "backends")
+        else:  # as a user adds them: the bucket exists, each backend gets its identity marker
+            bucket = entry.s3.make_bucket(f"line-{entry.line.replace('.', '-')}-{os.getpid()}")
+            for i in (1, 2, 3):
+                add_backend(catalog, f"s3a://{bucket}/be{i}", name=f"be{i}")
     finally:
         catalog.dispose()
     started = time.monotonic()
@@ -271,7 +291,12 @@ def check_entry(entry: Entry) -> None:
     assert entry.plain["version"].startswith(line + ".")
     catalog = Catalog(entry.url, actor="pytest")
     try:
-        check_buckets(entry, catalog)
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in entry.store_env().items():
+                patch.setenv(key, value)
+            check_buckets(entry, catalog)
+        if entry.s3 is not None:
+            assert {urlparse(b.root_uri).scheme for b in catalog.backends.list()} == {"s3a"}
         group = catalog.groups.get("g")  # the lost backend was repaired
         be2 = catalog.backends.get("be2").id
         assert group.stable and be2 not in {b for row in group.bucket_map for b in row}
@@ -330,6 +355,10 @@ def check_cross(line_entry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     for i, (written, read) in enumerate(pairs):
         lake = line_entry(written)
         venv = venv_of(read)
+        for key in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
+            monkeypatch.delenv(key, raising=False)
+        for key, value in lake.store_env().items():  # a lake on S3: this line ships its own hadoop-aws
+            monkeypatch.setenv(key, value)
         for key, value in driver_env(venv, tmp_path / f"home-{i}").items():
             monkeypatch.setenv(key, value)
         if read == local_line():  # the Airflow side's own pyspark, as a plain install submits
