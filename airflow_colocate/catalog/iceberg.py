@@ -169,6 +169,35 @@ class Iceberg:
 
         return self.db.tx(run)
 
+    def find(self, table_id: int) -> IcebergPublicationView | None:
+        """The publication of a table in any state (a dropped one's too), None if it never had one:
+        a row here means an Iceberg table may exist, so its table is not purged before it is gone."""
+        def run(s: Session) -> IcebergPublicationView | None:
+            p = s.get(m.IcebergPublication, table_id)
+            return None if p is None else _view(s, p)
+
+        return self.db.tx(run)
+
+    def withdrawn(self, table_id: int, *, forget: bool) -> None:
+        """After the table's Iceberg table was dropped: its pins go (no snapshot names a file now),
+        and so does the publication when its table is purged (``forget``); a dropped table keeps it,
+        emptied, for a recover to publish again. Never before the Iceberg drop: a crash between the
+        two leaves pins that only keep files longer, and the next drop or purge finishes."""
+        def run(s: Session) -> None:
+            s.execute(delete(m.IcebergPin).where(m.IcebergPin.table_id == table_id))
+            p = s.get(m.IcebergPublication, table_id)
+            if p is None:
+                return
+            label = table_view(s, s.get(m.Table, table_id)).qualified_name
+            if forget:
+                s.delete(p)
+            else:
+                p.digest = p.snapshot_id = p.partition_digests = p.published_at = None
+                p.lag_since = p.lag_reason = None
+            self.db.event(s, "iceberg.withdraw", label, id=table_id, forget=forget)
+
+        self.db.tx(run)
+
     def held(self, uris: Iterable[str]) -> set[str]:
         """Which of these folders gc must keep: a pinned directory, or one holding a pinned one
         (a version's folder holds its buckets'). One range lookup on the pins' key per folder."""

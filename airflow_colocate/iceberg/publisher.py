@@ -70,6 +70,25 @@ def table_for(icat, ident: tuple[str, str], location: str, table_id: int, first_
     return tbl
 
 
+def drop_table(icat, ident: tuple[str, str], table_id: int) -> bool:
+    """Drop the Iceberg table of colocated table ``table_id`` from the Iceberg catalog (its data
+    files are ours: never purged through Iceberg). False when there is none to drop, or the one of
+    that name belongs to another colocated table (a name reused after a purge is left alone)."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    try:
+        tbl = icat.load_table(ident)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return False
+    if tbl.properties.get(TABLE_ID) != str(table_id):
+        return False
+    try:
+        icat.drop_table(ident)
+    except NoSuchTableError:  # dropped by a concurrent withdrawal since it was loaded
+        return False
+    return True
+
+
 def publish(tbl, *, schema_version: int, changes_after: Callable[[int], Sequence[Sequence[dict]]],
             partition_col: tuple[str, str] | None, files: Sequence[WantedFile], digest: str,
             snapshot_properties: dict[str, str], only: set[str] | None = None) -> Published:
@@ -211,4 +230,4 @@ def retained_dirs(tbl) -> set[str]:
     return dirs
 
 
-__all__ = ["Published", "current_files", "expire", "open_catalog", "publish", "retained_dirs", "table_for"]
+__all__ = ["Published", "current_files", "drop_table", "expire", "open_catalog", "publish", "retained_dirs", "table_for"]

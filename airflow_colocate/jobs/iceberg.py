@@ -240,6 +240,27 @@ def expire_quietly(catalog: Catalog, retention: timedelta = DEFAULT_RECYCLE_BIN)
         return []
 
 
+def withdraw(catalog: Catalog, table_id: int, *, forget: bool) -> bool:
+    """Drop a dropped table's Iceberg table (an engine reading it would see a table we dropped, and
+    after the purge, files gc deleted), its metadata folder, then its pins: in that order, so a
+    process killed in between leaves pins that keep files longer, never a snapshot naming a
+    deleted file; running it again finishes. ``forget``: the table is being purged, the
+    publication goes too (otherwise a recover publishes it again). False: nothing was published."""
+    from airflow_colocate.iceberg.publisher import drop_table
+    from airflow_colocate.storage import fs
+
+    pub = catalog.iceberg.find(table_id)
+    if pub is None:
+        return False
+    drop_table(iceberg_catalog(catalog), (pub.namespace, pub.table.rpartition(".")[2]), table_id)
+    try:  # the metadata files (never a data file: those are our replicas, outside the warehouse)
+        fs.delete_tree(pub.location)
+    except Exception as exc:  # noqa: BLE001 - the catalog entry is gone: nothing reads these files any more
+        log.warning("Iceberg metadata of %s left at %s: %s", pub.table, pub.location, exc)
+    catalog.iceberg.withdrawn(table_id, forget=forget)
+    return True
+
+
 def lag(catalog: Catalog) -> list[str]:
     """Doctor's lines: every published table whose Iceberg metadata is behind our catalog, and why."""
     out = []
@@ -257,4 +278,4 @@ def lag(catalog: Catalog) -> list[str]:
     return out
 
 
-__all__ = ["Outcome", "enable", "expire", "follow", "follow_all", "lag", "publish", "publish_one"]
+__all__ = ["Outcome", "enable", "expire", "follow", "follow_all", "lag", "publish", "publish_one", "withdraw"]
