@@ -23,15 +23,29 @@ AT = "colocate.at"  # our catalog clock when the snapshot was published: what ex
 DIGEST = "colocate.digest"
 
 
-def open_catalog(uri: str | None, properties: dict | None = None):
+def open_catalog(uri: str | None, properties: dict | None = None, environ: dict | None = None):
     """The Iceberg catalog: a SQL catalog on ``uri`` (the colocation catalog's own database by
-    default), or whatever ``properties`` configure (``{"type": "rest", "uri": ...}``)."""
+    default), or whatever ``properties`` configure (``{"type": "rest", "uri": ...}``); its FileIO
+    reaches S3 where our backends' reads do (:func:`s3_properties` of ``environ``)."""
     from pyiceberg.catalog import load_catalog
 
     props = dict(properties or {})
     if "type" not in props and "uri" not in props:
         props.update(type="sql", uri=uri)
+    props = s3_properties(environ or {}) | props
     return load_catalog(props.pop("name", "colocate"), **props)
+
+
+def s3_properties(environ: dict) -> dict[str, str]:
+    """The S3 address and region our backends are read with (the AWS SDKs' variables, which the
+    ``colocate_s3`` connection sets) as pyiceberg FileIO properties: pyiceberg reads neither
+    variable, and without a region it asks AWS where the bucket is, which a private store is not."""
+    out = {}
+    if endpoint := environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL"):
+        out["s3.endpoint"] = endpoint
+    if region := environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"):
+        out["s3.region"] = region
+    return out
 
 
 @dataclass(frozen=True)
@@ -230,4 +244,5 @@ def retained_dirs(tbl) -> set[str]:
     return dirs
 
 
-__all__ = ["Published", "current_files", "drop_table", "expire", "open_catalog", "publish", "retained_dirs", "table_for"]
+__all__ = ["Published", "current_files", "drop_table", "expire", "open_catalog", "publish", "retained_dirs", "s3_properties",
+           "table_for"]

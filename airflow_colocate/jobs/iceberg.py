@@ -67,7 +67,7 @@ def iceberg_catalog(catalog: Catalog):
         except ValueError as exc:
             raise InvalidArgument(f"{CATALOG_ENV} must be a JSON object of pyiceberg catalog properties, e.g. "
                                   f'{{"type": "rest", "uri": "http://iceberg:8181"}}: {exc}') from exc
-    return open_catalog(catalog.url, props)
+    return open_catalog(catalog.url, props, dict(os.environ))
 
 
 def enable(catalog: Catalog, table: str, on: bool, *, warehouse: str | None = None,
@@ -159,7 +159,8 @@ def _publish(catalog: Catalog, pub: IcebergPublicationView, whole: bool = False,
     first = catalog.schemas.history(pub.table_id)[0]
     view = catalog.tables.get(pub.table_id)
     part = _partition_col(view, first.columns)
-    tbl = table_for(iceberg_catalog(catalog), (pub.namespace, view.name), pub.location, view.id, first.columns, part)
+    tbl = table_for(iceberg_catalog(catalog), (pub.namespace, view.name), wanted.iceberg_uri(pub.location), view.id,
+                    first.columns, part)
     before = None if whole else catalog.iceberg.partition_digests(pub.table_id)
     if touched is not None and before is not None and len(touched) <= MAX_TOUCHED:
         view, files = desired_in(catalog, pub.table_id, touched)
@@ -214,18 +215,20 @@ def expire(catalog: Catalog, table: str | None = None, *, retention: timedelta =
 
     pubs = [catalog.iceberg.get(table, db=db)] if table else catalog.iceberg.list(enabled_only=False)
     icat = iceberg_catalog(catalog) if pubs else None
+    roots = [b.root_uri for b in catalog.backends.list()]
     lines = []
     for pub in pubs:
         view = catalog.tables.get(pub.table_id)
         if pub.snapshot_id is None:
             lines.append(f"{pub.table}: nothing published yet")
             continue
-        tbl = table_for(icat, (pub.namespace, view.name), pub.location, view.id, (), None)
+        tbl = table_for(icat, (pub.namespace, view.name), wanted.iceberg_uri(pub.location), view.id, (), None)
         gone = expire_snapshots(tbl, (catalog.now() - retention).isoformat())
         tbl = tbl.refresh()
         _, files, _ = desired(catalog, pub.table_id)
         # what the retained snapshots name, and what a publication about to commit has pinned
-        released = catalog.iceberg.set_pins(view.id, retained_dirs(tbl) | set(wanted.replica_dirs(files)))
+        retained = {wanted.our_uri(d, roots) for d in retained_dirs(tbl)}  # as the pins name them (s3a://)
+        released = catalog.iceberg.set_pins(view.id, retained | set(wanted.replica_dirs(files)))
         lines.append(f"{pub.table}: {len(gone)} snapshot(s) expired, {len(tbl.metadata.snapshots)} retained, "
                      f"{released} replica folder(s) released to gc")
     return lines
