@@ -14,7 +14,7 @@ from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.rows import table_row, table_view
+from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, table_row, table_view
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.core.errors import InvalidArgument, NotFound
 from airflow_colocate.core import validate
@@ -74,6 +74,37 @@ class Iceberg:
             s.flush()
             self.db.event(s, "iceberg.enable" if on else "iceberg.disable", view.qualified_name, warehouse=p.warehouse)
             return _view(s, p)
+
+        return self.db.tx(run)
+
+    def set_group(self, ref: str, on: bool, *, warehouse: str | None = None, db: str | None = None) -> list[int]:
+        """Turn publication on (or off) for every table of a group, and for the tables created in it
+        later (on needs a warehouse; a table published already keeps its own). The ids of the
+        tables it turned on, to publish now; all or nothing, in one transaction."""
+        if warehouse is not None:
+            warehouse = _warehouse(warehouse)
+
+        def run(s: Session) -> list[int]:
+            g = group_row(s, ref, db or DEFAULT_DB)
+            label = group_view(s, g).full_name
+            if on and not warehouse:
+                raise InvalidArgument(f"group {label}: '--iceberg on' needs a warehouse for the Iceberg metadata: give "
+                                      f"--iceberg-warehouse URI (a folder, e.g. file:///lake/iceberg) or set "
+                                      f"COLOCATE_ICEBERG_WAREHOUSE")
+            g.iceberg_warehouse = warehouse if on else None
+            turned = []
+            for t in s.scalars(select(m.Table).where(m.Table.group_id == g.id, m.Table.state == "normal")
+                               .order_by(m.Table.id)):
+                p = s.get(m.IcebergPublication, t.id)
+                if p is None and on:
+                    s.add(m.IcebergPublication(table_id=t.id, enabled=True, warehouse=warehouse,
+                                               namespace=table_view(s, t).db, created_at=self.db.now()))
+                elif p is not None:
+                    p.enabled = on
+                turned.append(t.id)
+            self.db.event(s, "iceberg.group_enable" if on else "iceberg.group_disable", label, warehouse=warehouse,
+                          tables=turned)
+            return turned if on else []
 
         return self.db.tx(run)
 

@@ -130,6 +130,9 @@ class Tables:
             if group is not None:
                 group.version += 1
                 group.generation += 1
+                if group.iceberg_warehouse:  # the group publishes its tables: its first write publishes this one
+                    s.add(m.IcebergPublication(table_id=t.id, enabled=True, warehouse=group.iceberg_warehouse,
+                                               namespace=db_name, created_at=self.db.now()))
             self.db.event(s, "table.create", f"{db_name}.{table_name}", id=t.id, group=full_name(group) if group else None,
                         bucket_num=bucket_num, replication_num=replication_num, dist_cols=dist, partition_cols=parts,
                         retention_days=retention_days)

@@ -79,6 +79,31 @@ def enable(catalog: Catalog, table: str, on: bool, *, warehouse: str | None = No
     return catalog.iceberg.get(pub.table_id)
 
 
+def enable_group(catalog: Catalog, group: str, on: bool, *, warehouse: str | None = None,
+                 db: str | None = None) -> list[Outcome]:
+    """``group alter G --iceberg on|off``: every table of the group (and those created in it
+    later) published or not; on publishes each now (a failure there is a lag, shown)."""
+    if warehouse is not None and not on:
+        raise InvalidArgument("--iceberg-warehouse goes with --iceberg on: it is where the Iceberg metadata is written")
+    ids = catalog.iceberg.set_group(group, on, warehouse=warehouse or os.environ.get(WAREHOUSE_ENV) or None, db=db)
+    return [publish_one(catalog, catalog.iceberg.get(i), retries=()) for i in ids]
+
+
+def ensure_published(catalog: Catalog, table: str, on: bool | None, *, warehouse: str | None = None) -> None:
+    """An operator's ``iceberg=``: the table's publication turned on (or off) when it is not yet;
+    the commit that follows publishes it. None leaves it as it is."""
+    if warehouse is not None and on is not True:
+        raise InvalidArgument(f"iceberg_warehouse={warehouse!r} goes with iceberg=True: it is where the Iceberg "
+                              f"metadata is written")
+    if on is None:
+        return
+    pub = catalog.iceberg.find(catalog.tables.get(table).id)
+    if pub is None and not on:
+        return
+    if pub is None or pub.enabled != on:
+        catalog.iceberg.set_enabled(table, on, warehouse=warehouse or os.environ.get(WAREHOUSE_ENV) or None)
+
+
 def follow(catalog: Catalog, table_ids: Iterable[int], *, partitions: Sequence[str] | None = None) -> list[Outcome]:
     """After one of our commits: publish the tables among ``table_ids`` that are published. Never
     raises and never undoes anything of ours: a failure is retried, then recorded as a lag.
@@ -281,4 +306,5 @@ def lag(catalog: Catalog) -> list[str]:
     return out
 
 
-__all__ = ["Outcome", "enable", "expire", "follow", "follow_all", "lag", "publish", "publish_one", "withdraw"]
+__all__ = ["Outcome", "enable", "enable_group", "ensure_published", "expire", "follow", "follow_all", "lag", "publish",
+           "publish_one", "withdraw"]
