@@ -5,8 +5,9 @@ so the table carries a name mapping (pyiceberg's schema update adds each new col
 a dropped one's, so an old file's dropped column still resolves, to a field no schema reads), and the
 partition column (kept in the folder name, not in the files) is the identity partition's value,
 which Iceberg readers project into the rows. One publication is ONE Iceberg transaction: the schema
-steps, the table properties and one overwrite snapshot that removes the files no longer named and
-adds the new ones, so no reader ever sees half of one of our commits.
+steps, the table properties and one snapshot that removes the files no longer named and adds the
+new ones (a schema change alone: a snapshot of the same files under the new schema), so no reader
+ever sees half of one of our commits.
 """
 
 from __future__ import annotations
@@ -131,7 +132,9 @@ def publish(tbl, *, schema_version: int, changes_after: Callable[[int], Sequence
                     apply(update, step)
         if schema_version != have_version:
             tx.set_properties(**{SCHEMA_VERSION: str(schema_version)})
-        if add or remove:
+        if add or remove or schema_version != have_version:
+            # a schema change of ours is a commit of ours: its snapshot (no file added when nothing
+            # else changed) is read with the new schema, in our order, as any other commit's
             new = [_data_file(tx, f, partition_col) for f in add]
             props = dict(snapshot_properties, **{DIGEST: digest})
             update = tx.update_snapshot(snapshot_properties=props)
