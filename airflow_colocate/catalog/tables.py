@@ -196,6 +196,9 @@ class Tables:
                 t.group_id = target.id
                 target.version += 1
                 target.generation += 1
+                if target.iceberg_warehouse and s.get(m.IcebergPublication, t.id) is None:  # its next commit publishes it
+                    s.add(m.IcebergPublication(table_id=t.id, enabled=True, warehouse=target.iceberg_warehouse,
+                                               namespace=table_view(s, t).db, created_at=self.db.now()))
                 has_data = s.scalar(select(func.count()).select_from(m.Partition).where(
                     m.Partition.table_id == t.id, m.Partition.visible_version > 0))
                 if has_data:

@@ -1,5 +1,5 @@
 """Publication per group and per task: 'colocate group alter G --iceberg on' publishes every table
-of the group now and every table created in it later, off stops them all; a write task's
+of the group now and every table created in it or moved into it later, off stops them all; a write task's
 ``iceberg=True`` turns its table on before the write, whose commit publishes it. Bad input (an
 unknown group, on without a warehouse, a warehouse with off) is refused in one line and changes
 nothing. pyiceberg reads, no Spark."""
@@ -29,7 +29,7 @@ def test_a_group_publishes_its_tables_and_those_created_later(tmp_path, monkeypa
     for table in ("orders", "lines"):
         lake.create(table, buckets=3, replicas=2)
         lake.write(table, "2026-11-01", range(60))
-    lake.create("other", group="h", buckets=2, replicas=1)
+    lake.create("other", group="h", buckets=3, replicas=2)
 
     # refused in one line, nothing changed
     for args, why in ((["nosuch", "--iceberg", "on", "--iceberg-warehouse", warehouse], "unknown colocation group 'nosuch'"),
@@ -52,10 +52,12 @@ def test_a_group_publishes_its_tables_and_those_created_later(tmp_path, monkeypa
     lake.create("items", buckets=3, replicas=2)
     lake.write("items", "2026-11-02", range(30))
     assert theirs(lake, "items") == expected("items", ["2026-11-02"], range(30))
+    assert main(["--catalog", url, "table", "alter", "other", "--colocate-with", "g"]) == 0  # and one moved into it
+    assert cat.iceberg.get("other").enabled
 
     # off: every table of the group stops; a write after it is not published
     assert main(["--catalog", url, "group", "alter", "g", "--iceberg", "off"]) == 0
-    assert cat.iceberg.list() == [] and len(cat.iceberg.list(enabled_only=False)) == 3
+    assert cat.iceberg.list() == [] and len(cat.iceberg.list(enabled_only=False)) == 4
     lake.write("orders", "2026-11-02", range(10))
     assert theirs(lake, "orders") == expected("orders", ["2026-11-01"], range(60))
     lake.create("later", buckets=3, replicas=2)
