@@ -16,6 +16,7 @@ from iceberg_lake import as_json, iceberg_table, make_lake, named_files, ours, s
 
 from airflow_colocate.cli import main
 from airflow_colocate.jobs import iceberg as publication
+from airflow_colocate.jobs.backends import change_state
 from airflow_colocate.jobs.gc import collect_garbage
 from airflow_colocate.jobs.tables import TableChange, alter_table
 
@@ -100,7 +101,10 @@ def test_published_table_follows_every_commit_in_our_order(lake, spark, tmp_path
     be2 = lake.names["be2"]
     root2 = lake.backend_root("be2")
     assert any(f.startswith(root2) for f in named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id])
-    cat.backends.set_state("be2", "down", reason="disk died")
+    change_state(cat, "be2", "down", reason="disk died")  # an admin's mark: reads, and the Iceberg table, avoid it at once
+    now_named = named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id]
+    assert not any(f.startswith(root2 + "/") for f in now_named)
+    assert theirs(lake) == ours(spark, lake)
     lake.clock.advance(minutes=31)
     lake.run()
     assert be2 not in {be for ids in cat.groups.get("g").bucket_map for be in ids}
