@@ -14,7 +14,7 @@ from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
-from airflow_colocate.catalog.rows import table_row, table_view
+from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, table_row, table_view
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.core.errors import InvalidArgument, NotFound
 from airflow_colocate.core import validate
@@ -74,6 +74,37 @@ class Iceberg:
             s.flush()
             self.db.event(s, "iceberg.enable" if on else "iceberg.disable", view.qualified_name, warehouse=p.warehouse)
             return _view(s, p)
+
+        return self.db.tx(run)
+
+    def set_group(self, ref: str, on: bool, *, warehouse: str | None = None, db: str | None = None) -> list[int]:
+        """Turn publication on (or off) for every table of a group, and for the tables created in it
+        later (on needs a warehouse; a table published already keeps its own). The ids of the
+        tables it turned on, to publish now; all or nothing, in one transaction."""
+        if warehouse is not None:
+            warehouse = _warehouse(warehouse)
+
+        def run(s: Session) -> list[int]:
+            g = group_row(s, ref, db or DEFAULT_DB)
+            label = group_view(s, g).full_name
+            if on and not warehouse:
+                raise InvalidArgument(f"group {label}: '--iceberg on' needs a warehouse for the Iceberg metadata: give "
+                                      f"--iceberg-warehouse URI (a folder, e.g. file:///lake/iceberg) or set "
+                                      f"COLOCATE_ICEBERG_WAREHOUSE")
+            g.iceberg_warehouse = warehouse if on else None
+            turned = []
+            for t in s.scalars(select(m.Table).where(m.Table.group_id == g.id, m.Table.state == "normal")
+                               .order_by(m.Table.id)):
+                p = s.get(m.IcebergPublication, t.id)
+                if p is None and on:
+                    s.add(m.IcebergPublication(table_id=t.id, enabled=True, warehouse=warehouse,
+                                               namespace=table_view(s, t).db, created_at=self.db.now()))
+                elif p is not None:
+                    p.enabled = on
+                turned.append(t.id)
+            self.db.event(s, "iceberg.group_enable" if on else "iceberg.group_disable", label, warehouse=warehouse,
+                          tables=turned)
+            return turned if on else []
 
         return self.db.tx(run)
 
@@ -168,6 +199,35 @@ class Iceberg:
             return len(gone)
 
         return self.db.tx(run)
+
+    def find(self, table_id: int) -> IcebergPublicationView | None:
+        """The publication of a table in any state (a dropped one's too), None if it never had one:
+        a row here means an Iceberg table may exist, so its table is not purged before it is gone."""
+        def run(s: Session) -> IcebergPublicationView | None:
+            p = s.get(m.IcebergPublication, table_id)
+            return None if p is None else _view(s, p)
+
+        return self.db.tx(run)
+
+    def withdrawn(self, table_id: int, *, forget: bool) -> None:
+        """After the table's Iceberg table was dropped: its pins go (no snapshot names a file now),
+        and so does the publication when its table is purged (``forget``); a dropped table keeps it,
+        emptied, for a recover to publish again. Never before the Iceberg drop: a crash between the
+        two leaves pins that only keep files longer, and the next drop or purge finishes."""
+        def run(s: Session) -> None:
+            s.execute(delete(m.IcebergPin).where(m.IcebergPin.table_id == table_id))
+            p = s.get(m.IcebergPublication, table_id)
+            if p is None:
+                return
+            label = table_view(s, s.get(m.Table, table_id)).qualified_name
+            if forget:
+                s.delete(p)
+            else:
+                p.digest = p.snapshot_id = p.partition_digests = p.published_at = None
+                p.lag_since = p.lag_reason = None
+            self.db.event(s, "iceberg.withdraw", label, id=table_id, forget=forget)
+
+        self.db.tx(run)
 
     def held(self, uris: Iterable[str]) -> set[str]:
         """Which of these folders gc must keep: a pinned directory, or one holding a pinned one

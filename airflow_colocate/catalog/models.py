@@ -95,6 +95,9 @@ class ColocateGroup(Base):
     # The bucket count new versions are written with, a multiple k·N of ``bucket_num`` after a split
     # (bucket j lives in map entry j mod N); None: ``bucket_num``.
     layout_buckets: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Where the Iceberg metadata of a table created in the group goes: every table of the group is
+    # published as an Iceberg table (``group alter --iceberg on``); None: off.
+    iceberg_warehouse: Mapped[str | None] = mapped_column(String(1024), nullable=True)
     __table_args__ = (
         Index("uq_group_db_name", "db_id", "name", unique=True, postgresql_where=text("db_id IS NOT NULL"),
               sqlite_where=text("db_id IS NOT NULL")),

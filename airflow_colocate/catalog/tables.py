@@ -59,6 +59,14 @@ def _purge_paths(s: Session, t: m.Table) -> list[str]:
     return sorted(paths)
 
 
+def _refuse_if_published(s: Session, t: m.Table, label: str) -> None:
+    """Purging forgets the pins that keep the files an Iceberg table names: it waits until that
+    Iceberg table is dropped (``jobs.tables.drop_table`` / ``purge_tables`` drop it first)."""
+    if s.get(m.IcebergPublication, t.id) is not None:
+        raise InvalidArgument(f"table {label} is published as an Iceberg table: its Iceberg table is dropped before "
+                              f"the table is purged ('colocate table drop --force' or 'colocate table purge' do both)")
+
+
 class Tables:
     """Tables and partitions: create against the group schema, move between groups, drop/recover/purge."""
 
@@ -122,6 +130,9 @@ class Tables:
             if group is not None:
                 group.version += 1
                 group.generation += 1
+                if group.iceberg_warehouse:  # the group publishes its tables: its first write publishes this one
+                    s.add(m.IcebergPublication(table_id=t.id, enabled=True, warehouse=group.iceberg_warehouse,
+                                               namespace=db_name, created_at=self.db.now()))
             self.db.event(s, "table.create", f"{db_name}.{table_name}", id=t.id, group=full_name(group) if group else None,
                         bucket_num=bucket_num, replication_num=replication_num, dist_cols=dist, partition_cols=parts,
                         retention_days=retention_days)
@@ -185,6 +196,9 @@ class Tables:
                 t.group_id = target.id
                 target.version += 1
                 target.generation += 1
+                if target.iceberg_warehouse and s.get(m.IcebergPublication, t.id) is None:  # its next commit publishes it
+                    s.add(m.IcebergPublication(table_id=t.id, enabled=True, warehouse=target.iceberg_warehouse,
+                                               namespace=table_view(s, t).db, created_at=self.db.now()))
                 has_data = s.scalar(select(func.count()).select_from(m.Partition).where(
                     m.Partition.table_id == t.id, m.Partition.visible_version > 0))
                 if has_data:
@@ -237,6 +251,7 @@ class Tables:
             view = table_view(s, t)
             self.db.event(s, "table.drop", view.qualified_name, id=t.id, force=force)
             if force:
+                _refuse_if_published(s, t, view.qualified_name)
                 self._purge(s, t)
             return view
 
@@ -265,11 +280,25 @@ class Tables:
         def run(s: Session) -> list[TableView]:
             cutoff = self.db.now() - retention
             purged = []
-            for t in list(s.scalars(select(m.Table).where(m.Table.state == "dropped").order_by(m.Table.id))):
+            published = select(m.IcebergPublication.table_id)  # its Iceberg table is dropped first (jobs/tables.py)
+            for t in list(s.scalars(select(m.Table).where(m.Table.state == "dropped", m.Table.id.not_in(published))
+                                    .order_by(m.Table.id))):
                 if utc(t.dropped_at) <= cutoff:
                     purged.append(table_view(s, t))
                     self._purge(s, t)
             return purged
+
+        return self.db.tx(run)
+
+    def purge(self, table_id: int) -> TableView:
+        """Purge one dropped table now (``table drop --force`` of a published table, once its
+        Iceberg table is gone)."""
+        def run(s: Session) -> TableView:
+            t = table_row(s, table_id, state="dropped")
+            view = table_view(s, t)
+            _refuse_if_published(s, t, view.qualified_name)
+            self._purge(s, t)
+            return view
 
         return self.db.tx(run)
 

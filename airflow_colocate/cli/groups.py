@@ -1,5 +1,5 @@
-"""``colocate group``: why a group is unstable, what happens next, and an operator's override of
-its stability or its join policy."""
+"""``colocate group``: why a group is unstable, what happens next, an operator's override of its
+stability or its join policy, and its tables' Iceberg publication."""
 
 from __future__ import annotations
 
@@ -120,6 +120,19 @@ def set_join_policy(env: Env, group: str, policy: str) -> str:
 def split(env: Env, group: str, factor: int) -> str:
     g = env.catalog().groups.split(group, factor, db=env.db)
     return f"group {g.full_name} ({g.group_id}): new versions written at {g.layout} buckets ({g.bucket_num} in the map)"
+
+
+@group.command("alter", help="Publish every table of the group, and every table created in it later, as an Iceberg "
+               f"table (on), or stop (off; their Iceberg tables stay as they are). {GROUP_REF}")
+@click.argument("group")
+@click.option("--iceberg", type=params.Choice(["on", "off"]), required=True, help="Publish the group's tables (on) or stop.")
+@click.option("--iceberg-warehouse", metavar="URI", help="With --iceberg on: the folder for the Iceberg metadata.")
+@pass_env
+def alter(env: Env, group: str, iceberg: str, iceberg_warehouse: str | None) -> str:
+    from airflow_colocate.jobs.iceberg import enable_group
+
+    done = enable_group(env.catalog(), group, iceberg == "on", warehouse=iceberg_warehouse, db=env.db)
+    return "\n".join([f"group {group}: Iceberg publication {iceberg}", *(o.line() for o in done)])
 
 
 mark_stable = _mark(True)

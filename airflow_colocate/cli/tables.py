@@ -80,7 +80,9 @@ def alter(env: Env, table: str, colocate_with: str | None, replication: int | No
 @click.option("--force", is_flag=True, help="Purge now; cannot be recovered.")
 @pass_env
 def drop(env: Env, table: str, force: bool) -> str:
-    t = env.catalog().tables.drop(table, db=env.db, force=force)
+    from airflow_colocate.jobs.tables import drop_table
+
+    t = drop_table(env.catalog(), table, db=env.db, force=force)
     if force:
         return f"table {t.qualified_name} (id {t.id}) dropped and purged"
     return f"table {t.qualified_name} (id {t.id}) dropped; 'colocate table recover {t.qualified_name}' brings it back within the retention"
@@ -90,7 +92,9 @@ def drop(env: Env, table: str, force: bool) -> str:
 @click.argument("table")
 @pass_env
 def recover(env: Env, table: str) -> str:
-    t = env.catalog().tables.recover(table, db=env.db)
+    from airflow_colocate.jobs.tables import recover_table
+
+    t = recover_table(env.catalog(), table, db=env.db)
     return f"table {t.qualified_name} (id {t.id}) recovered"
 
 
@@ -100,7 +104,9 @@ def recover(env: Env, table: str) -> str:
 @json_option
 @pass_env
 def purge(env: Env, retention_hours: float) -> Table:
-    purged = env.catalog().tables.purge_dropped(retention=timedelta(hours=retention_hours))
+    from airflow_colocate.jobs.tables import purge_tables
+
+    purged = purge_tables(env.catalog(), timedelta(hours=retention_hours))
     return Table(["TableId", "Table"], [[t.id, t.qualified_name] for t in purged])
 
 

@@ -13,12 +13,34 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 
+# Hadoop's names for an S3 bucket, which Iceberg's FileIOs (pyiceberg's, Iceberg's S3FileIO, Trino's)
+# do not know: they read the same object as s3://.
+ICEBERG_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+
+
 @dataclass(frozen=True)
 class WantedFile:
     partition: str  # our partition value ('all' for an unpartitioned table)
-    replica_dir: str  # the bucket's chosen replica directory (what gc must keep)
-    path: str  # the data file's URI
+    replica_dir: str  # the bucket's chosen replica directory, as the catalog names it (what gc must keep)
+    path: str  # the data file's URI as Iceberg names it (iceberg_uri)
     size: int  # bytes, as the catalog recorded them
+
+
+def iceberg_uri(uri: str) -> str:
+    """Our URI as an Iceberg table names it: ``s3a://b/k`` is ``s3://b/k`` (the same object), so
+    every engine's FileIO opens what we publish; any other URI is left as it is."""
+    scheme, sep, rest = uri.partition("://")
+    return f"{ICEBERG_SCHEMES[scheme.lower()]}://{rest}" if sep and scheme.lower() in ICEBERG_SCHEMES else uri
+
+
+def our_uri(uri: str, roots: Iterable[str]) -> str:
+    """The inverse of :func:`iceberg_uri` for a path under one of our backend ``roots``: what a
+    retained snapshot names, as the catalog's pins name it (the longest matching root wins)."""
+    for root in sorted(roots, key=len, reverse=True):
+        base, ours = iceberg_uri(root).rstrip("/"), root.rstrip("/")
+        if uri == base or uri.startswith(base + "/"):
+            return ours + uri[len(base):]
+    return uri
 
 
 def wanted_files(read_table) -> list[WantedFile]:
@@ -36,7 +58,7 @@ def wanted_files(read_table) -> list[WantedFile]:
                                  f"replica {path} (recorded before 0.2); 'colocate verify' records it")
             for name, size in chosen.files:
                 if str(name).endswith(".parquet"):
-                    out.append(WantedFile(p.value, path, f"{path.rstrip('/')}/{name}", int(size)))
+                    out.append(WantedFile(p.value, path, iceberg_uri(f"{path.rstrip('/')}/{name}"), int(size)))
     return sorted(out, key=lambda f: f.path)
 
 

@@ -5,8 +5,9 @@ so the table carries a name mapping (pyiceberg's schema update adds each new col
 a dropped one's, so an old file's dropped column still resolves, to a field no schema reads), and the
 partition column (kept in the folder name, not in the files) is the identity partition's value,
 which Iceberg readers project into the rows. One publication is ONE Iceberg transaction: the schema
-steps, the table properties and one overwrite snapshot that removes the files no longer named and
-adds the new ones, so no reader ever sees half of one of our commits.
+steps, the table properties and one snapshot that removes the files no longer named and adds the
+new ones (a schema change alone: a snapshot of the same files under the new schema), so no reader
+ever sees half of one of our commits.
 """
 
 from __future__ import annotations
@@ -23,15 +24,29 @@ AT = "colocate.at"  # our catalog clock when the snapshot was published: what ex
 DIGEST = "colocate.digest"
 
 
-def open_catalog(uri: str | None, properties: dict | None = None):
+def open_catalog(uri: str | None, properties: dict | None = None, environ: dict | None = None):
     """The Iceberg catalog: a SQL catalog on ``uri`` (the colocation catalog's own database by
-    default), or whatever ``properties`` configure (``{"type": "rest", "uri": ...}``)."""
+    default), or whatever ``properties`` configure (``{"type": "rest", "uri": ...}``); its FileIO
+    reaches S3 where our backends' reads do (:func:`s3_properties` of ``environ``)."""
     from pyiceberg.catalog import load_catalog
 
     props = dict(properties or {})
     if "type" not in props and "uri" not in props:
         props.update(type="sql", uri=uri)
+    props = s3_properties(environ or {}) | props
     return load_catalog(props.pop("name", "colocate"), **props)
+
+
+def s3_properties(environ: dict) -> dict[str, str]:
+    """The S3 address and region our backends are read with (the AWS SDKs' variables, which the
+    ``colocate_s3`` connection sets) as pyiceberg FileIO properties: pyiceberg reads neither
+    variable, and without a region it asks AWS where the bucket is, which a private store is not."""
+    out = {}
+    if endpoint := environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL"):
+        out["s3.endpoint"] = endpoint
+    if region := environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"):
+        out["s3.region"] = region
+    return out
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,25 @@ def table_for(icat, ident: tuple[str, str], location: str, table_id: int, first_
     return tbl
 
 
+def drop_table(icat, ident: tuple[str, str], table_id: int) -> bool:
+    """Drop the Iceberg table of colocated table ``table_id`` from the Iceberg catalog (its data
+    files are ours: never purged through Iceberg). False when there is none to drop, or the one of
+    that name belongs to another colocated table (a name reused after a purge is left alone)."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    try:
+        tbl = icat.load_table(ident)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return False
+    if tbl.properties.get(TABLE_ID) != str(table_id):
+        return False
+    try:
+        icat.drop_table(ident)
+    except NoSuchTableError:  # dropped by a concurrent withdrawal since it was loaded
+        return False
+    return True
+
+
 def publish(tbl, *, schema_version: int, changes_after: Callable[[int], Sequence[Sequence[dict]]],
             partition_col: tuple[str, str] | None, files: Sequence[WantedFile], digest: str,
             snapshot_properties: dict[str, str], only: set[str] | None = None) -> Published:
@@ -98,7 +132,9 @@ def publish(tbl, *, schema_version: int, changes_after: Callable[[int], Sequence
                     apply(update, step)
         if schema_version != have_version:
             tx.set_properties(**{SCHEMA_VERSION: str(schema_version)})
-        if add or remove:
+        if add or remove or schema_version != have_version:
+            # a schema change of ours is a commit of ours: its snapshot (no file added when nothing
+            # else changed) is read with the new schema, in our order, as any other commit's
             new = [_data_file(tx, f, partition_col) for f in add]
             props = dict(snapshot_properties, **{DIGEST: digest})
             update = tx.update_snapshot(snapshot_properties=props)
@@ -211,4 +247,5 @@ def retained_dirs(tbl) -> set[str]:
     return dirs
 
 
-__all__ = ["Published", "current_files", "expire", "open_catalog", "publish", "retained_dirs", "table_for"]
+__all__ = ["Published", "current_files", "drop_table", "expire", "open_catalog", "publish", "retained_dirs", "s3_properties",
+           "table_for"]

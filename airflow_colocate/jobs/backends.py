@@ -103,6 +103,9 @@ def change_state(catalog, ref: int | str, change: str, *, reason: str | None = N
     else:
         b, changed = catalog.backends.mark(ref, change, reason=reason)
     if changed:
+        from airflow_colocate.jobs.iceberg import follow_all
+
         catalog.health.check_groups()
+        follow_all(catalog)  # Iceberg tables name the replicas reads prefer now: none on a backend marked down
     return b, changed
 

@@ -67,7 +67,7 @@ def iceberg_catalog(catalog: Catalog):
         except ValueError as exc:
             raise InvalidArgument(f"{CATALOG_ENV} must be a JSON object of pyiceberg catalog properties, e.g. "
                                   f'{{"type": "rest", "uri": "http://iceberg:8181"}}: {exc}') from exc
-    return open_catalog(catalog.url, props)
+    return open_catalog(catalog.url, props, dict(os.environ))
 
 
 def enable(catalog: Catalog, table: str, on: bool, *, warehouse: str | None = None,
@@ -77,6 +77,31 @@ def enable(catalog: Catalog, table: str, on: bool, *, warehouse: str | None = No
     if on:
         publish_one(catalog, pub, retries=())
     return catalog.iceberg.get(pub.table_id)
+
+
+def enable_group(catalog: Catalog, group: str, on: bool, *, warehouse: str | None = None,
+                 db: str | None = None) -> list[Outcome]:
+    """``group alter G --iceberg on|off``: every table of the group (and those created in it
+    later) published or not; on publishes each now (a failure there is a lag, shown)."""
+    if warehouse is not None and not on:
+        raise InvalidArgument("--iceberg-warehouse goes with --iceberg on: it is where the Iceberg metadata is written")
+    ids = catalog.iceberg.set_group(group, on, warehouse=warehouse or os.environ.get(WAREHOUSE_ENV) or None, db=db)
+    return [publish_one(catalog, catalog.iceberg.get(i), retries=()) for i in ids]
+
+
+def ensure_published(catalog: Catalog, table: str, on: bool | None, *, warehouse: str | None = None) -> None:
+    """An operator's ``iceberg=``: the table's publication turned on (or off) when it is not yet;
+    the commit that follows publishes it. None leaves it as it is."""
+    if warehouse is not None and on is not True:
+        raise InvalidArgument(f"iceberg_warehouse={warehouse!r} goes with iceberg=True: it is where the Iceberg "
+                              f"metadata is written")
+    if on is None:
+        return
+    pub = catalog.iceberg.find(catalog.tables.get(table).id)
+    if pub is None and not on:
+        return
+    if pub is None or pub.enabled != on:
+        catalog.iceberg.set_enabled(table, on, warehouse=warehouse or os.environ.get(WAREHOUSE_ENV) or None)
 
 
 def follow(catalog: Catalog, table_ids: Iterable[int], *, partitions: Sequence[str] | None = None) -> list[Outcome]:
@@ -159,7 +184,8 @@ def _publish(catalog: Catalog, pub: IcebergPublicationView, whole: bool = False,
     first = catalog.schemas.history(pub.table_id)[0]
     view = catalog.tables.get(pub.table_id)
     part = _partition_col(view, first.columns)
-    tbl = table_for(iceberg_catalog(catalog), (pub.namespace, view.name), pub.location, view.id, first.columns, part)
+    tbl = table_for(iceberg_catalog(catalog), (pub.namespace, view.name), wanted.iceberg_uri(pub.location), view.id,
+                    first.columns, part)
     before = None if whole else catalog.iceberg.partition_digests(pub.table_id)
     if touched is not None and before is not None and len(touched) <= MAX_TOUCHED:
         view, files = desired_in(catalog, pub.table_id, touched)
@@ -214,18 +240,20 @@ def expire(catalog: Catalog, table: str | None = None, *, retention: timedelta =
 
     pubs = [catalog.iceberg.get(table, db=db)] if table else catalog.iceberg.list(enabled_only=False)
     icat = iceberg_catalog(catalog) if pubs else None
+    roots = [b.root_uri for b in catalog.backends.list()]
     lines = []
     for pub in pubs:
         view = catalog.tables.get(pub.table_id)
         if pub.snapshot_id is None:
             lines.append(f"{pub.table}: nothing published yet")
             continue
-        tbl = table_for(icat, (pub.namespace, view.name), pub.location, view.id, (), None)
+        tbl = table_for(icat, (pub.namespace, view.name), wanted.iceberg_uri(pub.location), view.id, (), None)
         gone = expire_snapshots(tbl, (catalog.now() - retention).isoformat())
         tbl = tbl.refresh()
         _, files, _ = desired(catalog, pub.table_id)
         # what the retained snapshots name, and what a publication about to commit has pinned
-        released = catalog.iceberg.set_pins(view.id, retained_dirs(tbl) | set(wanted.replica_dirs(files)))
+        retained = {wanted.our_uri(d, roots) for d in retained_dirs(tbl)}  # as the pins name them (s3a://)
+        released = catalog.iceberg.set_pins(view.id, retained | set(wanted.replica_dirs(files)))
         lines.append(f"{pub.table}: {len(gone)} snapshot(s) expired, {len(tbl.metadata.snapshots)} retained, "
                      f"{released} replica folder(s) released to gc")
     return lines
@@ -238,6 +266,27 @@ def expire_quietly(catalog: Catalog, retention: timedelta = DEFAULT_RECYCLE_BIN)
     except Exception as exc:  # noqa: BLE001
         log.warning("Iceberg snapshot expiry skipped: %s", exc)
         return []
+
+
+def withdraw(catalog: Catalog, table_id: int, *, forget: bool) -> bool:
+    """Drop a dropped table's Iceberg table (an engine reading it would see a table we dropped, and
+    after the purge, files gc deleted), its metadata folder, then its pins: in that order, so a
+    process killed in between leaves pins that keep files longer, never a snapshot naming a
+    deleted file; running it again finishes. ``forget``: the table is being purged, the
+    publication goes too (otherwise a recover publishes it again). False: nothing was published."""
+    from airflow_colocate.iceberg.publisher import drop_table
+    from airflow_colocate.storage import fs
+
+    pub = catalog.iceberg.find(table_id)
+    if pub is None:
+        return False
+    drop_table(iceberg_catalog(catalog), (pub.namespace, pub.table.rpartition(".")[2]), table_id)
+    try:  # the metadata files (never a data file: those are our replicas, outside the warehouse)
+        fs.delete_tree(pub.location)
+    except Exception as exc:  # noqa: BLE001 - the catalog entry is gone: nothing reads these files any more
+        log.warning("Iceberg metadata of %s left at %s: %s", pub.table, pub.location, exc)
+    catalog.iceberg.withdrawn(table_id, forget=forget)
+    return True
 
 
 def lag(catalog: Catalog) -> list[str]:
@@ -257,4 +306,5 @@ def lag(catalog: Catalog) -> list[str]:
     return out
 
 
-__all__ = ["Outcome", "enable", "expire", "follow", "follow_all", "lag", "publish", "publish_one"]
+__all__ = ["Outcome", "enable", "enable_group", "ensure_published", "expire", "follow", "follow_all", "lag", "publish",
+           "publish_one", "withdraw"]

@@ -1,14 +1,20 @@
 """Changing a table: every option a user gives at once is applied in one catalog transaction with
-one event, or none is, whether it comes from ``colocate table alter`` or the admin API."""
+one event, or none is, whether it comes from ``colocate table alter`` or the admin API. Dropping,
+recovering and purging a table published as an Iceberg table also drop or publish its Iceberg
+table, in the order that never leaves an Iceberg snapshot naming a file gc may delete."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import logging
+from datetime import timedelta
+
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.core.errors import InvalidArgument
-from airflow_colocate.jobs.iceberg import enable, follow
+from airflow_colocate.catalog.checks import check_duration
+from airflow_colocate.core.errors import ColocateError, InvalidArgument
+from airflow_colocate.jobs.iceberg import enable, follow, withdraw
 from airflow_colocate.model.views import TableView
 
 
@@ -58,3 +64,50 @@ def alter_table(catalog: Catalog, table: str, change: TableChange, *, db: str | 
     elif change.schema:
         follow(catalog, [t.id])
     return catalog.tables.get(t.id)
+
+
+log = logging.getLogger("airflow_colocate.iceberg")
+
+
+def drop_table(catalog: Catalog, table: str, *, force: bool = False, db: str | None = None) -> TableView:
+    """Drop a table (``force``: and purge it). A published one is dropped first, then its Iceberg
+    table, and only then purged: an Iceberg catalog that cannot be reached leaves it dropped, with
+    its pins, for the next purge to finish."""
+    t = catalog.tables.get(table, db=db)
+    if catalog.iceberg.find(t.id) is None:
+        return catalog.tables.drop(table, db=db, force=force)
+    view = catalog.tables.drop(table, db=db)
+    try:
+        withdraw(catalog, t.id, forget=force)
+    except Exception as exc:  # noqa: BLE001 - our drop stands; the Iceberg drop is retried by the purge
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+        catalog.iceberg.lagging(t.id, f"its Iceberg table could not be dropped: {reason}")
+        if force:
+            raise ColocateError(f"table {view.qualified_name} dropped but not purged: its Iceberg table could not be "
+                                f"dropped ({reason}); 'colocate table purge' finishes once it can") from exc
+        log.warning("Iceberg table of %s not dropped yet: %s", view.qualified_name, reason)
+        return view
+    return catalog.tables.purge(t.id) if force else view
+
+
+def recover_table(catalog: Catalog, table: str, *, db: str | None = None) -> TableView:
+    """Recover a dropped table; a published one is published again (its Iceberg table went with the drop)."""
+    view = catalog.tables.recover(table, db=db)
+    follow(catalog, [view.id])
+    return view
+
+
+def purge_tables(catalog: Catalog, retention: timedelta) -> list[TableView]:
+    """Purge the tables dropped longer than ``retention`` ago, each published one's Iceberg table
+    dropped first; one whose Iceberg table cannot be dropped now waits, its files kept, for the
+    next purge."""
+    check_duration("retention", retention, "24 hours, the default")
+    cutoff = catalog.now() - retention
+    for t in catalog.tables.list(include_dropped=True):
+        if t.state == "dropped" and t.dropped_at is not None and t.dropped_at <= cutoff:
+            try:
+                withdraw(catalog, t.id, forget=True)
+            except Exception as exc:  # noqa: BLE001 - this table waits; the others are purged
+                catalog.iceberg.lagging(t.id, f"its Iceberg table could not be dropped: {exc}")
+                log.warning("table %s not purged: its Iceberg table could not be dropped: %s", t.qualified_name, exc)
+    return catalog.tables.purge_dropped(retention=retention)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from airflow_colocate.jobs.iceberg import follow
+from airflow_colocate.jobs.iceberg import ensure_published, follow
 from airflow_colocate.catalog import Catalog
 from airflow_colocate.core.contract import Source, WritePlan, WriteReport
 from airflow_colocate.core.errors import InvalidArgument, SchemaMismatch
@@ -48,9 +48,12 @@ class TableSpec:
     colocate_with: str | None = None
 
 
-def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retention_days: int | None = None) -> None:
+def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retention_days: int | None = None,
+                 iceberg: bool | None = None, iceberg_warehouse: str | None = None) -> None:
     """``table`` exists as ``spec`` says (created now if it does not), or the write stops naming
-    every difference; with no ``spec`` it must exist. ``retention_days``: set when it differs."""
+    every difference; with no ``spec`` it must exist. ``retention_days``: set when it differs;
+    ``iceberg``: its Iceberg publication turned on or off when it is not yet (before the write, so
+    a refusal changes nothing and the write's commit publishes)."""
     if spec is None:
         catalog.tables.get(table)  # must exist: a clear NotFound otherwise
     else:
@@ -73,6 +76,7 @@ def ensure_table(catalog: Catalog, table: str, spec: TableSpec | None, *, retent
                                  + " (alter the table with 'colocate table alter', or fix the task)")
     if retention_days is not None and catalog.tables.get(table).retention_days != retention_days:
         catalog.partitions.set_retention(table, retention_days)
+    ensure_published(catalog, table, iceberg, warehouse=iceberg_warehouse)
 
 
 def _group_named(name: str | None, table_group: str | None) -> str | None:

@@ -41,6 +41,8 @@ class ColocateWriteOperator(ColocateSparkOperator):
         version of the table when the write commits; older partitions read it as null).
     :param retention_days: when given, the table's retention is set to it (partitions dated older
         are dropped by the maintenance DAG); None leaves the table's retention as it is.
+    :param iceberg: True publishes the table as an Iceberg table from this commit on (under
+        ``iceberg_warehouse``, templated, or ``COLOCATE_ICEBERG_WAREHOUSE``), False stops; None leaves it.
     """
 
     job_kind = "write"
@@ -56,6 +58,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
         "colocate_with",
         "mode",
         "schema_evolution",
+        "iceberg_warehouse",
     )
     template_fields_renderers = {**getattr(SparkSubmitOperator, "template_fields_renderers", {}), "source_query": "sql"}
     ui_color = "#d8ecf3"
@@ -67,7 +70,8 @@ class ColocateWriteOperator(ColocateSparkOperator):
                  columns: str | Sequence[tuple[str, str]] | None = None, dist_cols: Sequence[str] | None = None,
                  bucket_num: int | None = None, replication_num: int = 1, partition_col: str | None = None,
                  colocate_with: str | None = None, mode: str = "overwrite", schema_evolution: str | None = None,
-                 retention_days: int | None = None, **kwargs: Any) -> None:
+                 retention_days: int | None = None, iceberg: bool | None = None, iceberg_warehouse: str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-write-{table}")
         kwargs.setdefault("outlets", [table_asset(table)])
         super().__init__(**kwargs)
@@ -87,6 +91,7 @@ class ColocateWriteOperator(ColocateSparkOperator):
         self.mode = mode
         self.schema_evolution = schema_evolution
         self.retention_days = retention_days
+        self.iceberg, self.iceberg_warehouse = iceberg, iceberg_warehouse
         if not isinstance(schema_evolution, str) or "{{" not in schema_evolution:
             check_schema_evolution(schema_evolution)
 
@@ -101,7 +106,8 @@ class ColocateWriteOperator(ColocateSparkOperator):
         phases = Phases()
         with phases("plan"):
             catalog = self.catalog
-            ensure_table(catalog, self.table, self.table_spec(), retention_days=self.retention_days)
+            ensure_table(catalog, self.table, self.table_spec(), retention_days=self.retention_days,
+                         iceberg=self.iceberg, iceberg_warehouse=self.iceberg_warehouse)
             source = source_of(catalog, path=self.source, fmt=self.source_format, options=self.source_options,
                                query=self.source_query, tables=self.source_tables)
             ticket, plan = prepare_write(catalog, self.table, self.partition, source, mode=self.mode,

@@ -80,11 +80,12 @@ def named_files(lake: Lake, table: str = "orders") -> dict[int, set[str]]:
     return out
 
 
-def spark_reader(metadata: str):
-    """Start Spark 4.1 with Iceberg's runtime (bench/iceberg_way.py's pinned jar) reading the table
-    state ``metadata`` (an Iceberg metadata file: that snapshot, whatever is committed later) in a
-    process of its own, the line's own Python; returns a function that waits for its rows. Started
-    early so its JVM comes up while the test goes on."""
+def spark_reader(*metadata: str):
+    """Start Spark 4.1 with Iceberg's runtime (bench/iceberg_way.py's pinned jar) in a process of
+    its own, the line's own Python, reading the table states ``metadata`` (Iceberg metadata files:
+    those snapshots, whatever is committed later), and any state handed to the returned reader's
+    ``read`` later; ``rows()`` waits for them all (one list for one state, a list of them for
+    several). Started early so its one JVM comes up while the test goes on."""
     import os
     import subprocess
 
@@ -106,18 +107,29 @@ def spark_reader(metadata: str):
             pytest.fail(f"Iceberg's Spark runtime cannot be fetched: {exc}")
         pytest.skip(f"Iceberg's Spark runtime cannot be fetched: {exc}")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME", "PYSPARK_PYTHON")}
-    proc = subprocess.Popen([str(venv / "bin" / "python"), str(here / "read_with_spark.py"), str(jar), metadata],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([str(venv / "bin" / "python"), str(here / "read_with_spark.py"), str(jar), *metadata],
+                            stdin=None if metadata else subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    return SparkReader(proc, len(metadata))
 
-    def rows() -> list[tuple]:
+
+class SparkReader:
+    def __init__(self, proc, states: int):
+        self.proc, self.states = proc, states
+
+    def read(self, metadata: str) -> None:
+        self.proc.stdin.write(metadata + "\n")
+        self.proc.stdin.flush()
+        self.states += 1
+
+    def __call__(self) -> list:
         import json
 
-        out, err = proc.communicate(timeout=300)
-        line = next((x for x in out.splitlines() if x.startswith("ROWS ")), None)
-        assert proc.returncode == 0 and line, err[-2000:]
-        return normal(json.loads(line[5:]))
-
-    return rows
+        out, err = self.proc.communicate(timeout=300)
+        lines = [x for x in out.splitlines() if x.startswith("ROWS ")]
+        assert self.proc.returncode == 0 and len(lines) == self.states, err[-2000:]
+        got = [normal(json.loads(line[5:])) for line in lines]
+        return got[0] if len(got) == 1 else got
 
 
 def as_json(rows: list[tuple]) -> list[tuple]:

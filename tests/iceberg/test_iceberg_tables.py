@@ -16,6 +16,7 @@ from iceberg_lake import as_json, iceberg_table, make_lake, named_files, ours, s
 
 from airflow_colocate.cli import main
 from airflow_colocate.jobs import iceberg as publication
+from airflow_colocate.jobs.backends import change_state
 from airflow_colocate.jobs.gc import collect_garbage
 from airflow_colocate.jobs.tables import TableChange, alter_table
 
@@ -43,6 +44,7 @@ def same(spark, lake) -> list[tuple]:
 
 def test_published_table_follows_every_commit_in_our_order(lake, spark, tmp_path, capsys):
     cat = lake.catalog
+    reader = spark_reader()  # Spark's own Iceberg reader (4.1 line): its JVM starts while the test goes on
     lake.create("orders", buckets=4, replicas=2)
     for i, day in enumerate(DAYS[:3]):  # history before the table is published
         lake.write("orders", day, range(i * 100, i * 100 + 150))
@@ -81,8 +83,7 @@ def test_published_table_follows_every_commit_in_our_order(lake, spark, tmp_path
         (1, "id", "long"), (3, "dt", "date"), (4, "qty", "long")]
     at_drop = same(spark, lake)
     assert len(at_drop) == 990
-    # Spark's own Iceberg reader (4.1 line) reads this state, its JVM starting while the test goes on
-    spark_rows = spark_reader(iceberg_table(lake).metadata_location)
+    reader.read(iceberg_table(lake).metadata_location)  # this state, whatever is committed later
 
     # a partition dropped and recovered (through the command), then overwritten
     before = len(snapshots(lake))
@@ -100,15 +101,36 @@ def test_published_table_follows_every_commit_in_our_order(lake, spark, tmp_path
     be2 = lake.names["be2"]
     root2 = lake.backend_root("be2")
     assert any(f.startswith(root2) for f in named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id])
-    cat.backends.set_state("be2", "down", reason="disk died")
+    change_state(cat, "be2", "down", reason="disk died")  # an admin's mark: reads, and the Iceberg table, avoid it at once
+    now_named = named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id]
+    assert not any(f.startswith(root2 + "/") for f in now_named)
+    assert theirs(lake) == ours(spark, lake)
     lake.clock.advance(minutes=31)
     lake.run()
     assert be2 not in {be for ids in cat.groups.get("g").bucket_map for be in ids}
     current = named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id]
     assert not any(f.startswith(root2 + "/") for f in current)
-    assert len(same(spark, lake)) == 850
+    repaired = same(spark, lake)
+    assert len(repaired) == 850
+    assert_named_files_exist(lake)
+    reader.read(iceberg_table(lake).metadata_location)
 
-    assert spark_rows() == as_json(at_drop)  # before expiry: the files it named are kept till then
+    # a balance onto a new backend: the moved buckets' old replicas, which retained snapshots name,
+    # are kept by the drop step of the same run (and of the next) until those expire
+    lake.add_backend("be4")
+    before_balance = replica_paths(cat)
+    summary = lake.run()
+    assert [j.kind for j in summary["jobs"]] == ["balance"] and summary["jobs"][0].moves > 0
+    balanced = named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id]
+    assert any(f.startswith(lake.backend_root("be4") + "/") for f in balanced)
+    assert same(spark, lake) == repaired
+    assert_named_files_exist(lake)
+    reader.read(iceberg_table(lake).metadata_location)
+    moved_away = {f for f in current if f.rpartition("/")[0] in before_balance - replica_paths(cat)}
+    assert moved_away and all(os.path.exists(f.removeprefix("file://")) for f in moved_away)
+
+    # before expiry: the files the old states name are kept till then
+    assert reader() == [as_json(at_drop), as_json(repaired), as_json(repaired)]
 
     # gc: every file a retained snapshot names is still there after it; expiry releases them
     lake.clock.advance(hours=2)
@@ -123,7 +145,13 @@ def test_published_table_follows_every_commit_in_our_order(lake, spark, tmp_path
     collect_garbage(cat, grace=publication.DEFAULT_RECYCLE_BIN * 0, stale_after=publication.DEFAULT_RECYCLE_BIN)
     assert_named_files_exist(lake)
     assert any(not os.path.exists(f.removeprefix("file://")) for f in old)  # released files did go
+    assert not any(os.path.exists(f.removeprefix("file://")) for f in moved_away)  # the balance's too
     assert theirs(lake) == ours(spark, lake)
+
+
+def replica_paths(cat) -> set[str]:
+    _, parts = cat.reads.replicas("orders")
+    return {r.path.rstrip("/") for p in parts for b in p.buckets for r in b}
 
 
 def assert_named_files_exist(lake) -> None:
