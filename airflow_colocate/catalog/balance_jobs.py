@@ -232,11 +232,16 @@ class BalanceJobs:
                 first = good[0]
                 needs.append((label, r.table_id, r.partition_id, r.partition, r.version, seq, be, path,
                               first.checksum, first.rows, first.bytes, tuple((x.backend_id, x.path) for x in good),
-                              "bad" if r.state == "bad" else "missing", first.files, roots[be], r.state is None))
+                              "bad" if r.state == "bad" else "missing", first.files, roots[be], r.state is None,
+                              [(x.backend_id, x.etags) for x in good if x.etags is not None]))
             # every copied source's file list decoded in one call (JSON text on SQLite), not one per need
             texts = [n[13] for n in needs if isinstance(n[13], str)]
             decoded = iter(json.loads(f"[{','.join(texts)}]") if texts else ())
-            return [CloneNeed(*n[:13], _files_view(next(decoded) if isinstance(n[13], str) else n[13]), n[14], n[15])
+            # and the sources' recorded ETags likewise (S3 API backends only: none elsewhere)
+            etexts = [e for n in needs for _, e in n[16] if isinstance(e, str)]
+            edecoded = iter(json.loads(f"[{','.join(etexts)}]") if etexts else ())
+            return [CloneNeed(*n[:13], _files_view(next(decoded) if isinstance(n[13], str) else n[13]), n[14], n[15],
+                              tuple((be, next(edecoded) if isinstance(e, str) else e) for be, e in n[16]))
                     for n in needs], blocked
 
         return self.db.tx(run, bulk=True)  # a repair's size: collector paused

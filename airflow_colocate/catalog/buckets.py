@@ -72,6 +72,7 @@ class Source(NamedTuple):
     rows: int
     bytes: int
     files: list | str | None  # as stored: JSON text on SQLite (clone_needs decodes the copied sources' at once)
+    etags: dict | str | None = None  # as stored, likewise: {name: ETag} on an S3 API
 
 
 def load_buckets(s: Session, g: m.ColocateGroup) -> Buckets:
@@ -157,7 +158,7 @@ def lacking_with_sources(s: Session, cells: Sequence[tuple[int, int, int, int]],
     sources = ", ".join(str(int(be)) for be in sorted(alive)) or "NULL"
     rows = fetch_sql(s, (
         "SELECT p.table_id, p.id, p.value, p.visible_version, c.column2, c.column4, r.state, r.path, "
-        "s.id, s.backend_id, s.state, s.path, s.checksum, s.rows, s.bytes, s.files "
+        "s.id, s.backend_id, s.state, s.path, s.checksum, s.rows, s.bytes, s.files, s.etags "
         f"FROM (VALUES {listed}) AS c "
         "JOIN partitions AS p ON p.table_id = c.column1 AND p.bucket_num > c.column2 "
         "LEFT OUTER JOIN replicas AS r ON r.partition_id = p.id AND r.version = p.visible_version "

@@ -121,7 +121,7 @@ def difference(rows: dict[Key, list], by_bucket: dict[Bucket, list[Key]], parts:
 
 
 _INSERTED = ("table_id", "partition_id", "version", "bucket_seq", "backend_id", "state", "path", "rows", "bytes",
-             "checksum", "created_at", "verified_at", "drop_after", "files")
+             "checksum", "created_at", "verified_at", "drop_after", "files", "etags")
 
 
 def write(s: Session, inserts: list[tuple], updates: list[dict]) -> None:
@@ -179,12 +179,12 @@ def register_loaded(db, s: Session, results: list, now) -> tuple[int, list[str],
                 by_bucket.setdefault(key[:3], []).append(key)
                 was[key] = None
             inserts[key] = (table, res.partition_id, res.version, res.bucket_seq, res.backend_id, "verified",
-                            res.path, res.rows, res.bytes, res.checksum, now, now, None, files)
+                            res.path, res.rows, res.bytes, res.checksum, now, now, None, files, etags_of(res))
         else:
             was.setdefault(key, (row[STATE], row[BYTES]))
             updates.setdefault(row[ID], {"id": row[ID]}).update(
                 state="verified", path=res.path, rows=res.rows, bytes=res.bytes, checksum=res.checksum,
-                verified_at=now, drop_after=None, files=files)
+                verified_at=now, drop_after=None, files=files, etags=etags_of(res))
         row[STATE], row[PATH], row[BYTES] = "verified", res.path, res.bytes
         added += 1
         if getattr(res, "source_problem", None):
@@ -205,6 +205,17 @@ def register_loaded(db, s: Session, results: list, now) -> tuple[int, list[str],
     if unclean:
         bad += mark_bad(db, s, [(r, why, gwhy) for i, why, gwhy in unclean if (r := s.get(m.Replica, i)) is not None])
     return added, stale, failed, bad
+
+
+def etags_of(res) -> dict[str, str] | None:
+    """{name: ETag} of a clone's or a write's files when it reported one for each (an S3 API's
+    copies: each tied to the file's SHA-256 by the answer that proved it, storage/s3.py), else None:
+    a copy from this replica is then proven by its SHA-256."""
+    etags = getattr(res, "etags", None) or {}
+    names = res.files if isinstance(res.files, list) else list(res.files)
+    if not names or any(not etags.get(n) for n in names) or len(etags) != len(names):
+        return None
+    return {n: str(etags[n]) for n in sorted(names)}
 
 
 def _files_of(res) -> list[list] | None:
@@ -244,7 +255,8 @@ def register_new(s: Session, results: list, now) -> tuple[int, list[str], set[in
             stale.append(res.path)
             continue
         inserts.append((table, res.partition_id, res.version, res.bucket_seq, res.backend_id,
-                        res.path, res.rows, res.bytes, res.checksum, now, now, files_json(res)))
+                        res.path, res.rows, res.bytes, res.checksum, now, now, files_json(res),
+                        None if (e := etags_of(res)) is None else json.dumps(e, separators=(",", ":"))))
         tables.add(table)
         if res.version != visible:
             continue
@@ -260,13 +272,14 @@ def register_new(s: Session, results: list, now) -> tuple[int, list[str], set[in
         if after != before:
             sizes[(table, seq)] += after - before
     summary.run_many(s, "clones.insert_new", lambda: insert(R.__table__).values(
-        state=literal_column("'verified'"), drop_after=null(), files=bindparam("files", type_=Text())), _NEW, inserts)
+        state=literal_column("'verified'"), drop_after=null(), files=bindparam("files", type_=Text()),
+        etags=bindparam("etags", type_=Text())), _NEW, inserts)
     summary.add(s, counts, {k: v for k, v in sizes.items() if v})
     return len(inserts), stale, tables
 
 
 _NEW = ("table_id", "partition_id", "version", "bucket_seq", "backend_id", "path", "rows", "bytes", "checksum",
-        "created_at", "verified_at", "files")
+        "created_at", "verified_at", "files", "etags")
 _PLAIN = re.compile(r"[A-Za-z0-9._=+-]+\Z")  # a name JSON writes as it is, between quotes
 
 

@@ -218,6 +218,9 @@ class Replica(Base):
     drop_after: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)  # dropping: grace end
     # [[name, size], ...] of every file, as reported by the write or clone; None before 0.2.
     files: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    # {name: ETag} of every file on an S3 API, tied to its SHA-256 when recorded (storage/s3.py):
+    # a repair's copy from this replica is then proven by the copy's answer alone. None elsewhere.
+    etags: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     __table_args__ = (
         UniqueConstraint("partition_id", "version", "bucket_seq", "backend_id", name="uq_replica"),
         Index("ix_replica_backend", "backend_id"),

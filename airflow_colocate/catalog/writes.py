@@ -10,6 +10,7 @@ from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
+from airflow_colocate.catalog.clones import etags_of
 from airflow_colocate.catalog.checks import (
     check_duration,
     check_partition_of,
@@ -281,7 +282,7 @@ class Writes:
             s.execute(insert(m.Replica), [
                 dict(table_id=t.id, partition_id=p.id, version=pv.version, bucket_seq=r.bucket_seq, backend_id=r.backend_id,
                      state="verified", path=r.path, rows=r.rows, bytes=r.bytes, checksum=r.checksum, created_at=now,
-                     files=_recorded_files(r))
+                     files=_recorded_files(r), etags=etags_of(r))
                 for r in report.replicas])
             if old:
                 prev = s.get(m.PartitionVersion, (p.id, old))

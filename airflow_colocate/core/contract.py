@@ -111,6 +111,8 @@ class ReplicaReport:
     checksum: str  # sha256 over the sorted (name, sha256(file)) pairs: equal for byte-identical replicas
     # name -> bytes of every file in ``files``: recorded and checked on read (before 0.2: ``bytes`` only)
     sizes: dict[str, int] = field(default_factory=dict)
+    # name -> ETag of every file on an S3 API, tied to its SHA-256 (storage/s3.py); empty elsewhere
+    etags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -331,6 +333,9 @@ class CloneTask:
     # no catalog row names ``dst`` (a new replica): if the clone also makes its directory, nobody can
     # read there until the clone is registered, so its files are written in place (no tmp, no rename)
     fresh: bool = False
+    # name -> the source's ETag the catalog recorded (S3 API): each copy is proven by its answer
+    # alone (storage/s3.py); empty: proven by the copy's SHA-256
+    etags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -374,6 +379,7 @@ class CloneResult:
     # the source's directory holds files the catalog does not list (a killed copy's leftovers): the
     # clone copied only the catalog's files, and the source is marked bad so balance repairs it
     source_problem: str | None = None
+    etags: dict[str, str] | None = None  # name -> the copy's ETag, for each file, on an S3 API
 
 
 @dataclass

@@ -368,6 +368,8 @@ class CloneNeed:
     files: tuple[tuple[str, int], ...] | None = None
     root: str | None = None  # the target backend's root: the clone stages its copies in its tmp area
     fresh: bool = False  # no row at the replica's key yet: a new replica (CloneTask.fresh)
+    # ((source backend id, {name: ETag}), ...): the sources' ETags the catalog recorded (S3 API)
+    etags: tuple[tuple[int, dict], ...] = ()
 
 
 @dataclass(frozen=True)

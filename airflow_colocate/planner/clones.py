@@ -29,7 +29,7 @@ def clone_plan(job_id: str, needs: Sequence[CloneNeed], report_uri: str,
                                version=need.version, bucket_seq=need.bucket_seq, backend_id=need.backend_id,
                                src_backend_id=choice[0], src=choice[1], dst=need.path, checksum=need.checksum,
                                bytes=need.bytes, rows=need.rows, sizes=dict(need.files or ()), root=need.root,
-                               fresh=need.fresh))
+                               fresh=need.fresh, etags=dict(need.etags).get(choice[0]) or {}))
     return ClonePlan(job_id=job_id, copies=tasks, report_uri=report_uri, verifies=list(verifies))
 
 

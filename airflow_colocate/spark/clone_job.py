@@ -138,6 +138,33 @@ def _unlisted(task: dict) -> bool:
     return bool(task.get("fresh")) and recorded and fs.is_object_store(task["src"]) and fs.is_object_store(task["dst"])
 
 
+def _recorded_etags(task: dict) -> dict:
+    """The source's ETags the catalog recorded, when they name exactly the files to copy with their
+    sizes (a copy proven by its ETag is proven against the recorded size too); else none."""
+    etags, sizes = task.get("etags") or {}, task.get("sizes") or {}
+    return etags if etags and set(etags) == set(sizes) else {}
+
+
+def _staged_checksum(task: dict, names: list[str], staged: list) -> str:
+    """The replica checksum of the staged copies. A copy proven by its recorded ETag has no
+    SHA-256 of its own (``Staged.sha256`` None) but holds the recorded file's bytes: when every
+    copy is, they are the recorded replica, whose checksum is the task's. When only some are (a
+    source overwritten since its ETag was recorded is proven by its SHA-256 instead), the others'
+    SHA-256 is read from the store (one HEAD each), and the whole is hashed as usual."""
+    if staged and all(st.sha256 is None for st in staged):
+        return task["checksum"]
+    if any(st.sha256 is None for st in staged):
+        from airflow_colocate.storage import s3
+
+        for i, st in enumerate(staged):
+            if st.sha256 is None:
+                digest, etag = s3.stored_sha256(st.dst)
+                if digest is None or etag != st.etag:
+                    raise ColocateError(f"the copy {st.dst} has no SHA-256 on the store, or changed since it was made")
+                staged[i] = copy_mod.Staged(st.tmp, st.dst, st.bytes, digest, st.in_place, st.inode, st.etag)
+    return replica_dir.replica_checksum([(n, st.sha256) for n, st in zip(names, staged)])
+
+
 def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     """Phase 1 of a clone: every file copied to the destination backend's tmp area, hashed while it
     is copied and checked against the catalog's checksum and size. Returns the result when the
@@ -162,6 +189,7 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     sizes = task.get("sizes") or {}
     # between object stores the catalog's file list is the source's (no listing: see _unlisted)
     unlisted = _unlisted(task)
+    etags = _recorded_etags(task) if unlisted else {}
     try:
         try:
             names, corrupt, source_problem = (sorted(sizes), None, None) if unlisted else _source_files(task, src_at)
@@ -186,7 +214,7 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
                     continue
                 staged.append(copy_mod.stage_file(fs.join(src, name), fs.join(dst, name),
                                                   expect_sha256=expect.get(name), root=root, area=area,
-                                                  expect_bytes=sizes.get(name)))
+                                                  expect_bytes=sizes.get(name), expect_etag=etags.get(name)))
             except (copy_mod.StagingError, StorageFull):
                 raise  # the destination (its root is gone, its disk is full): retried later
             except FileNotFoundError:
@@ -198,14 +226,15 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
                 _drop_staged(staged)
                 return dict(out, source_bad=True, error=str(exc))
         total = sum(st.bytes for st in staged)
-        checksum = replica_dir.replica_checksum([(n, st.sha256) for n, st in zip(names, staged)])
+        checksum = _staged_checksum(task, names, staged)
         if checksum != task["checksum"] or total != task["bytes"]:
             _drop_staged(staged)
             return dict(out, source_bad=True, error=(
                 f"source {task['src']} read back {total} bytes with replica checksum {checksum}, the catalog "
                 f"recorded {task['bytes']} bytes and {task['checksum']}: the source is corrupt; the copy was deleted"))
         out.update(bytes=total, checksum=checksum, files=list(names), sizes={n: st.bytes for n, st in zip(names, staged)},
-                   source_problem=source_problem)
+                   source_problem=source_problem,
+                   etags={n: st.etag for n, st in zip(names, staged)} if all(st.etag for st in staged) else None)
         return _Staged(task, out, staged, before, started)
     except Exception as exc:  # the destination failed (disk full, permissions, ...): retried later
         _drop_staged(staged)

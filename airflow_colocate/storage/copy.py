@@ -124,9 +124,10 @@ class Staged:
     tmp: str
     dst: str
     bytes: int
-    sha256: str
+    sha256: str | None  # None: an object store's copy proven by its recorded ETag (storage/s3.py)
     in_place: bool = False
     inode: tuple[int, int] | None = None  # (device, inode) of a file written in place: see discard()
+    etag: str | None = None  # on an object store, the ETag of the answer that proved the bytes
 
 
 def discard(staged: Staged) -> None:
@@ -149,18 +150,20 @@ def _delete_own(path: str, inode: tuple[int, int]) -> None:
 
 def stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None = None,
                root: str | None = None, fsync: bool = False, area: str | None = None,
-               expect_bytes: int | None = None) -> Staged:
+               expect_bytes: int | None = None, expect_etag: str | None = None) -> Staged:
     """``expect_bytes``: the catalog's size of the file, with ``expect_sha256`` (a store that
-    vouches for the copy's SHA-256 needs not be asked its size)."""
+    vouches for the copy's SHA-256 needs not be asked its size). ``expect_etag``: the source's ETag
+    the catalog recorded with ``expect_bytes``, on an object store (:func:`storage.s3.copy`)."""
     try:
         return _stage_file(src_uri, dst_uri, expect_sha256=expect_sha256, root=root, fsync=fsync, area=area,
-                           expect_bytes=expect_bytes)
+                           expect_bytes=expect_bytes, expect_etag=expect_etag)
     except OSError as exc:  # a full destination: named by its root, and never the source's fault
         raise no_space(exc, root or fs.parent(dst_uri), f"copying {fs.basename(src_uri)} to {dst_uri}") or exc
 
 
 def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
-                root: str | None, fsync: bool, area: str | None, expect_bytes: int | None = None) -> Staged:
+                root: str | None, fsync: bool, area: str | None, expect_bytes: int | None = None,
+                expect_etag: str | None = None) -> Staged:
     """Copy ``src`` to a temporary name for ``dst`` (hashed, size checked), and stop there: the
     caller makes a whole batch durable at once (:func:`make_durable`) before it :func:`publish`-es
     them (2,000 small files: one ``syncfs``, not 2,000 ``fsync``). A failed copy leaves nothing;
@@ -171,7 +174,7 @@ def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
     system call (:func:`_stage_local`); any other stream is written through its ``write``; onto an
     object store, see :func:`_stage_on_object_store`."""
     if fs.is_object_store(dst_uri):
-        return _stage_on_object_store(src_uri, dst_uri, expect_sha256, expect_bytes)
+        return _stage_on_object_store(src_uri, dst_uri, expect_sha256, expect_bytes, expect_etag)
     batch = area is not None and not fsync and _FAST_LOCAL
     if batch and fs.is_local(area) and fs.is_local(src_uri) and fs.is_local(dst_uri):
         return _stage_local(src_uri, dst_uri, expect_sha256, area)
@@ -205,20 +208,20 @@ def _stage_file(src_uri: str, dst_uri: str, *, expect_sha256: str | None,
 
 
 def _stage_on_object_store(src_uri: str, dst_uri: str, expect_sha256: str | None,
-                           expect_bytes: int | None = None) -> Staged:
+                           expect_bytes: int | None = None, expect_etag: str | None = None) -> Staged:
     """To its final key at once (no rename there; nobody reads it before the catalog commit, and gc
     removes a killed copy's): by the store where it can (:func:`~airflow_colocate.storage.s3.put`)."""
     try:
-        done = s3.put(src_uri, dst_uri, expect_sha256, fs.open_read, sha256_file, expect_bytes)
+        done = s3.put(src_uri, dst_uri, expect_sha256, fs.open_read, sha256_file, expect_bytes, expect_etag)
         if done is None:
             with fs.open_write(dst_uri) as dst:
-                done = _copy_stream(src_uri, dst_uri, dst)
+                done = (*_copy_stream(src_uri, dst_uri, dst), None)
             if expect_sha256 is not None and done[1] != expect_sha256:
                 _wrong_checksum(src_uri, dst_uri, expect_sha256, done[1], False)
     except BaseException:
         fs.delete_file(dst_uri)
         raise
-    return Staged(dst_uri, dst_uri, *done, in_place=True)
+    return Staged(dst_uri, dst_uri, done[0], done[1], in_place=True, etag=done[2])
 
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)  # what open(path, "wb") asks

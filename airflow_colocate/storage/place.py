@@ -21,7 +21,7 @@ from airflow_colocate.core.contract import ReplicaReport, WritePlan
 from airflow_colocate.core.errors import ColocateError
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import replica_dir
-from airflow_colocate.storage import fs, layout
+from airflow_colocate.storage import fs, layout, s3
 
 _STAGED = re.compile(r"^part-(\d+)-.*\.parquet$")
 
@@ -226,8 +226,9 @@ def place_bucket(task: dict) -> list[dict]:
     # Leftovers of an earlier attempt of this same write (an extra file, a temporary copy) must not
     # be read as part of the bucket; what stays is recorded with its size, which reads check.
     sizes: dict[str, dict[str, int]] = {}
+    etags: dict[str, dict[str, str]] = {}
     for _, path in replicas:
-        listing = fs.list_files(path)
+        listing = _listing(path, etags)
         for name, _ in listing:
             if name not in expected and _own_name(name, write_id):
                 fs.delete_file(fs.join(path, name))
@@ -249,9 +250,21 @@ def place_bucket(task: dict) -> list[dict]:
             "checksum": checksum,
             "new_rows": new_rows,
             "sizes": sizes[path],
+            "etags": {n: e for n, e in etags.get(path, {}).items() if n in expected},
         }
         for (backend_id, path), files in reports
     ]
+
+
+def _listing(path: str, etags: dict[str, dict[str, str]]) -> list[tuple[str, int]]:
+    """The replica's files and sizes; on an S3 API from one ``ListObjectsV2``, whose ETags go into
+    ``etags[path]``: listed right after each file's SHA-256 was proven by its copy or upload, they
+    are what a later repair copies against (``CopySourceIfMatch``, storage/s3.py)."""
+    if s3.is_s3(path) and s3.has_client():
+        found = s3.list_etags(path)
+        etags[path] = {n: e for n, (_, e) in found.items()}
+        return sorted((n, size) for n, (size, _) in found.items())
+    return fs.list_files(path)
 
 
 def placed_replicas(plan: WritePlan, placed: list[dict]) -> tuple[list[ReplicaReport], int]:

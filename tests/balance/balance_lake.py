@@ -68,6 +68,11 @@ class Lake:
         self.names[name] = b.id
         return b
 
+    def etags(self, path: str) -> dict[str, str]:
+        """What the write job reports of a replica's files besides their sizes: their ETags on an
+        S3 API (storage/place.py), none on a file system."""
+        return {}
+
     def create(self, table: str, group: str = "g", buckets: int = 4, replicas: int = 2):
         return self.catalog.tables.create(table, COLUMNS, ["id"], bucket_num=buckets, replication_num=replicas,
                                          partition_cols=["dt"], colocate_with=group)
@@ -97,7 +102,7 @@ class Lake:
                 copy_mod.copy_replica(primary, r.path)
             checksum = replica_dir.replica_checksum(files)
             reports += [ReplicaReport(b.bucket_seq, r.backend_id, r.path, [n for n, _ in files], len(ks), size, checksum,
-                                      sizes=sizes)
+                                      sizes=sizes, etags=self.etags(r.path))
                         for r in b.replicas]
         report = WriteReport(job_id=plan.job_id, table=plan.table, partition_value=partition, version=ticket.version,
                              source_rows=len(keys), replicas=reports, seconds=0.0, spark_version="pyarrow")

@@ -39,6 +39,12 @@ class S3Lake(Lake):
         self.names[name] = b.id
         return b
 
+    def etags(self, path: str) -> dict[str, str]:
+        """As the write job records them: from the listing right after the proven copies."""
+        from airflow_colocate.storage import s3
+
+        return {n: e for n, (_, e) in s3.list_etags(path).items()} if s3.is_s3(path) else {}
+
 
 class HdfsLake(S3Lake):
     """The same lake with each backend a folder of one HDFS namespace (made first: HDFS has
