@@ -114,11 +114,11 @@ def start_s3(base_dir: Path) -> S3Server:
     log_path = data / "weed.log"
     cmd = [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
            f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}",
-           "-s3", f"-s3.port={s3}", f"-s3.config={config}", "-volume.max=0",
+           # a fixed number of volumes (sparse files of at most 64 MB, each bucket takes 7): "0" counts
+           # them from the free disk, so a nearly full shared disk left no volume for a 7th bucket;
+           # and read-only only below 512 MiB free (default 1 %: 2.5 GB of a 250 GB disk)
+           "-s3", f"-s3.port={s3}", f"-s3.config={config}", "-volume.max=400", "-volume.minFreeSpace=512MiB",
            "-master.volumeSizeLimitMB=64", "-s3.port.iceberg=0", "-s3.port.lance=0",
-           # read-only below this much free disk (default 1 %: 2.5 GB of a shared 250 GB disk,
-           # which other runs' files reach; the tests' objects need a few hundred MB at most)
-           "-volume.minFreeSpace=512MiB",
            f"-s3.localSocket={data}/s3.sock", f"-filer.localSocket={data}/filer.sock"]
     log = open(log_path, "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
