@@ -189,7 +189,7 @@ def stage_clone(task: dict, areas: dict | None = None) -> dict | _Staged:
     sizes = task.get("sizes") or {}
     # between object stores the catalog's file list is the source's (no listing: see _unlisted)
     unlisted = _unlisted(task)
-    etags = _recorded_etags(task) if unlisted else {}
+    etags = _recorded_etags(task) if fs.is_object_store(src) and fs.is_object_store(dst) else {}
     try:
         try:
             names, corrupt, source_problem = (sorted(sizes), None, None) if unlisted else _source_files(task, src_at)

@@ -203,3 +203,74 @@ def test_an_object_above_the_single_copy_limit_is_copied_part_by_part_and_read_b
 
 def lake_root(lake, name: str) -> str:
     return lake.catalog.backends.get(name).root_uri
+
+
+def _recorded_etags(catalog) -> dict[str, dict[str, str] | None]:
+    from sqlalchemy import select
+
+    from airflow_colocate.catalog import models as m
+
+    with catalog.engine.connect() as conn:  # read as stored, not through the code under test
+        return dict(conn.execute(select(m.Replica.path, m.Replica.etags).where(m.Replica.state == "verified")).all())
+
+
+def test_a_repair_copies_against_the_recorded_etags_and_refuses_a_source_overwritten_since(s3_lake, s3_server):
+    """Each file's ETag is recorded with its write (the MD5 of its bytes on this store), a repair
+    copies with ``CopySourceIfMatch`` and takes the answer's ETag as its proof (no HEAD), and a
+    source overwritten after its ETag was recorded is refused (the store answers 412, the copy made
+    without the condition fails the SHA-256 check), marked bad, and both its bucket's new replica
+    and the bad one are cloned from the other good replica: its wrong rows are never spread."""
+    import hashlib
+
+    lake, client = s3_lake, s3_server.client()
+    lake.add_backend("be4")
+    lake.create("orders", replicas=3)
+    for day in DAYS:
+        lake.write("orders", day, range(300))
+    before = rows(lake.catalog, "default.orders")
+    recorded = _recorded_etags(lake.catalog)
+    for path, etags in recorded.items():  # the store's MD5 of the bytes the write proved
+        bucket, prefix = s3.bucket_key(path)
+        assert etags and {n: hashlib.md5(client.get_object(Bucket=bucket, Key=f"{prefix}/{n}")["Body"].read()).hexdigest()
+                          for n in etags} == etags
+
+    be2 = lake.catalog.backends.get("be2")
+    _, parts = lake.catalog.reads.replicas("default.orders")
+    # a bucket on be2 whose first surviving replica (the one its repair copies from) holds a file
+    lost = next(b for p in parts for b in p.buckets if any(r.backend_id == be2.id for r in b)
+                and any(r.backend_id != be2.id and r.bytes for r in b))
+    source = min((r for r in lost if r.backend_id != be2.id), key=lambda r: r.backend_id)
+    name = next(iter(recorded[source.path]))
+    bucket, prefix = s3.bucket_key(source.path)
+    good = client.get_object(Bucket=bucket, Key=f"{prefix}/{name}")["Body"].read()
+    wrong = bytearray(good)
+    wrong[len(wrong) // 2] ^= 0xFF  # one byte, the size kept: no listing can tell
+    client.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=bytes(wrong))  # behind our back
+
+    fs.delete_tree(be2.root_uri)
+    probe_backends(lake.catalog, timeout=10)
+    lake.clock.advance(minutes=31)
+    calls = {"CopyObject": 0, "HeadObject": 0}
+    made = []
+
+    def count(event_name, params, **_):
+        calls[event_name.rsplit(".", 1)[1]] += 1
+        made.append((event_name.rsplit(".", 1)[1], params.get("Key"), params.get("CopySourceIfMatch")))
+
+    events = s3._client().meta.events
+    for op in calls:
+        events.register(f"before-parameter-build.s3.{op}", count)
+    try:
+        lake.run()
+    finally:
+        for op in calls:
+            events.unregister(f"before-parameter-build.s3.{op}", count)
+    assert_whole(lake.catalog)  # every replica's files hash to the catalog's checksum
+    assert rows(lake.catalog, "default.orders") == before
+    assert hashlib.md5(client.get_object(Bucket=bucket, Key=f"{prefix}/{name}")["Body"].read()).hexdigest() \
+        == recorded[source.path][name]  # the overwritten replica was repaired from the good one
+    # one request a copied file, but for the refused source: its 412, its unconditional copy and
+    # that copy's HEAD (the SHA-256 that refused it)
+    copied = sum(len(e or {}) for p, e in _recorded_etags(lake.catalog).items() if p not in recorded) \
+        + len(recorded[source.path])
+    assert calls == {"CopyObject": copied + 2, "HeadObject": 1}, (calls, copied, made)
