@@ -15,10 +15,13 @@ the write job places them (each object with the SHA-256 the store keeps). Then, 
 3. the backend's prefix is deleted; timed from here: the probe (the identity marker is gone, the
    backend is down) and the balance run (the local runner, what ``colocate balance --runner
    local`` runs) until the group is stable again. The catalog's share is the time inside its
-   transactions (bench_repair.TxTimer).
+   transactions (bench_repair.TxTimer). Each replica's files carry the ETags their write
+   recorded, so a copy is proven by its answer (``CopySourceIfMatch``: storage/s3.py).
 
 Printed: objects/s of each, the repair's ratio to both (target: repair <= 1.25x the first
-baseline's wall time), the catalog's share, and that every row is back.
+baseline's wall time), the catalog's share, the repair's phases (the probe, the clone plans' runs
+with the sum of their copies' own seconds over the threads, the rest of the balance), the S3
+requests the repair made through boto3 by operation, and that every row is back.
 """
 
 from __future__ import annotations
@@ -120,18 +123,42 @@ def run(args, work: Path, server) -> None:
 
     metrics._stats()  # Airflow's StatsD client, imported once per process (an Airflow worker has it)
     fs.delete_tree(lost.root_uri)
+    lake_runner = local_runner(threads=args.threads, processes=0)  # S3's copies wait on the server: threads suffice
+    runs: list[tuple[float, int]] = []  # per clone plan: wall seconds, copies
+
+    class TimedRunner(type(lake_runner)):  # the same runner, its plans timed
+        def __call__(self, plan):
+            started = time.perf_counter()
+            report = super().__call__(plan)
+            runs.append((time.perf_counter() - started, len(report.copies)))
+            return report
+
+    lake_runner.__class__ = TimedRunner
+    requests: dict[str, int] = {}
+
+    def count(event_name, **_):
+        op = event_name.rsplit(".", 1)[1]
+        requests[op] = requests.get(op, 0) + 1
+
+    s3._client().meta.events.register("before-parameter-build.s3", count)
     timer = TxTimer(cat)
     t0 = time.perf_counter()
     probe_backends(cat, timeout=30)
+    probed = time.perf_counter() - t0
     clock.advance(minutes=31)
-    lake_runner = local_runner(threads=args.threads, processes=0)  # S3's copies wait on the server: threads suffice
     Balancer(cat, lake_runner, BalanceOptions(grace=timedelta(0)), work_dir=work / "runs", echo=lambda _: None).run()
     repair = time.perf_counter() - t0
+    s3._client().meta.events.unregister("before-parameter-build.s3", count)
     assert cat.health.check_group("g").stable, "the group is not stable after the repair"
     after = {f"t{t}": rows(cat, f"default.t{t}") for t in range(args.tables)}
     assert after == before, "rows differ after the repair"
     print(f"repair: probe + balance until stable: {repair:.1f}s ({len(keys) / repair:.0f} objects/s); "
           f"catalog {timer.seconds:.1f}s in {timer.calls} transactions ({100 * timer.seconds / repair:.0f}% of the repair)")
+    copies_wall = sum(r[0] for r in runs)
+    print(f"phases: probe {probed:.1f}s; {len(runs)} clone plan(s) {copies_wall:.1f}s for {sum(r[1] for r in runs)} "
+          f"clones ({', '.join(f'{r[0]:.1f}s' for r in runs)}); "
+          f"the rest of the balance {repair - probed - copies_wall:.1f}s; boto3 requests: "
+          + ", ".join(f"{op} {n}" for op, n in sorted(requests.items())))
     print(f"ratio: repair / server-side copy = {repair / baseline:.2f}x (target <= 1.25x); "
           f"repair / copy + HEAD = {repair / with_head:.2f}x; every row is back")
 

@@ -111,8 +111,7 @@ class ReplicaReport:
     checksum: str  # sha256 over the sorted (name, sha256(file)) pairs: equal for byte-identical replicas
     # name -> bytes of every file in ``files``: recorded and checked on read (before 0.2: ``bytes`` only)
     sizes: dict[str, int] = field(default_factory=dict)
-    # name -> ETag of every file on an S3 API, tied to its SHA-256 (storage/s3.py); empty elsewhere
-    etags: dict[str, str] = field(default_factory=dict)
+    etags: dict[str, str] = field(default_factory=dict)  # name -> ETag on an S3 API (storage/s3.py)
 
 
 @dataclass
@@ -326,16 +325,11 @@ class CloneTask:
     bytes: int
     rows: int
     files: dict[str, str] = field(default_factory=dict)
-    # name -> bytes of every file the catalog recorded for the source replica: only these are
-    # copied (empty: recorded before 0.2, the source's data files are copied)
+    # name -> bytes of each file recorded for the source: only these are copied (empty: before 0.2, its data files)
     sizes: dict[str, int] = field(default_factory=dict)
     root: str | None = None  # the destination backend's root: copies are staged in its tmp area
-    # no catalog row names ``dst`` (a new replica): if the clone also makes its directory, nobody can
-    # read there until the clone is registered, so its files are written in place (no tmp, no rename)
-    fresh: bool = False
-    # name -> the source's ETag the catalog recorded (S3 API): each copy is proven by its answer
-    # alone (storage/s3.py); empty: proven by the copy's SHA-256
-    etags: dict[str, str] = field(default_factory=dict)
+    fresh: bool = False  # no row names ``dst``: a directory the clone makes is unread until registered (written in place)
+    etags: dict[str, str] = field(default_factory=dict)  # name -> the source's recorded ETag (storage/s3.py)
 
 
 @dataclass
@@ -376,8 +370,7 @@ class CloneResult:
     source_bad: bool = False  # the bytes read from the source do not match the catalog: the source is corrupt
     error: str | None = None
     sizes: dict[str, int] = field(default_factory=dict)  # name -> bytes of every file in ``files``
-    # the source's directory holds files the catalog does not list (a killed copy's leftovers): the
-    # clone copied only the catalog's files, and the source is marked bad so balance repairs it
+    # the source holds files the catalog does not list (a killed copy's): only the catalog's were copied, the source is bad
     source_problem: str | None = None
     etags: dict[str, str] | None = None  # name -> the copy's ETag, for each file, on an S3 API
 
