@@ -223,7 +223,7 @@ def copy(src_uri: str, dst_uri: str, expect_sha256: str | None, open_read, read_
             told, result = _copy_checksum(answer), answer.get("CopyObjectResult") or {}
             if told is not None and told == expect_sha256 and expect_bytes is not None:
                 return expect_bytes, told, _etag(result)
-            if if_match and _etag(result) == if_match.strip('"'):
+            if if_match and told is None and _etag(result) == if_match.strip('"'):  # a SHA-256 told decides
                 return expect_bytes, expect_sha256, _etag(result)
     got = client.head_object(Bucket=db, Key=dk, ChecksumMode="ENABLED")
     size, digest, problem = got["ContentLength"], _sha256_hex(got), None
