@@ -5,14 +5,14 @@ proved the file's SHA-256 (or in the listing right after the write's proven copi
 copies with ``CopySourceIfMatch`` and takes the copy's ETag as its proof: one request a file
 instead of a copy and a HEAD. NULL everywhere else (local disks, HDFS, replicas from before).
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0011'
-down_revision = '0010'
+revision = '0012'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 
