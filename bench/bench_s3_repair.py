@@ -30,6 +30,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -135,10 +136,12 @@ def run(args, work: Path, server) -> None:
 
     lake_runner.__class__ = TimedRunner
     requests: dict[str, int] = {}
+    counting = threading.Lock()  # the copies' threads call it at once
 
     def count(event_name, **_):
         op = event_name.rsplit(".", 1)[1]
-        requests[op] = requests.get(op, 0) + 1
+        with counting:
+            requests[op] = requests.get(op, 0) + 1
 
     s3._client().meta.events.register("before-parameter-build.s3", count)
     timer = TxTimer(cat)

@@ -7,6 +7,7 @@ side (write job, colocated join, register, verify) is test_s3_spark.py."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -253,9 +254,12 @@ def test_a_repair_copies_against_the_recorded_etags_and_refuses_a_source_overwri
     calls = {"CopyObject": 0, "HeadObject": 0}
     made = []
 
+    counting = threading.Lock()  # the clone job's threads call it at once
+
     def count(event_name, params, **_):
-        calls[event_name.rsplit(".", 1)[1]] += 1
-        made.append((event_name.rsplit(".", 1)[1], params.get("Key"), params.get("CopySourceIfMatch")))
+        with counting:
+            calls[event_name.rsplit(".", 1)[1]] += 1
+            made.append((event_name.rsplit(".", 1)[1], params.get("Key"), params.get("CopySourceIfMatch")))
 
     events = s3._client().meta.events
     for op in calls:
