@@ -269,7 +269,7 @@ def _usable_by(user: str, path: Path) -> bool:
 def start_postgres(base_dir: Path, *, network: tuple[str, str] | None = None) -> PgServer:
     """Initialise and start a private PostgreSQL server under ``base_dir``; see the module doc.
     ``network``: (an address of this host, a client's address): listen there too and trust that
-    client, for clients in a network namespace (tests/nemesis/nemesis_link.py)."""
+    client, for clients in a network namespace (tests/faults/catalog_link.py)."""
     bin_dir = find_pg_bin()
     if bin_dir is None:
         raise RuntimeError(INSTALL_HINT)

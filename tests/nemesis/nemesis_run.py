@@ -203,7 +203,7 @@ def run_schedule(schedule: dict, spark, root: Path, url: str, *, pg=None, link=N
 
 class Lakes:
     """Fresh roots and catalogs, one per schedule, on SQLite or one PostgreSQL server (reached by
-    the worker processes over ``link``, a nemesis_link.CatalogLink, when there is one)."""
+    the worker processes over ``link``, a catalog_link.CatalogLink, when there is one)."""
 
     def __init__(self, base: Path, pg=None, link=None) -> None:
         self.base, self.pg, self.link, self.n = base, pg, link, 0
@@ -255,8 +255,9 @@ def spark_session():
 
 
 def open_link():
-    """The worker processes' link to PostgreSQL (nemesis_link), or None with one line saying why."""
-    from nemesis_link import CatalogLink, unavailable
+    """The worker processes' link to PostgreSQL (tests/faults/catalog_link.py), or None with one
+    line saying why."""
+    from catalog_link import CatalogLink, unavailable
 
     reason = unavailable()
     if reason:

@@ -4,9 +4,10 @@ on a size-limited tmpfs (ENOSPC; a SQLite catalog sits on one too), two tables o
 session for the ops that need Spark, and a process per op that a fault may SIGKILL.
 
 Faults are entries of :data:`FAULTS` (kind -> inject, heal): a new kind is one more pair of
-functions and a weight in nemesis_schedule.FAULT_KINDS. With PostgreSQL the worker processes run in
-a network namespace and reach the server over a veth (nemesis_link), which the 'link' fault cuts;
-the harness's own catalog and Spark lane stay on 127.0.0.1, so every check sees the truth. A stalled
+functions and a weight in nemesis_schedule.FAULT_KINDS. With PostgreSQL the worker processes run
+in a network namespace and reach the server over a veth (tests/faults/catalog_link.py), which the
+'link' fault cuts; the harness's own catalog and Spark lane stay on 127.0.0.1, so every check sees
+the truth. A stalled
 backend is tests/faults' own stalling file system (slowfs) mounted over a backend's root, the real
 directory bind-mounted aside, for a step or two. Mounts are undone in :meth:`World.close`, which callers run in
 ``finally``."""
@@ -94,7 +95,7 @@ def kill_family(proc: subprocess.Popen) -> None:
 class World:
     def __init__(self, root: Path, url: str, spark, *, pg=None, link=None, echo=print) -> None:
         self.root, self.url, self.spark, self.pg, self.echo = root, url, spark, pg, echo
-        self.link = link if pg is not None else None  # nemesis_link.CatalogLink: ops reach PostgreSQL over it
+        self.link = link if pg is not None else None  # catalog_link.CatalogLink: ops reach PostgreSQL over it
         self.link_steps = 0
         self.mounts: list[Path] = []  # innermost last
         self.down: dict[str, int] = {}  # backend -> steps left
@@ -347,12 +348,10 @@ class World:
         return True
 
     def cut_link(self, fault: dict) -> bool:
-        """Cut the worker processes off the catalog's PostgreSQL for a step or two (nemesis_link)."""
+        """Cut the worker processes off the catalog's PostgreSQL for a step or two."""
         if self.link is None or self.link_steps:
             return False
-        done = self.link.cut(fault["how"])
-        if done != fault["how"]:
-            self.echo("  link: this kernel has no netem, the link was taken down instead of losing packets")
+        self.link.cut(fault["how"])
         self.link_steps = fault["steps"]
         return True
 

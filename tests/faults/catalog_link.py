@@ -1,14 +1,15 @@
-"""The network between the nemesis's worker processes and the catalog's PostgreSQL, so that a
-fault can cut it: the process ops run in a network namespace of their own (a worker host) and
-reach the server over a veth pair, as an Airflow worker reaches a shared catalog database; the
-harness's own checks and its Spark lane stay on 127.0.0.1, so they see the truth while the link is
-down. One namespace per process (``colonem-<pid>``, veth ``cnm<pid>`` with a /30 of 10.219.0.0/16),
-made once per run and removed in ``close()`` (callers run it in ``finally``), at exit, and by
+"""A network between worker processes and the catalog's PostgreSQL, so that a fault can cut it:
+the workers run in a network namespace of their own (a worker host) and reach the server over a
+veth pair, as an Airflow worker reaches a shared catalog database; whoever checks the outcome stays
+on 127.0.0.1 and sees the truth while the link is down (tests/nemesis, test_catalog_link_down.py).
+One namespace per process (``colonem-<pid>``, veth ``cnm<pid>`` with a /30 of 10.219.0.0/16), made
+once per run and removed in ``close()`` (callers run it in ``finally``), at exit, and by
 :func:`sweep` for the leftovers of processes that died without it.
 
-A cut is ``ip link set down`` on the worker's end (its connected route goes: a new connection fails
-at once, an open one hears nothing) or ``tc netem loss 100%`` on both ends (every packet silently
-lost: a new connection hangs until its timeout), until :meth:`restore`."""
+A cut takes one end of the veth down until :meth:`restore`: the worker's (its connected route goes:
+a new connection fails at once, an open one hears nothing) or the server's (the worker's end keeps
+its route but has no carrier, so every packet is lost without a word: a new connection waits for
+its timeout). tc's netem is not needed (many CI kernels lack it)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,6 @@ class CatalogLink:
         n = (pid % 16384) * 4
         self.hub_ip, self.worker_ip = f"10.219.{n // 256}.{n % 256 + 1}", f"10.219.{n // 256}.{n % 256 + 2}"
         self.cut_how: str | None = None
-        self.netem: bool | None = None  # whether this kernel has netem (known after the first loss)
 
     def __enter__(self) -> "CatalogLink":
         sweep()
@@ -96,28 +96,19 @@ class CatalogLink:
         """``cmd`` as a process of the worker host (ip netns exec execs it: the pid stays the same)."""
         return ["ip", "netns", "exec", self.ns, *cmd]
 
-    def cut(self, how: str) -> str:
-        """Take the link down (``down``) or lose every packet on it (``loss``); returns what was done."""
-        if how == "loss" and self.netem is not False:
-            done = [subprocess.run(["tc", *ns, "qdisc", "add", "dev", dev, "root", "netem", "loss", "100%"],
-                                   capture_output=True, text=True, timeout=30)
-                    for ns, dev in ((["-n", self.ns], "eth0"), ([], self.dev))]
-            self.netem = all(d.returncode == 0 for d in done)
-            if self.netem:
-                self.cut_how = "loss"
-                return "loss"
-            self._clear_qdiscs()  # no netem in this kernel: take it down instead
-        _ip("-n", self.ns, "link", "set", "eth0", "down")
-        self.cut_how = "down"
-        return "down"
-
-    def _clear_qdiscs(self) -> None:
-        for ns, dev in ((["-n", self.ns], "eth0"), ([], self.dev)):
-            subprocess.run(["tc", *ns, "qdisc", "del", "dev", dev, "root"], capture_output=True, timeout=30)
+    def cut(self, how: str) -> None:
+        """``down``: the worker's end taken down (its route goes: a connection fails at once).
+        ``loss``: the server's end taken down, so the worker's end has no carrier and drops every
+        packet it is given, silently: a connection waits for an answer that never comes."""
+        if how == "down":
+            _ip("-n", self.ns, "link", "set", "eth0", "down")
+        else:
+            _ip("link", "set", self.dev, "down")
+        self.cut_how = how
 
     def restore(self) -> None:
-        if self.cut_how == "loss":
-            self._clear_qdiscs()
-        elif self.cut_how == "down":
+        if self.cut_how == "down":
             _ip("-n", self.ns, "link", "set", "eth0", "up")
+        elif self.cut_how == "loss":
+            _ip("link", "set", self.dev, "up")
         self.cut_how = None
