@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from catalog_link import CatalogLink, unavailable
+from pgserver import fresh_pg_database
 from sqlalchemy.engine import make_url
 
 from airflow_colocate.catalog import Catalog
@@ -72,8 +73,6 @@ def _result(proc: subprocess.Popen, timeout: float = 120.0) -> dict:
 
 def test_open_connection_cut_fails_in_seconds(linked_pg, tmp_path):
     link, server = linked_pg
-    from pgserver import fresh_pg_database
-
     url = fresh_pg_database(server.url)
     local = Catalog(url, actor="pytest")  # the truth, on 127.0.0.1
     local.init()
@@ -111,3 +110,27 @@ def test_open_connection_cut_fails_in_seconds(linked_pg, tmp_path):
             proc.kill()
             proc.wait()
         local.dispose()
+
+
+@pytest.mark.parametrize("query, idle", [("", 10), ("?keepalives_idle=60", 60)])
+def test_timeouts_are_on_the_socket(pg_server_url, query, idle):
+    """What the kernel was told, read back from the connection's socket: the defaults, and a URL's
+    own parameter winning over them."""
+    import socket
+
+    from airflow_colocate.catalog.engine import make_engine
+
+    engine = make_engine(fresh_pg_database(pg_server_url) + query)
+    try:
+        with engine.connect() as conn:
+            fd = conn.connection.dbapi_connection.fileno()
+            sock = socket.socket(fileno=os.dup(fd))
+            try:
+                got = (sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                       sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                       sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT))
+            finally:
+                sock.close()
+    finally:
+        engine.dispose()
+    assert got == (1, idle, 15000)
