@@ -266,10 +266,12 @@ def _usable_by(user: str, path: Path) -> bool:
     return proc.returncode == 0
 
 
-def start_postgres(base_dir: Path, *, network: tuple[str, str] | None = None) -> PgServer:
+def start_postgres(base_dir: Path, *, network: tuple[str, str] | None = None, durable: bool = False) -> PgServer:
     """Initialise and start a private PostgreSQL server under ``base_dir``; see the module doc.
     ``network``: (an address of this host, a client's address): listen there too and trust that
-    client, for clients in a network namespace (tests/faults/catalog_link.py)."""
+    client, for clients in a network namespace (tests/faults/catalog_link.py). ``durable``: commit
+    synchronously, so a crash of the server (``pg_ctl -m immediate``) keeps every commit it confirmed;
+    without, the last ones are lost, which only a test that stops the server can tell."""
     bin_dir = find_pg_bin()
     if bin_dir is None:
         raise RuntimeError(INSTALL_HINT)
@@ -345,7 +347,7 @@ def start_postgres(base_dir: Path, *, network: tuple[str, str] | None = None) ->
             port = _free_port()
             options = (
                 f"-p {port} -k {socket_dir} -c listen_addresses={listen} "
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                f"-c fsync=off -c synchronous_commit={'on' if durable else 'off'} -c full_page_writes=off "
                 "-c max_connections=100"
             )
             try:

@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         from pgserver import start_postgres
 
         link = open_link()
-        pg = start_postgres(base / "pg", network=(link.hub_ip, link.worker_ip) if link else None)
+        pg = start_postgres(base / "pg", network=(link.hub_ip, link.worker_ip) if link else None,
+                             durable=True)
     spark = spark_session()
     lakes, total = Lakes(base, pg, link), Tally()
     keep = None if args.no_shrink else HERE / "schedules"

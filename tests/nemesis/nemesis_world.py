@@ -331,7 +331,9 @@ class World:
         return replica_dir.replica_checksum(files) == r.checksum
 
     def pg_restart(self, fault: dict) -> bool:
-        """Stop the catalog's PostgreSQL at once (-m immediate: a crash) and start it again."""
+        """Stop the catalog's PostgreSQL at once (-m immediate: a crash) and start it again. The
+        server commits synchronously (started ``durable``): without, a crash loses the commits it
+        confirmed last, which the model rightly calls a lost acknowledged write."""
         if self.pg is None:
             return False
         from pgserver import _as_user, _clean_env
@@ -342,7 +344,7 @@ class World:
                        env=_clean_env(), cwd="/", capture_output=True, timeout=60)
         time.sleep(0.5)
         options = (f"-p {pg.port} -k {pg.socket_dir} -c listen_addresses={pg.listen} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100")
+                   "-c synchronous_commit=on -c full_page_writes=off -c max_connections=100")
         subprocess.run(_as_user([ctl, "-D", str(pg.data_dir), "-l", str(pg.log_path), "-w", "-o", options, "start"],
                                 pg._run_as), env=_clean_env(), cwd="/", capture_output=True, timeout=90, check=True)
         return True

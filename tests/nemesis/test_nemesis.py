@@ -50,7 +50,8 @@ def catalog_link():
 def _pg_lakes(tmp_path: Path, link):
     from pgserver import start_postgres
 
-    server = start_postgres(tmp_path / "pg", network=(link.hub_ip, link.worker_ip) if link else None)
+    server = start_postgres(tmp_path / "pg", network=(link.hub_ip, link.worker_ip) if link else None,
+                            durable=True)
     return server, Lakes(tmp_path / "lakes", server, link)
 
 
