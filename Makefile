@@ -26,7 +26,7 @@ bench: setup
 
 # Randomized schedules of concurrent work and faults against a model (tests/nemesis/; root: it mounts
 # tmpfs backends). SEED=… STEPS=… replays one exactly; no SEED runs successive seeds for DURATION
-# seconds (from seed FROM=…, else one taken from the clock). POSTGRES=1 puts the catalog on PostgreSQL and adds its restart to the faults.
+# seconds (from seed FROM=…, else one taken from the clock). POSTGRES=1 puts the catalog on PostgreSQL and adds its restart and its link cut (the workers reach it from a network namespace) to the faults.
 SEED ?=
 STEPS ?= 12
 DURATION ?= 1800

@@ -117,6 +117,7 @@ class PgServer:
     socket_dir: Path
     log_path: Path
     bin_dir: Path
+    listen: str = "127.0.0.1"  # listen_addresses: a restart (tests/nemesis) starts it on the same ones
     _run_as: str | None = field(default=None, repr=False)
     _owned_dirs: list[Path] = field(default_factory=list, repr=False)
     _log_copy: Path | None = field(default=None, repr=False)
@@ -265,8 +266,12 @@ def _usable_by(user: str, path: Path) -> bool:
     return proc.returncode == 0
 
 
-def start_postgres(base_dir: Path) -> PgServer:
-    """Initialise and start a private PostgreSQL server under ``base_dir``; see the module doc."""
+def start_postgres(base_dir: Path, *, network: tuple[str, str] | None = None, durable: bool = False) -> PgServer:
+    """Initialise and start a private PostgreSQL server under ``base_dir``; see the module doc.
+    ``network``: (an address of this host, a client's address): listen there too and trust that
+    client, for clients in a network namespace (tests/faults/catalog_link.py). ``durable``: commit
+    synchronously, so a crash of the server (``pg_ctl -m immediate``) keeps every commit it confirmed;
+    without, the last ones are lost, which only a test that stops the server can tell."""
     bin_dir = find_pg_bin()
     if bin_dir is None:
         raise RuntimeError(INSTALL_HINT)
@@ -331,13 +336,18 @@ def start_postgres(base_dir: Path) -> PgServer:
             CMD_TIMEOUT_S,
         )
 
+        listen = "127.0.0.1"
+        if network is not None:
+            listen += f",{network[0]}"
+            with open(data_dir / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {network[1]}/32 trust\n")
         server: PgServer | None = None
         last_error: RuntimeError | None = None
         for _attempt in range(3):  # a free port can be taken between probe and bind: retry
             port = _free_port()
             options = (
-                f"-p {port} -k {socket_dir} -c listen_addresses=127.0.0.1 "
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                f"-p {port} -k {socket_dir} -c listen_addresses={listen} "
+                f"-c fsync=off -c synchronous_commit={'on' if durable else 'off'} -c full_page_writes=off "
                 "-c max_connections=100"
             )
             try:
@@ -373,6 +383,7 @@ def start_postgres(base_dir: Path) -> PgServer:
                 socket_dir=socket_dir,
                 log_path=log_path,
                 bin_dir=bin_dir,
+                listen=listen,
                 _run_as=run_as,
                 _owned_dirs=owned_dirs,
                 _log_copy=log_copy,

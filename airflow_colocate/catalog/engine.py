@@ -26,6 +26,16 @@ def default_url() -> str:
     return f"sqlite:///{colocate_home() / 'catalog.db'}"
 
 
+# A catalog reached over a network that goes away must fail in seconds, not hang: by libpq's defaults
+# a connection waits for the kernel, about two minutes for a new one and a quarter of an hour for
+# an open one whose packets are lost (retransmissions), while the operation holds its task slot.
+# With these, a lost link is a dead connection within ~25 s, which the transaction retries and then
+# reports as the catalog unreachable. A URL's own query parameters (``?keepalives_idle=60``) win.
+PG_NETWORK_TIMEOUTS = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+                       "keepalives_count": 3, "tcp_user_timeout": 15000}
+LIBPQ_DRIVERS = ("psycopg2", "psycopg")  # drivers that hand these to libpq (pg8000, asyncpg do not)
+
+
 def make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
@@ -56,7 +66,9 @@ def make_engine(url: str) -> Engine:
 
         return engine
     if backend == "postgresql":
-        return create_engine(url, isolation_level="SERIALIZABLE", pool_pre_ping=True)
+        timeouts = {k: v for k, v in PG_NETWORK_TIMEOUTS.items() if k not in parsed.query}
+        return create_engine(url, isolation_level="SERIALIZABLE", pool_pre_ping=True,
+                             connect_args=timeouts if parsed.get_driver_name() in LIBPQ_DRIVERS else {})
     raise InvalidArgument(
         f"unsupported catalog database {backend!r} in {url!r}: use sqlite:// (embedded) or postgresql://"
     )

@@ -62,7 +62,10 @@ def write(op: dict) -> None:
                              source_rows=sum(len(g) for g in by_bucket.values()), replicas=reports, seconds=0.0,
                              spark_version="pyarrow")
     except BaseException as exc:
-        catalog.writes.abort(ticket.job_id, f"{type(exc).__name__}: {exc}")
+        try:
+            catalog.writes.abort(ticket.job_id, f"{type(exc).__name__}: {exc}")
+        except Exception:  # the catalog unreachable too: the first error is the one that tells what happened
+            pass
         raise
     print(json.dumps(finish_write(catalog, ticket, report)["version"]))
 

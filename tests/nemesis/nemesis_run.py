@@ -110,6 +110,7 @@ def run_step(world: World, model: Model, step: dict, index: int, tally: Tally, e
         except Exception:
             world.kill(lane)
             killed.add(lane)
+            tally.violations.append(f"step {index}: lane {lane}'s {ops[lane]['kind']} did not end in {OP_TIMEOUT:.0f}s")
         if lane in killed:
             outcomes[lane] = "killed"
         else:
@@ -121,7 +122,9 @@ def run_step(world: World, model: Model, step: dict, index: int, tally: Tally, e
         tally.violations.append(f"step {index}: the Spark lane's {ops[0]['kind']} did not end in {OP_TIMEOUT:.0f}s")
         outcomes[0] = "killed"
     uncertain = any(f["kind"] == "pg_restart" for f in faults)  # a lost connection may follow a commit
-    final = [("killed" if (o == "failed" and uncertain) else o) for o in outcomes]
+    # a connection lost on COMMIT (a link cut) says so; any other failure must have changed nothing
+    unconfirmed = {lane for lane, e in errors.items() if "commit was not confirmed" in e}
+    final = [("killed" if (o == "failed" and (uncertain or lane in unconfirmed)) else o) for lane, o in enumerate(outcomes)]
     _checked(tally, [f"{ops[lane]['kind']} failed as an internal error, not with a one-line reason: {errors[lane]}"
                      for lane in errors if lane > 0 and ops[lane]["kind"] != "write" and "internal error" in errors[lane]],
              f"step {index} errors")
@@ -174,10 +177,10 @@ def settle(world: World, model: Model, tally: Tally, echo) -> None:
     _checked(tally, check_drift(world), "settle catalog")
 
 
-def run_schedule(schedule: dict, spark, root: Path, url: str, *, pg=None, echo=print) -> Tally:
+def run_schedule(schedule: dict, spark, root: Path, url: str, *, pg=None, link=None, echo=print) -> Tally:
     tally = Tally()
     tally.schedules = 1
-    world = World(root, url, spark, pg=pg, echo=echo)
+    world = World(root, url, spark, pg=pg, link=link, echo=echo)
     model = Model()
     echo(f"nemesis seed {schedule['seed']}: {len(schedule['steps'])} steps on "
          f"{'PostgreSQL' if schedule.get('postgres') else 'SQLite'}")
@@ -199,10 +202,11 @@ def run_schedule(schedule: dict, spark, root: Path, url: str, *, pg=None, echo=p
 
 
 class Lakes:
-    """Fresh roots and catalogs, one per schedule, on SQLite or one PostgreSQL server."""
+    """Fresh roots and catalogs, one per schedule, on SQLite or one PostgreSQL server (reached by
+    the worker processes over ``link``, a catalog_link.CatalogLink, when there is one)."""
 
-    def __init__(self, base: Path, pg=None) -> None:
-        self.base, self.pg, self.n = base, pg, 0
+    def __init__(self, base: Path, pg=None, link=None) -> None:
+        self.base, self.pg, self.link, self.n = base, pg, link, 0
 
     def next(self) -> tuple[Path, str]:
         self.n += 1
@@ -219,7 +223,7 @@ def run_and_shrink(schedule: dict, spark, lakes: Lakes, *, echo=print, keep: Pat
     """Run ``schedule``; if it breaks an invariant, shrink it and keep the short one as JSON."""
     root, url = lakes.next()
     try:
-        tally = run_schedule(schedule, spark, root, url, pg=lakes.pg, echo=echo)
+        tally = run_schedule(schedule, spark, root, url, pg=lakes.pg, link=lakes.link, echo=echo)
     except Exception as exc:
         tally = Tally()
         tally.schedules = 1
@@ -228,7 +232,7 @@ def run_and_shrink(schedule: dict, spark, lakes: Lakes, *, echo=print, keep: Pat
         def fails(candidate: dict) -> bool:
             r, u = lakes.next()
             try:
-                return bool(run_schedule(candidate, spark, r, u, pg=lakes.pg, echo=lambda _: None).violations)
+                return bool(run_schedule(candidate, spark, r, u, pg=lakes.pg, link=lakes.link, echo=lambda _: None).violations)
             except Exception:
                 return True
 
@@ -250,6 +254,18 @@ def spark_session():
     return session
 
 
+def open_link():
+    """The worker processes' link to PostgreSQL (tests/faults/catalog_link.py), or None with one
+    line saying why."""
+    from catalog_link import CatalogLink, unavailable
+
+    reason = unavailable()
+    if reason:
+        print(reason, flush=True)
+        return None
+    return CatalogLink().__enter__()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, help="Replay this seed (with --steps); with --duration, the first seed.")
@@ -262,13 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is None and args.schedule is None and not args.duration:
         ap.error("give --seed (with --steps), --schedule FILE or --duration SECONDS")
     base = Path(tempfile.mkdtemp(prefix="nemesis-"))
-    pg = None
+    pg = link = None
     if args.postgres:
         from pgserver import start_postgres
 
-        pg = start_postgres(base / "pg")
+        link = open_link()
+        pg = start_postgres(base / "pg", network=(link.hub_ip, link.worker_ip) if link else None,
+                             durable=True)
     spark = spark_session()
-    lakes, total = Lakes(base, pg), Tally()
+    lakes, total = Lakes(base, pg, link), Tally()
     keep = None if args.no_shrink else HERE / "schedules"
     started = time.time()
     try:
@@ -287,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
         if pg is not None:
             pg.stop()
+        if link is not None:
+            link.close()
     print(f"== nemesis: {time.time() - started:.0f}s")
     for line in total.lines():
         print(line)

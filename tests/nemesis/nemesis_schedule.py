@@ -24,14 +24,18 @@ SPARK_OPS = (("spark_write", 3), ("read", 4), ("join", 3), ("import", 1), ("veri
 PROCESS_OPS = (("write", 8), ("drop", 2), ("recover", 2), ("expire", 1), ("alter", 1), ("balance", 4),
                ("decommission", 1), ("gc", 2), ("probe", 2))
 # Fault kinds the schedule draws; the harness's FAULTS table maps each to what it does, and
-# 'pg_restart' only where the catalog is PostgreSQL. A new kind (link down, stalled backend) is an
-# entry there and a weight here.
+# 'pg_restart' only where the catalog is PostgreSQL. A new kind is an entry there and a weight here
+# (or, to keep the schedules drawn before it, a stream of its own: 'stall', 'link').
 FAULT_KINDS = (("kill", 5), ("down", 2), ("corrupt", 3), ("enospc", 2), ("catalog_full", 1), ("pg_restart", 1))
 ONLY_ON = {"pg_restart": True, "catalog_full": False}  # kind -> the catalog it needs (PostgreSQL or not)
 # A stalled backend (reads wait STALL_DELAYS seconds each) is drawn from a stream of its own, so the
 # schedules drawn before it existed (the kept ones, CI's seeds) keep their ops and other faults.
 STALL_CHANCE = 0.25
 STALL_DELAYS = (0.02, 0.1, 0.3)
+# The link between the worker processes and the catalog's PostgreSQL taken down (or every packet
+# lost) for a step or two: PostgreSQL schedules only (a SQLite catalog is a local file), from a
+# stream of its own for the same reason as the stall.
+LINK_CHANCE = 0.25
 
 
 def _pick(rng: random.Random, weighted) -> str:
@@ -59,7 +63,7 @@ def _op(rng: random.Random, kind: str, wseeds: Iterator[int]) -> dict:
 
 def generate(seed: int, steps: int, *, workers: int = 3, postgres: bool = False) -> dict:
     """``steps`` steps of ``workers`` concurrent ops each, with faults, all drawn from ``seed``."""
-    rng, stalls = random.Random(seed), random.Random(f"stall-{seed}")
+    rng, stalls, links = random.Random(seed), random.Random(f"stall-{seed}"), random.Random(f"link-{seed}")
     counter = iter(range(seed * 1000 + 1, seed * 1000 + 100_000))
     kinds = [(k, w) for k, w in FAULT_KINDS if ONLY_ON.get(k, postgres) == postgres]
     out = []
@@ -82,6 +86,9 @@ def generate(seed: int, steps: int, *, workers: int = 3, postgres: bool = False)
         if stalls.random() < STALL_CHANCE:
             faults.append({"kind": "stall", "at": round(stalls.uniform(0.0, 2.5), 2), "backend": stalls.choice(BACKENDS[:3]),
                            "delay": stalls.choice(STALL_DELAYS), "steps": stalls.randint(1, 2)})
+        if postgres and links.random() < LINK_CHANCE:
+            faults.append({"kind": "link", "at": round(links.uniform(0.0, 2.5), 2), "how": links.choice(("down", "loss")),
+                           "steps": links.randint(1, 2)})
         out.append({"ops": ops, "faults": faults})
     return {"seed": seed, "postgres": postgres, "steps": out}
 

@@ -3,8 +3,11 @@ PostgreSQL server of its own that a fault restarts), three backends in local fol
 on a size-limited tmpfs (ENOSPC; a SQLite catalog sits on one too), two tables of one group (4 buckets, replication 2), one Spark
 session for the ops that need Spark, and a process per op that a fault may SIGKILL.
 
-Faults are entries of :data:`FAULTS` (kind -> inject, heal): a new kind (a link down between two
-namespaces) is one more pair of functions and a weight in nemesis_schedule.FAULT_KINDS. A stalled
+Faults are entries of :data:`FAULTS` (kind -> inject, heal): a new kind is one more pair of
+functions and a weight in nemesis_schedule.FAULT_KINDS. With PostgreSQL the worker processes run
+in a network namespace and reach the server over a veth (tests/faults/catalog_link.py), which the
+'link' fault cuts; the harness's own catalog and Spark lane stay on 127.0.0.1, so every check sees
+the truth. A stalled
 backend is tests/faults' own stalling file system (slowfs) mounted over a backend's root, the real
 directory bind-mounted aside, for a step or two. Mounts are undone in :meth:`World.close`, which callers run in
 ``finally``."""
@@ -90,8 +93,10 @@ def kill_family(proc: subprocess.Popen) -> None:
 
 
 class World:
-    def __init__(self, root: Path, url: str, spark, *, pg=None, echo=print) -> None:
+    def __init__(self, root: Path, url: str, spark, *, pg=None, link=None, echo=print) -> None:
         self.root, self.url, self.spark, self.pg, self.echo = root, url, spark, pg, echo
+        self.link = link if pg is not None else None  # catalog_link.CatalogLink: ops reach PostgreSQL over it
+        self.link_steps = 0
         self.mounts: list[Path] = []  # innermost last
         self.down: dict[str, int] = {}  # backend -> steps left
         self.stalled: dict[str, list] = {}  # backend -> [its stalling file system, steps left]
@@ -101,6 +106,10 @@ class World:
         self.lock = threading.Lock()
         self.env = dict(os.environ, COLOCATE_CATALOG_URL=url, COLOCATE_HOME=str(root / "home"),
                         COLOCATE_ACTOR="nemesis")
+        if self.link is not None:
+            from sqlalchemy.engine import make_url
+
+            self.env["COLOCATE_CATALOG_URL"] = make_url(url).set(host=self.link.hub_ip).render_as_string(False)
         self.catalog: Catalog | None = None
 
     # -- the lake ---------------------------------------------------------------------------
@@ -136,6 +145,7 @@ class World:
             kill_family(proc)
         for name in list(self.stalled):
             self.unstall(name)
+        self.link_up()  # the link outlives this lake: the next schedule's ops go through it
         for mount in reversed(self.mounts):
             subprocess.run(["umount", "-l", str(mount)], capture_output=True)
         self.mounts.clear()
@@ -155,7 +165,8 @@ class World:
     def start(self, lane: int, op: dict) -> subprocess.Popen:
         out = self.root / "logs"
         out.mkdir(exist_ok=True)
-        proc = subprocess.Popen([sys.executable, str(OP_SCRIPT), json.dumps(op)], env=self.env,
+        cmd = [sys.executable, str(OP_SCRIPT), json.dumps(op)]
+        proc = subprocess.Popen(self.link.run_inside(cmd) if self.link else cmd, env=self.env,
                                 start_new_session=True, stdout=open(out / f"lane{lane}.out", "w"),
                                 stderr=open(out / f"lane{lane}.err", "w"))
         with self.lock:
@@ -320,7 +331,9 @@ class World:
         return replica_dir.replica_checksum(files) == r.checksum
 
     def pg_restart(self, fault: dict) -> bool:
-        """Stop the catalog's PostgreSQL at once (-m immediate: a crash) and start it again."""
+        """Stop the catalog's PostgreSQL at once (-m immediate: a crash) and start it again. The
+        server commits synchronously (started ``durable``): without, a crash loses the commits it
+        confirmed last, which the model rightly calls a lost acknowledged write."""
         if self.pg is None:
             return False
         from pgserver import _as_user, _clean_env
@@ -330,11 +343,24 @@ class World:
         subprocess.run(_as_user([ctl, "-D", str(pg.data_dir), "-m", "immediate", "-w", "stop"], pg._run_as),
                        env=_clean_env(), cwd="/", capture_output=True, timeout=60)
         time.sleep(0.5)
-        options = (f"-p {pg.port} -k {pg.socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100")
+        options = (f"-p {pg.port} -k {pg.socket_dir} -c listen_addresses={pg.listen} -c fsync=off "
+                   "-c synchronous_commit=on -c full_page_writes=off -c max_connections=100")
         subprocess.run(_as_user([ctl, "-D", str(pg.data_dir), "-l", str(pg.log_path), "-w", "-o", options, "start"],
                                 pg._run_as), env=_clean_env(), cwd="/", capture_output=True, timeout=90, check=True)
         return True
+
+    def cut_link(self, fault: dict) -> bool:
+        """Cut the worker processes off the catalog's PostgreSQL for a step or two."""
+        if self.link is None or self.link_steps:
+            return False
+        self.link.cut(fault["how"])
+        self.link_steps = fault["steps"]
+        return True
+
+    def link_up(self) -> None:
+        if self.link is not None:
+            self.link.restore()
+        self.link_steps = 0
 
     def end_of_step(self) -> None:
         """Faults that last a number of steps end when it is used up."""
@@ -354,6 +380,10 @@ class World:
             self.catalog_full_steps -= 1
             if not self.catalog_full_steps:
                 self.free_catalog()
+        if self.link_steps:
+            self.link_steps -= 1
+            if not self.link_steps:
+                self.link_up()
 
     def heal(self) -> None:
         for name in list(self.down):
@@ -362,6 +392,7 @@ class World:
             self.unstall(name)
         self.free_space()
         self.free_catalog()
+        self.link_up()
 
 
 # kind -> how it strikes (the World, the fault's JSON) -> whether it did. 'kill' is the harness's.
@@ -372,4 +403,5 @@ FAULTS = {
     "corrupt": World.corrupt,
     "pg_restart": World.pg_restart,
     "stall": World.stall,
+    "link": World.cut_link,
 }
