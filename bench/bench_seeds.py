@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -129,15 +130,15 @@ def where(root: Path, *parts: str) -> str:
     return "/".join([S3, root.name, *parts])
 
 
-def write_plain(spark, out: Path | str, table: str, rows: int) -> None:
+def write_plain(spark, out: Path | str, table: str, rows: int, days: list[str]) -> None:
     """Table ``table`` of the seeds as plain parquet under ``out``: ``rows`` rows a day, one file a day (dt=...).
 
     ``range`` is cut into one slice a day, so slice i holds exactly day i's rows: each task writes
     its day's file with no shuffle (a ``repartition(10, dt)`` hashed days onto tasks unevenly and
     moved every row once more)."""
-    days = ", ".join(f"DATE'{d}'" for d in DAYS)
-    df = spark.sql(f"SELECT {COLUMNS[table]}, element_at(array({days}), int(g / {rows}) + 1) AS dt "
-                   f"FROM (SELECT id AS g, id % {rows} AS k FROM range(0, {rows * len(DAYS)}, 1, {len(DAYS)}))")
+    dates = ", ".join(f"DATE'{d}'" for d in days)
+    df = spark.sql(f"SELECT {COLUMNS[table]}, element_at(array({dates}), int(g / {rows}) + 1) AS dt "
+                   f"FROM (SELECT id AS g, id % {rows} AS k FROM range(0, {rows * len(days)}, 1, {len(days)}))")
     df.write.partitionBy("dt").parquet(str(out))
 
 
@@ -165,7 +166,26 @@ def lake_catalog(root: Path) -> Catalog:
     return cat
 
 
-def generate(spark, root: Path, rows: int, buckets: int) -> None:
+def marker(rows: int, buckets: int, days: list[str]) -> str:
+    """The ``_done`` file's text: what a volume's data holds (ten days unless it says otherwise)."""
+    return f"{rows} rows a partition, {buckets} buckets" + (f", {len(days)} days" if len(days) != len(DAYS) else "") + "\n"
+
+
+def marked_days(root: Path) -> list[str]:
+    """The days a generated volume holds, from its ``_done`` file."""
+    found = re.search(r", (\d+) days", (root / "_done").read_text())
+    return DAYS[:int(found.group(1))] if found else DAYS
+
+
+def volume_root(denominator: int, buckets: int, days: int) -> tuple[Path, list[str]]:
+    """Where a volume's data is and which days it holds: the ten-day data when it was generated,
+    else the data of ``--days`` days (its folder named so), generated on first use."""
+    base = DATA / f"{'s3-' if S3 else ''}v{denominator}_b{buckets}"
+    root = base if (base / "_done").exists() or days == len(DAYS) else base.with_name(f"{base.name}_d{days}")
+    return root, (marked_days(root) if (root / "_done").exists() else DAYS[:days])
+
+
+def generate(spark, root: Path, rows: int, buckets: int, days: list[str]) -> None:
     """Plain parquet (one file a day), Spark bucketBy tables and the colocated lake, once per volume.
 
     The lake is filled by the product's bulk import (``import_in_session``: one Spark job a table
@@ -181,15 +201,14 @@ def generate(spark, root: Path, rows: int, buckets: int) -> None:
     root.mkdir(parents=True)
     t0 = time.perf_counter()
     local = DATA / root.name.removeprefix("s3-")
-    reuse = S3 is not None and (local / "_done").exists() and (local / "_done").read_text() == \
-        f"{rows} rows a partition, {buckets} buckets\n"
+    reuse = S3 is not None and (local / "_done").exists() and (local / "_done").read_text() == marker(rows, buckets, days)
     for t in "ABC":
         if reuse:
             n = upload(SERVER, local / "plain" / t, where(root, "plain", t))
             n += upload(SERVER, local / "bucketby" / t, where(root, "bucketby", t))
             print(f"  {t}: plain and bucketBy uploaded from {local} ({n} objects, {time.perf_counter() - t0:.0f} s)", flush=True)
             continue
-        write_plain(spark, where(root, "plain", t), t, rows)
+        write_plain(spark, where(root, "plain", t), t, rows, days)
         print(f"  {t}: plain written ({time.perf_counter() - t0:.0f} s)", flush=True)
         spark.sql(f"DROP TABLE IF EXISTS s{t}")  # registered by a smaller volume of this run
         (spark.read.parquet(where(root, "plain", t)).repartition(buckets, "id").write.partitionBy("dt")
@@ -201,10 +220,10 @@ def generate(spark, root: Path, rows: int, buckets: int) -> None:
                          colocate_with="g_seeds")
         source = str(local / "plain" / t) if reuse else where(root, "plain", t)
         summary = import_in_session(spark, cat, t, source, work_dir=root / "runs", echo=lambda _: None)
-        assert len(summary["committed"]) == len(DAYS) and summary["rows"] == rows * len(DAYS), summary
-        print(f"  {t}: 10 partitions imported into the group ({time.perf_counter() - t0:.0f} s)", flush=True)
+        assert len(summary["committed"]) == len(days) and summary["rows"] == rows * len(days), summary
+        print(f"  {t}: {len(days)} partitions imported into the group ({time.perf_counter() - t0:.0f} s)", flush=True)
     cat.dispose()
-    done.write_text(f"{rows} rows a partition, {buckets} buckets\n")
+    done.write_text(marker(rows, buckets, days))
 
 
 def register_plain(spark, root: Path, buckets: int) -> None:
@@ -221,11 +240,11 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | None = None) -> dict:
+def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | None = None, ndays: int = 10) -> dict:
     rows = round(SEED_ROWS / denominator)
-    root = DATA / f"{'s3-' if S3 else ''}v{denominator}_b{buckets}"
-    print(f"volume 1/{denominator}: {rows:,} rows a partition x 10 days x 3 tables ({root})", flush=True)
-    generate(spark, root, rows, buckets)
+    root, days = volume_root(denominator, buckets, ndays)
+    print(f"volume 1/{denominator}: {rows:,} rows a partition x {len(days)} days x 3 tables ({root})", flush=True)
+    generate(spark, root, rows, buckets, days)
     if "iceberg" in WAYS:  # --iceberg: the same days as Iceberg tables, joined by SPJ
         NAMES["iceberg"] = iceberg_way.names(denominator, buckets)
         iceberg_way.ensure_tables(spark, root, NAMES["iceberg"], SCHEMA, buckets)
@@ -314,7 +333,7 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
         print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in wall.items()), flush=True)
     if "iceberg" in WAYS:
         iceberg_way.check(spark, NAMES, SQL1, SQL2, colocated=last)
-        wall |= daily_writes(spark, root, cat, work, rounds)
+        wall |= daily_writes(spark, root, cat, work, rounds, days)
     cat.dispose()
     shutil.rmtree(work, ignore_errors=True)
     for k in [f"SQL1/{w}" for w in ("columnar", "colocated", "scan") if f"SQL1/{w}" in wall]:
@@ -331,10 +350,10 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
     return res
 
 
-def daily_writes(spark, root: Path, cat: Catalog, work: Path, rounds: int) -> dict[str, list[float]]:
+def daily_writes(spark, root: Path, cat: Catalog, work: Path, rounds: int, days: list[str]) -> dict[str, list[float]]:
     """The day after the last, appended to each table both ways (the rows of the first day), then
     dropped again: the nightly load a pipeline runs, ours through ``write_in_session``."""
-    day, out = (dt.date.fromisoformat(DAYS[-1]) + dt.timedelta(days=1)).isoformat(), {}
+    day, out = (dt.date.fromisoformat(days[-1]) + dt.timedelta(days=1)).isoformat(), {}
     for r in range(rounds):
         for t in "ABC":
             t0 = time.perf_counter()
@@ -427,6 +446,10 @@ def main() -> None:
     ap.add_argument("--s3", action="store_true",
                     help="every way's files and the lake's backends in a bucket of an S3 API: a SeaweedFS server "
                          "(tests/s3server.py) on this machine, its data under bench/data/seeds/s3 (kept between runs)")
+    ap.add_argument("--days", type=int, default=len(DAYS), choices=range(len(QUERY_DAYS), len(DAYS) + 1),
+                    metavar=f"{len(QUERY_DAYS)}..{len(DAYS)}",
+                    help="daily partitions a volume generated by this run holds (default the seeds' 10; 5 = only the "
+                         "days SQL1/SQL2 read, half the disk); a volume already generated with 10 keeps them")
     ap.add_argument("--generate-only", action="store_true",
                     help="write the volumes' data for every way (kept under bench/data/seeds) and stop: a long "
                          "generation can run ahead of the timed run")
@@ -492,11 +515,11 @@ def main() -> None:
     spark = get_spark("bench-seeds", master, conf)
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark {spark.version}, master {master}, {a.buckets} buckets, shuffle partitions {a.buckets}, {a.rounds} rounds; SQL1/SQL2 read "
-          f"{len(QUERY_DAYS)} of {len(DAYS)} days")
+          f"{len(QUERY_DAYS)} days")
     results = {}
     try:
         for v in sorted(volumes, reverse=True):
-            results[v] = run_volume(spark, v, a.rounds, a.buckets, a.jfr)
+            results[v] = run_volume(spark, v, a.rounds, a.buckets, a.jfr, a.days)
             if a.jfr or a.generate_only:
                 del results[v]
     finally:
