@@ -543,7 +543,7 @@ def main() -> None:
             w = res["wall"]
             print(f"1/{v}: " + "; ".join(
                 f"{q} shuffle x{w[f'{q}/shuffle'] / w[f'{q}/colocated']:.2f} bucketBy x{w[f'{q}/bucketBy'] / w[f'{q}/colocated']:.2f} "
-                (f"default x{w[f'{q}/default'] / w[f'{q}/colocated']:.2f}" if "default" in WAYS else "")
+                + (f"default x{w[f'{q}/default'] / w[f'{q}/colocated']:.2f}" if "default" in WAYS else "")
                 for q in ("SQL1", "SQL2")))
 
 
