@@ -88,6 +88,9 @@ def task_cpu(spark, fn) -> tuple[float, float]:
 # own join runs in generated code: its smj_ methods are the merge, the rest of a generated stage
 # (processNext: the rows' loop) is ColumnarToRow and the aggregate.
 PROFILE = (
+    # a sort's frames: matched by no category before, their samples fell to the generated stage below them
+    ("sort", (r"^org\.apache\.spark\.util\.collection\.unsafe\.sort\.|^org\.apache\.spark\.sql\.execution\."
+              r"(SortExec|UnsafeExternalRowSorter|SortPrefixUtils)|GeneratedClass\$\w+\.sort_")),
     ("bucket guard", (r"^colocate\.ordered\.BucketGuard|^org\.apache\.spark\.unsafe\.hash\.Murmur3|"
                       r"expressions\.(Murmur3Hash|Pmod)")),
     ("output batches (copies, or reads through PickedVector)",
@@ -96,7 +99,8 @@ PROFILE = (
                r"GeneratedClass\$\w+\.smj_")),
     ("parquet decode", (r"^org\.apache\.parquet\.|\.datasources\.parquet\.|^org\.xerial\.snappy|^com\.github\.luben|"
                         r"^io\.airlift\.compress|^org\.apache\.hadoop\.|^colocate\.locality\.|FileScanRDD|"
-                        r"RecordReaderIterator")),
+                        r"RecordReaderIterator|^org\.apache\.iceberg\.(parquet|arrow|spark\.data\.vectorized|spark\.source)\.|"
+                        r"^org\.apache\.arrow\.")),
     ("ColumnarToRow + aggregate", (r"GeneratedClass\$GeneratedIteratorForCodegenStage|\.execution\.aggregate\.|"
                                    r"\.types\.Decimal|^java\.math\.|^org\.apache\.spark\.unsafe\.map\.|"
                                    r"UnsafeFixedWidthAggregationMap|ColumnarToRow")),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -72,6 +73,7 @@ from airflow_colocate.catalog import Catalog  # noqa: E402
 from airflow_colocate.core.contract import Source  # noqa: E402
 from airflow_colocate.core.spark_lines import COLUMNAR as COLUMNAR_FEATURE  # noqa: E402
 from airflow_colocate.core.spark_lines import LINES  # noqa: E402
+from airflow_colocate.jobs.bulk_import import import_in_session  # noqa: E402
 from airflow_colocate.jobs.join import finish_join, prepare_join  # noqa: E402
 from airflow_colocate.jobs.write import write_in_session  # noqa: E402
 from airflow_colocate.spark.join_job import run_join  # noqa: E402
@@ -104,7 +106,10 @@ SQL2 = ("SELECT t1.dt, t1.id, t1.name, t1.second_id, t1.second_name, t5.id AS id
 SCAN = " UNION ALL ".join(f"SELECT count(id) AS n FROM {{{t}}} WHERE dt IN ({IN_DAYS})" for t in "ABC")
 SCAN = f"SELECT sum(n) FROM ({SCAN})"
 WAYS = ["colocated", "shuffle", "default", "bucketBy"]
+SERVER = None  # --s3: the running S3 server (tests/s3server.S3Server)
 S3 = None  # --s3: the S3 bucket (an s3a:// URI) that holds every way's files and the lake's backends
+DAILY_WRITES = True  # --iceberg: also time the daily write of one partition both ways (--no-daily-write: not)
+GENERATE_ONLY = False  # --generate-only: write the volumes' data (all ways) and time nothing
 NET = None  # --cluster netns: a netns_cluster.QueryProbe (bytes over the link, task locality per query)
 NAMES = {"colocated": dict(A="A", B="B", C="C"), "shuffle": dict(A="pA", B="pB", C="pC"),
          "default": dict(A="pA", B="pB", C="pC"), "bucketBy": dict(A="sA", B="sB", C="sC")}
@@ -126,12 +131,29 @@ def where(root: Path, *parts: str) -> str:
     return "/".join([S3, root.name, *parts])
 
 
-def write_plain(spark, out: Path | str, table: str, rows: int) -> None:
-    """Table ``table`` of the seeds as plain parquet under ``out``: ``rows`` rows a day, one file a day (dt=...)."""
-    days = ", ".join(f"DATE'{d}'" for d in DAYS)
-    df = spark.sql(f"SELECT {COLUMNS[table]}, element_at(array({days}), int(g / {rows}) + 1) AS dt "
-                   f"FROM (SELECT id AS g, id % {rows} AS k FROM range({rows * len(DAYS)}))")
-    df.repartition(len(DAYS), "dt").write.partitionBy("dt").parquet(str(out))
+def write_plain(spark, out: Path | str, table: str, rows: int, days: list[str]) -> None:
+    """Table ``table`` of the seeds as plain parquet under ``out``: ``rows`` rows a day, one file a day (dt=...).
+
+    ``range`` is cut into one slice a day, so slice i holds exactly day i's rows: each task writes
+    its day's file with no shuffle (a ``repartition(10, dt)`` hashed days onto tasks unevenly and
+    moved every row once more)."""
+    dates = ", ".join(f"DATE'{d}'" for d in days)
+    df = spark.sql(f"SELECT {COLUMNS[table]}, element_at(array({dates}), int(g / {rows}) + 1) AS dt "
+                   f"FROM (SELECT id AS g, id % {rows} AS k FROM range(0, {rows * len(days)}, 1, {len(days)}))")
+    df.write.partitionBy("dt").parquet(str(out))
+
+
+def upload(server, local: Path, prefix: str) -> int:
+    """Copy a folder of this disk to ``prefix`` (an s3a:// URI) object by object, 16 at a time: the
+    plain and bucketBy ways' files are Spark's own and need not be written through Spark again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bucket, _, key = prefix.removeprefix("s3a://").partition("/")
+    client = server.client()
+    files = [f for f in local.rglob("*") if f.is_file() and not f.name.endswith(".crc")]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda f: client.upload_file(str(f), bucket, f"{key}/{f.relative_to(local).as_posix()}"), files))
+    return len(files)
 
 
 def lake_catalog(root: Path) -> Catalog:
@@ -145,30 +167,64 @@ def lake_catalog(root: Path) -> Catalog:
     return cat
 
 
-def generate(spark, root: Path, rows: int, buckets: int) -> None:
-    """Plain parquet (one file a day), Spark bucketBy tables and the colocated lake, once per volume."""
+def marker(rows: int, buckets: int, days: list[str]) -> str:
+    """The ``_done`` file's text: what a volume's data holds (ten days unless it says otherwise)."""
+    return f"{rows} rows a partition, {buckets} buckets" + (f", {len(days)} days" if len(days) != len(DAYS) else "") + "\n"
+
+
+def marked_days(root: Path) -> list[str]:
+    """The days a generated volume holds, from its ``_done`` file."""
+    found = re.search(r", (\d+) days", (root / "_done").read_text())
+    return DAYS[:int(found.group(1))] if found else DAYS
+
+
+def volume_root(denominator: int, buckets: int, days: int) -> tuple[Path, list[str]]:
+    """Where a volume's data is and which days it holds: the ten-day data when it was generated,
+    else the data of ``--days`` days (its folder named so), generated on first use."""
+    base = DATA / f"{'s3-' if S3 else ''}v{denominator}_b{buckets}"
+    root = base if (base / "_done").exists() or days == len(DAYS) else base.with_name(f"{base.name}_d{days}")
+    return root, (marked_days(root) if (root / "_done").exists() else DAYS[:days])
+
+
+def generate(spark, root: Path, rows: int, buckets: int, days: list[str]) -> None:
+    """Plain parquet (one file a day), Spark bucketBy tables and the colocated lake, once per volume.
+
+    The lake is filled by the product's bulk import (``import_in_session``: one Spark job a table
+    for its ten days, each partition's buckets sorted by id and placed as a write places them)
+    rather than by ten one-day writes a table, each with its own jobs, listing and commit. With
+    ``--s3`` and this volume already generated on this disk, the plain and bucketBy files are
+    uploaded as they are and the lake is imported from the local plain files into the S3 backends:
+    the lake's objects are still written by the product's Spark job, through s3a."""
     if (root / "_done").exists():
         return
     done = root / "_done"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     t0 = time.perf_counter()
+    local = DATA / root.name.removeprefix("s3-")
+    reuse = S3 is not None and (local / "_done").exists() and (local / "_done").read_text() == marker(rows, buckets, days)
     for t in "ABC":
-        write_plain(spark, where(root, "plain", t), t, rows)
+        if reuse:
+            n = upload(SERVER, local / "plain" / t, where(root, "plain", t))
+            n += upload(SERVER, local / "bucketby" / t, where(root, "bucketby", t))
+            print(f"  {t}: plain and bucketBy uploaded from {local} ({n} objects, {time.perf_counter() - t0:.0f} s)", flush=True)
+            continue
+        write_plain(spark, where(root, "plain", t), t, rows, days)
+        print(f"  {t}: plain written ({time.perf_counter() - t0:.0f} s)", flush=True)
         spark.sql(f"DROP TABLE IF EXISTS s{t}")  # registered by a smaller volume of this run
         (spark.read.parquet(where(root, "plain", t)).repartition(buckets, "id").write.partitionBy("dt")
          .bucketBy(buckets, "id").sortBy("id").option("path", where(root, "bucketby", t)).saveAsTable(f"s{t}"))
-        print(f"  {t}: plain and bucketBy written ({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(f"  {t}: bucketBy written ({time.perf_counter() - t0:.0f} s)", flush=True)
     cat = lake_catalog(root)
     for t in "ABC":
         cat.tables.create(t, SCHEMA[t], ["id"], bucket_num=buckets, replication_num=1, partition_cols=["dt"],
                          colocate_with="g_seeds")
-        for day in DAYS:
-            write_in_session(spark, cat, t, day, Source(format="parquet", path=where(root, "plain", t, f"dt={day}")),
-                             work_dir=root / "runs")
-        print(f"  {t}: 10 partitions written into the group ({time.perf_counter() - t0:.0f} s)", flush=True)
+        source = str(local / "plain" / t) if reuse else where(root, "plain", t)
+        summary = import_in_session(spark, cat, t, source, work_dir=root / "runs", echo=lambda _: None)
+        assert len(summary["committed"]) == len(days) and summary["rows"] == rows * len(days), summary
+        print(f"  {t}: {len(days)} partitions imported into the group ({time.perf_counter() - t0:.0f} s)", flush=True)
     cat.dispose()
-    done.write_text(f"{rows} rows a partition, {buckets} buckets\n")
+    done.write_text(marker(rows, buckets, days))
 
 
 def register_plain(spark, root: Path, buckets: int) -> None:
@@ -185,11 +241,16 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | None = None) -> dict:
+def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | None = None, ndays: int = 10) -> dict:
     rows = round(SEED_ROWS / denominator)
-    root = DATA / f"{'s3-' if S3 else ''}v{denominator}_b{buckets}"
-    print(f"volume 1/{denominator}: {rows:,} rows a partition x 10 days x 3 tables ({root})", flush=True)
-    generate(spark, root, rows, buckets)
+    root, days = volume_root(denominator, buckets, ndays)
+    print(f"volume 1/{denominator}: {rows:,} rows a partition x {len(days)} days x 3 tables ({root})", flush=True)
+    generate(spark, root, rows, buckets, days)
+    if "iceberg" in WAYS:  # --iceberg: the same days as Iceberg tables, joined by SPJ
+        NAMES["iceberg"] = iceberg_way.names(denominator, buckets)
+        iceberg_way.ensure_tables(spark, root, NAMES["iceberg"], SCHEMA, buckets)
+    if GENERATE_ONLY:
+        return {}
     register_plain(spark, root, buckets)
     cat = Catalog(f"sqlite:///{root / 'catalog.db'}", actor="bench")
     cat.init()  # a lake kept from an older release: its catalog upgraded as `colocate init` does
@@ -228,9 +289,6 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
     def scan():
         spark.sql(SCAN.format(**NAMES["colocated"])).collect()
 
-    if "iceberg" in WAYS:  # --iceberg: the same days as Iceberg tables, joined by SPJ
-        NAMES["iceberg"] = iceberg_way.names(denominator, buckets)
-        iceberg_way.ensure_tables(spark, root, NAMES["iceberg"], SCHEMA, buckets)
     # correctness first: every way returns the same count; SQL2 returns 10,000 rows
     colocated(SQL1, timed=False)
     expected = spark.sql(SQL1.format(**NAMES["colocated"])).collect()[0][0]
@@ -239,13 +297,17 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
         got = spark.sql(SQL1.format(**NAMES[way])).collect()[0][0]
         assert got == expected == rows * len(QUERY_DAYS), (way, got, expected)
     if jfr is not None:  # --jfr: profile SQL1 (Spark's merge join, the columnar one) and the scan, time nothing
-        profile_runs(spark, {"SQL1 columnar off (Spark's merge join)": lambda: colocated(SQL1, timed=False),
-                             "SQL1 columnar on": lambda: colocated(SQL1, timed=False, columnar=True),
-                             "SQL1 plain scan": scan},
-                     rounds, jfr / f"v{denominator}", f"seeds SQL1 at 1/{denominator}, {buckets} buckets")
-        for name, q in (("SQL1 columnar on", SQL1), ("SQL1 plain scan", SCAN)):  # the plans the profile ran
-            spark.conf.set(COLUMNAR_FLAG, "true")
-            df = spark.sql(q.format(**NAMES["colocated"]))
+        variants = {"SQL1 columnar off (Spark's merge join)": lambda: colocated(SQL1, timed=False),
+                    "SQL1 columnar on": lambda: colocated(SQL1, timed=False, columnar=True),
+                    "SQL1 plain scan": scan}
+        if "iceberg" in WAYS:  # --iceberg: where SPJ's task time goes, next to ours
+            variants["SQL1 Iceberg SPJ"] = lambda: plain(SQL1, "iceberg")
+        profile_runs(spark, variants, rounds, jfr / f"v{denominator}", f"seeds SQL1 at 1/{denominator}, {buckets} buckets")
+        plans = [("SQL1 columnar on", SQL1, "colocated"), ("SQL1 plain scan", SCAN, "colocated")]
+        for name, q, way in plans + ([("SQL1 Iceberg SPJ", SQL1, "iceberg")] if "iceberg" in WAYS else []):
+            spark.conf.set(COLUMNAR_FLAG, "true")  # the plans the profile ran
+            spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+            df = spark.sql(q.format(**NAMES[way]))
             df.collect()
             print(f"{name}, executed plan:\n{df._jdf.queryExecution().executedPlan().toString()}")
         cat.dispose()
@@ -272,7 +334,8 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
         print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in wall.items()), flush=True)
     if "iceberg" in WAYS:
         iceberg_way.check(spark, NAMES, SQL1, SQL2, colocated=last)
-        wall |= daily_writes(spark, root, cat, work, rounds)
+        if DAILY_WRITES:
+            wall |= daily_writes(spark, root, cat, work, rounds, days)
     cat.dispose()
     shutil.rmtree(work, ignore_errors=True)
     for k in [f"SQL1/{w}" for w in ("columnar", "colocated", "scan") if f"SQL1/{w}" in wall]:
@@ -289,10 +352,10 @@ def run_volume(spark, denominator: int, rounds: int, buckets: int, jfr: Path | N
     return res
 
 
-def daily_writes(spark, root: Path, cat: Catalog, work: Path, rounds: int) -> dict[str, list[float]]:
+def daily_writes(spark, root: Path, cat: Catalog, work: Path, rounds: int, days: list[str]) -> dict[str, list[float]]:
     """The day after the last, appended to each table both ways (the rows of the first day), then
     dropped again: the nightly load a pipeline runs, ours through ``write_in_session``."""
-    day, out = (dt.date.fromisoformat(DAYS[-1]) + dt.timedelta(days=1)).isoformat(), {}
+    day, out = (dt.date.fromisoformat(days[-1]) + dt.timedelta(days=1)).isoformat(), {}
     for r in range(rounds):
         for t in "ABC":
             t0 = time.perf_counter()
@@ -385,7 +448,23 @@ def main() -> None:
     ap.add_argument("--s3", action="store_true",
                     help="every way's files and the lake's backends in a bucket of an S3 API: a SeaweedFS server "
                          "(tests/s3server.py) on this machine, its data under bench/data/seeds/s3 (kept between runs)")
+    ap.add_argument("--days", type=int, default=len(DAYS), choices=range(len(QUERY_DAYS), len(DAYS) + 1),
+                    metavar=f"{len(QUERY_DAYS)}..{len(DAYS)}",
+                    help="daily partitions a volume generated by this run holds (default the seeds' 10; 5 = only the "
+                         "days SQL1/SQL2 read, half the disk); a volume already generated with 10 keeps them")
+    ap.add_argument("--skip", action="append", default=[], choices=["default"],
+                    help="leave a way out of the timed rounds (repeat): 'default' is the shuffle join again once "
+                         "no table is under the broadcast threshold (1/3 and up), and costs as much")
+    ap.add_argument("--no-daily-write", action="store_true",
+                    help="with --iceberg: do not time the daily write of one partition into each table both ways")
+    ap.add_argument("--generate-only", action="store_true",
+                    help="write the volumes' data for every way (kept under bench/data/seeds) and stop: a long "
+                         "generation can run ahead of the timed run")
     a = ap.parse_args()
+    global GENERATE_ONLY, DAILY_WRITES
+    GENERATE_ONLY, DAILY_WRITES = a.generate_only, not a.no_daily_write
+    for way in a.skip:
+        WAYS.remove(way)
     if a.jfr and a.columnar is not None:
         ap.error("--jfr records the operator off and on itself: leave --columnar out")
     global COLUMNAR
@@ -434,10 +513,10 @@ def main() -> None:
     conf |= dict(c.split("=", 1) for c in a.conf)
     server = None
     if a.s3:  # before the session: it ships hadoop-aws when the environment names an S3 API
-        global S3
+        global S3, SERVER
         from s3server import start_s3
 
-        server = start_s3(DATA / "s3")
+        server = SERVER = start_s3(DATA / "s3")
         os.environ.update(server.env())
         if "bench-seeds" not in {b["Name"] for b in server.client().list_buckets()["Buckets"]}:
             server.make_bucket("bench-seeds")
@@ -445,12 +524,12 @@ def main() -> None:
     spark = get_spark("bench-seeds", master, conf)
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark {spark.version}, master {master}, {a.buckets} buckets, shuffle partitions {a.buckets}, {a.rounds} rounds; SQL1/SQL2 read "
-          f"{len(QUERY_DAYS)} of {len(DAYS)} days")
+          f"{len(QUERY_DAYS)} days")
     results = {}
     try:
         for v in sorted(volumes, reverse=True):
-            results[v] = run_volume(spark, v, a.rounds, a.buckets, a.jfr)
-            if a.jfr:
+            results[v] = run_volume(spark, v, a.rounds, a.buckets, a.jfr, a.days)
+            if a.jfr or a.generate_only:
                 del results[v]
     finally:
         spark.stop()
@@ -464,7 +543,8 @@ def main() -> None:
             w = res["wall"]
             print(f"1/{v}: " + "; ".join(
                 f"{q} shuffle x{w[f'{q}/shuffle'] / w[f'{q}/colocated']:.2f} bucketBy x{w[f'{q}/bucketBy'] / w[f'{q}/colocated']:.2f} "
-                f"default x{w[f'{q}/default'] / w[f'{q}/colocated']:.2f}" for q in ("SQL1", "SQL2")))
+                + (f"default x{w[f'{q}/default'] / w[f'{q}/colocated']:.2f}" if "default" in WAYS else "")
+                for q in ("SQL1", "SQL2")))
 
 
 if __name__ == "__main__":
