@@ -227,7 +227,8 @@ def test_the_s3_connection_reaches_the_job_as_its_environment_never_its_plan_or_
         {"conn_type": "aws", "login": "AKIATEST", "password": secret,
          "extra": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "eu-west-1"}}))
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # recorded as unset, so what the task puts there goes at teardown
+        monkeypatch.delenv(name)      # (a delenv of an unset name records nothing: the key leaked to later tests)
     op = user_op(tmp_path)
     op.env_vars["AWS_REGION"] = "us-east-2"
     with caplog.at_level("DEBUG"):
@@ -241,4 +242,3 @@ def test_the_s3_connection_reaches_the_job_as_its_environment_never_its_plan_or_
     assert os.environ["AWS_SECRET_ACCESS_KEY"] == secret  # the task's control plane reads the store too
     assert secret not in caplog.text
     assert all(secret not in p.read_text(errors="replace") for p in (tmp_path / "work").rglob("*") if p.is_file())
-    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
