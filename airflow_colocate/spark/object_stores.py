@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.spark.replica_paths import remote_stores
 from airflow_colocate.storage import fs, layout
 
 # The Hadoop each Spark line bundles (its pyspark's jars/hadoop-client-api-*.jar).
@@ -111,7 +112,7 @@ def location_for(table, location: str) -> str:
     table's LOCATION is then its first replica's backend ``_colocate`` folder (where the identity
     marker lives), on the same file system."""
     paths = [p for part in table.partitions for p in part.bucket_paths if p]
-    stores = {urlsplit(p)[:2] for p in paths if not fs.is_local(p)}
+    stores = remote_stores(table)
     if not stores or urlsplit(location).scheme in {scheme for scheme, _ in stores}:
         return location  # local, or replica sets under their own scheme (spark.replica_paths)
     if len(stores) > 1 or len(stores) < len({urlsplit(p)[:2] for p in paths}):
