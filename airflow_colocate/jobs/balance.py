@@ -14,11 +14,9 @@ The control-plane loop behind ``ColocateBalanceOperator`` and ``colocate balance
 
 Every step is one catalog transaction that records the job's ``progress.step``; a run killed at any
 point is picked up by the next run, which redoes only what is not recorded. Nothing is dropped
-before its replacement is verified, and a bucket never loses its last verified replica (see
-:meth:`BalanceJobs.close <airflow_colocate.catalog.balance_jobs.BalanceJobs.close>` and :meth:`BalanceJobs.take_droppable <airflow_colocate.catalog.balance_jobs.BalanceJobs.take_droppable>`).
-
-The Spark part is a ``runner``, a function from a ``ClonePlan`` to a ``CloneReport`` (:mod:`airflow_colocate.jobs.runners`):
-in a Spark session, through ``spark-submit`` (the operator), or in this process.
+before its replacement is verified, and a bucket never loses its last verified replica
+(``BalanceJobs.close`` and ``take_droppable`` in :mod:`airflow_colocate.catalog.balance_jobs`).
+The Spark part is a ``runner`` (:mod:`airflow_colocate.jobs.runners`), ``ClonePlan`` to ``CloneReport``.
 """
 
 from __future__ import annotations
@@ -83,9 +81,10 @@ class BalanceOptions:
     grace: timedelta = DEFAULT_GRACE
     comeback_fraction: float = 0.5
     max_rounds: int = 4
-    # one clone job copies at most this much before its clones are registered (progress, resume)
+    # a clone job's most before its clones are registered; S3 copies batched apart (clone_batches)
     clone_batch_bytes: int = 1 << 30
     clone_batch_replicas: int = 500
+    store_copy_batch_replicas: int = 5000
     groups: Sequence[str] | None = None
     verify: bool = False
     verify_limit: int | None = None
@@ -213,7 +212,8 @@ class Balancer:
         starts once one has failed, and the failure ends the round with every batch before it
         registered."""
         added = copied = 0
-        batches = clone_batches(needs, self.options.clone_batch_bytes, self.options.clone_batch_replicas)
+        o = self.options
+        batches = clone_batches(needs, o.clone_batch_bytes, o.clone_batch_replicas, o.store_copy_batch_replicas)
         depth, label = min(len(batches), self._depth()), f"balance-{job.id}"
         if depth <= 1:
             for batch in batches:

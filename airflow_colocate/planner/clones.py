@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from airflow_colocate.model.views import CloneNeed
 from airflow_colocate.core.contract import ClonePlan, CloneTask, VerifyTask
+from airflow_colocate.storage.layout import copied_by_the_store
 
 
 def clone_plan(job_id: str, needs: Sequence[CloneNeed], report_uri: str,
@@ -33,7 +34,8 @@ def clone_plan(job_id: str, needs: Sequence[CloneNeed], report_uri: str,
     return ClonePlan(job_id=job_id, copies=tasks, report_uri=report_uri, verifies=list(verifies))
 
 
-def clone_batches(needs: Sequence[CloneNeed], max_bytes: int, max_replicas: int) -> list[list[CloneNeed]]:
+def clone_batches(needs: Sequence[CloneNeed], max_bytes: int, max_replicas: int,
+                  store_copy_replicas: int | None = None) -> list[list[CloneNeed]]:
     """``needs`` dealt into as few batches as keep each within ``max_replicas`` replicas and about
     ``max_bytes`` bytes, biggest first round robin, so every batch holds its share of the large
     replicas and of the small ones: a batch's few large copies keep the disk writing while its many
@@ -41,7 +43,24 @@ def clone_batches(needs: Sequence[CloneNeed], max_bytes: int, max_replicas: int)
     first batch's large files were written back, then the disk idle for the small ones), and each
     batch moves the progress by about the same bytes. A replica larger than ``max_bytes`` counts as
     ``max_bytes`` (it is one copy whatever its batch: a 64 GiB bucket must not cut thousands of
-    small ones into batches of a few)."""
+    small ones into batches of a few).
+
+    ``store_copy_replicas``: the needs the store copies itself (S3 API to S3 API,
+    :func:`storage.layout.copied_by_the_store`) go in batches of their own of up to that many,
+    with no byte bound: their bytes never pass through the clone job, and every batch boundary
+    costs the wait for its slowest request and a registration (measured on a lost S3 backend of
+    10,240 replicas: seven batches ×1.31-1.35 a plain server-side copy of the same objects, one
+    batch ×1.00), while a killed run redoes at most one batch of cheap requests."""
+    if store_copy_replicas:
+        by_store = [n for n in needs if copied_by_the_store(n.path, [p for _, p in n.sources])]
+        if by_store:
+            rest = [n for n in needs if not copied_by_the_store(n.path, [p for _, p in n.sources])]
+            return (_deal(rest, max_bytes, max_replicas)
+                    + _deal(by_store, sum(n.bytes for n in by_store) + 1, store_copy_replicas))
+    return _deal(needs, max_bytes, max_replicas)
+
+
+def _deal(needs: Sequence[CloneNeed], max_bytes: int, max_replicas: int) -> list[list[CloneNeed]]:
     ordered = sorted(needs, key=lambda n: -n.bytes)
     if not ordered:
         return []

@@ -16,12 +16,16 @@ left there by a killed job would be read as rows. They are renamed into place on
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 STAGING = "_staging"
 TMP = "_colocate/tmp"
 # where a registered table's read leaves a line per replica it found bad (spark.replica_paths), for
 # the control plane to mark the next time it reads (jobs.read); outside every replica directory
 READ_FAILURES = "_colocate/read-failures"
+
+# the URI schemes of an S3 API: a copy between two of its locations is made by the server
+S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
 _REPLICA_DIR = re.compile(r"^(?P<root>.+)/[^/]+/[^/]+_\d+/[^/]+/v\d{6}/b\d{5}$")
 
@@ -79,3 +83,10 @@ def replica_root(path: str) -> str | None:
     path of another shape."""
     m = _REPLICA_DIR.match(path.rstrip("/"))
     return m.group("root") if m else None
+
+
+def copied_by_the_store(dst: str, sources) -> bool:
+    """True when a clone to ``dst`` from any of ``sources`` (replica dirs) is a copy the store makes
+    itself (S3 API to S3 API): no byte passes through the clone job, so what bounds a batch of
+    them is the requests, not the bytes."""
+    return urlsplit(str(dst)).scheme in S3_SCHEMES and all(urlsplit(str(s)).scheme in S3_SCHEMES for s in sources)

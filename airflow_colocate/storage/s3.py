@@ -40,8 +40,8 @@ from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
 from airflow_colocate.core.errors import ColocateError
+from airflow_colocate.storage.layout import S3_SCHEMES
 
-S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 # S3 copies one object in one request up to 5 GiB; above that only part by part. Read at each copy,
 # so a test may lower both (a multipart copy of a small object: parts of at least 5 MiB but the last).
 MULTIPART_COPY_BYTES = int(os.environ.get("COLOCATE_S3_MULTIPART_COPY_BYTES", 5 * 1024 ** 3))

@@ -41,6 +41,21 @@ def test_batches_share_the_large_and_the_small_about_both_limits():
     assert clone_batches([], 10, 10) == []
 
 
+def test_copies_the_store_makes_itself_go_in_large_batches_of_their_own():
+    def need(n, dst, *srcs):
+        return SimpleNamespace(key=n, bytes=1 << 20, path=dst, sources=tuple(enumerate(srcs)))
+
+    s3 = [need(i, f"s3a://lake/be3/t/b{i}", f"s3a://lake/be1/t/b{i}", f"s3://lake/be2/t/b{i}") for i in range(2400)]
+    local = [need(2400 + i, f"file:///d3/t/b{i}", f"s3a://lake/be1/t/b{i}") for i in range(600)]  # bytes through us
+    mixed = [need(3000, "s3a://lake/be3/t/x", "s3a://lake/be1/t/x", "file:///d2/t/x")]  # one source is not S3
+    batches = clone_batches(s3 + local + mixed, max_bytes=1 << 30, max_replicas=500, store_copy_replicas=5000)
+    # the 601 byte-moving clones in two batches within 500; the 2,400 S3-to-S3 copies in one
+    assert [len(b) for b in batches] == [301, 300, 2400]
+    assert {n.key for n in batches[-1]} == set(range(2400))
+    assert len(clone_batches(s3, 1 << 30, 500, store_copy_replicas=1000)) == 3
+    assert len(clone_batches(s3, 1 << 30, 500)) == 5  # without the option every clone is alike
+
+
 def test_a_lost_disk_repair_reports_percent_and_time_left_as_it_goes(lake):
     for table in ("a", "b"):
         lake.create(table, buckets=4, replicas=2)
