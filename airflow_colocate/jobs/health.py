@@ -131,12 +131,17 @@ def probe_backends(catalog, *, backends=None, timeout: float = DEFAULT_PROBE_TIM
     # every outcome in one transaction (the probes ran in parallel, each within the timeout)
     recorded = catalog.health.record_probes([(b.id, errors[b.id] is None, errors[b.id]) for b in targets],
                                             relocate_delay=delay)
+    changed = any(r.state != b.state for r, b in zip(recorded, targets))
     try:
         results = [_sampled(catalog, ProbeResult(r, errors[b.id] is None, errors[b.id], seconds[b.id]), sample)
                    for r, b in zip(recorded, targets)]
     finally:  # a backend went down or came back: groups say so at once, whatever the samples did
-        if any(r.state != b.state for r, b in zip(recorded, targets)):
+        if changed:
             catalog.health.check_groups()
+    if changed or any(r.bad_replicas for r in results):
+        from airflow_colocate.jobs.iceberg import follow_all
+
+        follow_all(catalog)  # Iceberg tables name the replicas reads prefer now: none on a backend gone down
     return results
 
 

@@ -45,3 +45,26 @@ def test_a_bad_replica_is_replaced_in_the_next_snapshot(tmp_path):
     assert sum(len(r) for r in rows(cat, "orders").values()) == 600
     assert theirs(lake) == expected and cat.iceberg.get("orders").lag_reason is None
     cat.dispose()
+
+
+def test_a_backend_the_probe_finds_down_leaves_the_next_snapshot(tmp_path):
+    """A lost disk found by the probe (no operator, no balance yet): reads prefer the other
+    replicas at once, and so does the Iceberg table, so another engine does not fail on it."""
+    from airflow_colocate.jobs.health import probe_backends
+
+    lake = make_lake(f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path)
+    cat = lake.catalog
+    lake.create("orders", buckets=3, replicas=2)
+    lake.write("orders", "2026-11-01", range(300))
+    alter_table(cat, "orders", TableChange(iceberg=True, iceberg_warehouse=(tmp_path / "wh").as_uri()))
+    named = named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id]
+    lost = next(b for b in cat.backends.list() if any(f.startswith(b.root_uri.rstrip("/") + "/") for f in named))
+    root = Path(fs.local_path(lost.root_uri))
+    root.rename(root.with_name(root.name + "-gone"))
+
+    results = probe_backends(cat)
+    assert [(r.reachable, r.backend.state) for r in results if r.backend.id == lost.id] == [(False, "down")]
+    now = named_files(lake)[iceberg_table(lake).current_snapshot().snapshot_id]
+    assert len(now) == len(named) and not [f for f in now if f.startswith(lost.root_uri.rstrip("/") + "/")]
+    assert theirs(lake) == normal({"id": k, "v": f"orders-2026-11-01-{k}", "dt": date(2026, 11, 1)} for k in range(300))
+    cat.dispose()
