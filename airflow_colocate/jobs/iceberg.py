@@ -89,19 +89,34 @@ def enable_group(catalog: Catalog, group: str, on: bool, *, warehouse: str | Non
     return [publish_one(catalog, catalog.iceberg.get(i), retries=()) for i in ids]
 
 
-def ensure_published(catalog: Catalog, table: str, on: bool | None, *, warehouse: str | None = None) -> None:
+def ensure_published(catalog: Catalog, table: str, on: bool | None, *, warehouse: str | None = None) -> bool:
     """An operator's ``iceberg=``: the table's publication turned on (or off) when it is not yet;
-    the commit that follows publishes it. None leaves it as it is."""
+    the commit that follows publishes it. None leaves it as it is. True: turned on just now (a task
+    that may commit nothing, an import of partitions all imported already, publishes it itself)."""
+    check_iceberg_args(on, warehouse)
+    if on is None:
+        return False
+    pub = catalog.iceberg.find(catalog.tables.get(table).id)
+    if pub is None and not on:
+        return False
+    if pub is None or pub.enabled != on:
+        catalog.iceberg.set_enabled(table, on, warehouse=warehouse or os.environ.get(WAREHOUSE_ENV) or None)
+        return bool(on)
+    return False
+
+
+def check_iceberg_args(on: bool | None, warehouse: str | None, *, table: str | None = "",
+                       table_arg: str = "table") -> None:
+    """An operator's ``iceberg=`` / ``iceberg_warehouse=``, refused before the task does anything
+    (``table``: the table they publish, None when the task has none)."""
+    if on is not None and table is None:
+        raise InvalidArgument(f"iceberg={on!r} publishes {table_arg} as an Iceberg table: give {table_arg} too")
+    if on not in (None, True, False):
+        raise InvalidArgument(f"iceberg={on!r}: give True (publish the table as an Iceberg table), False (stop) "
+                              f"or None (leave it as it is)")
     if warehouse is not None and on is not True:
         raise InvalidArgument(f"iceberg_warehouse={warehouse!r} goes with iceberg=True: it is where the Iceberg "
                               f"metadata is written")
-    if on is None:
-        return
-    pub = catalog.iceberg.find(catalog.tables.get(table).id)
-    if pub is None and not on:
-        return
-    if pub is None or pub.enabled != on:
-        catalog.iceberg.set_enabled(table, on, warehouse=warehouse or os.environ.get(WAREHOUSE_ENV) or None)
 
 
 def follow(catalog: Catalog, table_ids: Iterable[int], *, partitions: Sequence[str] | None = None) -> list[Outcome]:
@@ -306,5 +321,5 @@ def lag(catalog: Catalog) -> list[str]:
     return out
 
 
-__all__ = ["Outcome", "enable", "enable_group", "ensure_published", "expire", "follow", "follow_all", "lag", "publish",
+__all__ = ["Outcome", "check_iceberg_args", "enable", "enable_group", "ensure_published", "expire", "follow", "follow_all", "lag", "publish",
            "publish_one", "withdraw"]

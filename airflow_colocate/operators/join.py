@@ -8,6 +8,7 @@ from typing import Any
 from airflow_colocate.core.contract import JoinReport
 from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.jobs import metrics
+from airflow_colocate.jobs.iceberg import check_iceberg_args, ensure_published
 from airflow_colocate.jobs.join import fail_join, finish_join, prepare_join
 from airflow_colocate.operators.base import ColocateSparkOperator, backend_names
 from airflow_colocate.operators.links import ColocationLink
@@ -33,6 +34,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
         spark.memory.fraction x 0.5 / executor cores; ``0``: always sort-merge.
     :param executor_hosts: the hosts that run Spark executors (a list or ``"node1,node2"``): each
         bucket reads a replica on one of them when it has one, so its task runs where its files are.
+    :param iceberg: publishes ``output_table`` as an Iceberg table, as the write operator's does.
     :param join_policy: ``"readable"`` keeps this run's join bucketed while the group is unstable,
         as long as every bucket has a verified replica on an alive backend (``"stable"``: only while
         the group is stable); None follows the group's policy (``colocate group set-join-policy``).
@@ -43,6 +45,7 @@ class ColocateJoinOperator(ColocateSparkOperator):
     template_fields: Sequence[str] = (
         *ColocateSparkOperator.template_fields,
         "query", "tables", "partitions", "output_table", "output_partition", "output_path", "join_policy",
+        "iceberg_warehouse",
     )
     template_fields_renderers = {"query": "sql", "tables": "json"}
     ui_color = "#c9e4c5"
@@ -54,7 +57,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
                  output_table: str | None = None, output_partition: str = "all", output_mode: str = "overwrite",
                  output_path: str | None = None, require_colocate: bool = False, disable_colocate_join: bool = False,
                  hash_budget: int | str | None = None, executor_hosts: Sequence[str] | str | None = None,
-                 join_policy: str | None = None, **kwargs: Any) -> None:
+                 join_policy: str | None = None, iceberg: bool | None = None, iceberg_warehouse: str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("name", f"colocate-join-{kwargs.get('task_id', 'join')}")
         if output_table:  # the output table is an Asset, updated like a write's table
             kwargs.setdefault("outlets", [table_asset(output_table)])
@@ -74,6 +78,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
         self.disable_colocate_join = disable_colocate_join
         self.hash_budget = hash_budget
         self.join_policy = join_policy
+        check_iceberg_args(iceberg, iceberg_warehouse, table=output_table or None, table_arg="output_table")
+        self.iceberg, self.iceberg_warehouse = iceberg, iceberg_warehouse
         if isinstance(executor_hosts, str):
             executor_hosts = [h.strip() for h in executor_hosts.split(",") if h.strip()]
         self.executor_hosts = None if executor_hosts is None else list(executor_hosts)
@@ -99,6 +105,8 @@ class ColocateJoinOperator(ColocateSparkOperator):
                                         output_path=self.output_path, work_dir=self.work_dir, job_name=self.task_id,
                                         hash_budget=self.hash_budget, executor_hosts=self.executor_hosts,
                                         join_policy=self.join_policy or None)
+            if self.output_table:  # the output's commit publishes it
+                ensure_published(catalog, self.output_table, self.iceberg, warehouse=self.iceberg_warehouse)
         for t in plan.tables:
             why = plan.reasons.get(t.name)
             self.log.info("colocate: %s registered %s", t.name, "bucketed (colocated)" if not why else f"plain: {why}")

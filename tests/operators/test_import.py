@@ -210,3 +210,35 @@ def test_killed_import_keeps_committed_partitions_and_rerun_finishes(colocate_en
     assert sorted(summary["committed"]) == sorted(set(days) - set(have))
     for day in days[::7]:
         assert read_back(catalog, day) == source_rows(root, day)
+
+
+def test_the_import_operator_publishes_its_table_as_an_iceberg_table(colocate_env, spark, tmp_path):
+    """``iceberg=True`` on the import task: a re-run that finds every folder imported already still
+    publishes the table (nothing commits, so it publishes it itself), and the next import that
+    commits is followed by the Iceberg table. spark-submit (the outer edge) is this test's session."""
+    from airflow_colocate.jobs.iceberg import iceberg_catalog
+    from airflow_colocate.operators.bulk_import import ColocateImportOperator
+
+    class InSession(ColocateImportOperator):
+        def run_job(self, context, plan, on_failure=None):
+            return run_import(spark, plan)
+
+    catalog = colocate_env
+    make_table(catalog)
+    days = DAYS[:3]
+    root = dataset(tmp_path / "landing", days, rows=40)
+    import_in_session(spark, catalog, "orders", str(root), work_dir=tmp_path / "runs", echo=lambda _: None)
+    op = InSession(task_id="imp", table="orders", source=str(root),
+                   iceberg=True, iceberg_warehouse=(tmp_path / "wh").as_uri())
+    assert sorted(op.execute(context={})["skipped"]) == days
+
+    def theirs() -> list[tuple]:
+        t = iceberg_catalog(catalog).load_table(("default", "orders")).scan().to_arrow()
+        return sorted((r["o_orderkey"], str(r["dt"])) for r in t.to_pylist())
+
+    assert theirs() == sorted((r[0], d) for d in days for r in source_rows(root, d))
+    pq.write_table(pq.read_table(root / f"dt={days[1]}" / "part-0.parquet").slice(0, 10), root / f"dt={days[1]}" / "part-0.parquet")
+    assert op.execute(context={})["committed"] == [days[1]]
+    assert theirs() == sorted((r[0], d) for d in days for r in source_rows(root, d)) and len(theirs()) == 90
+    with pytest.raises(InvalidArgument, match="goes with iceberg=True"):  # refused when the DAG is parsed
+        ColocateImportOperator(task_id="bad", table="orders", source=str(root), iceberg_warehouse="file:///wh")

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_colocate.core.contract import Source
+from airflow_colocate.core.errors import InvalidArgument
 from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.jobs.write import write_in_session
 from airflow_colocate.operators.join import ColocateJoinOperator
@@ -50,7 +51,8 @@ def test_sql_join_into_a_catalog_table_and_structured_join(loaded, tmp_path, cap
         task_id="revenue", conf=CONF, require_colocate=True,
         query=("SELECT o.o_priority, sum(l.l_price) AS revenue FROM orders o JOIN lineitem l "
                "ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey GROUP BY o.o_priority"),
-        tables={"orders": ["2026-11-01"], "lineitem": ["2026-11-01"]}, output_table="revenue")
+        tables={"orders": ["2026-11-01"], "lineitem": ["2026-11-01"]}, output_table="revenue",
+        iceberg=True, iceberg_warehouse=(tmp_path / "wh").as_uri())  # the output published as an Iceberg table too
     result = op.execute(context={})
     out, err = capfd.readouterr()
     log = (out + err).splitlines()
@@ -67,6 +69,12 @@ def test_sql_join_into_a_catalog_table_and_structured_join(loaded, tmp_path, cap
         for f in Path(bucket[0].path.removeprefix("file://")).glob("*.parquet"):
             got.update({r["o_priority"]: r["revenue"] for r in pq.read_table(f).to_pylist()})
     assert got == expected
+    from airflow_colocate.jobs.iceberg import iceberg_catalog
+
+    published = iceberg_catalog(cat).load_table(("default", "revenue")).scan().to_arrow().to_pylist()
+    assert {r["o_priority"]: r["revenue"] for r in published} == expected and len(published) == 3
+    with pytest.raises(InvalidArgument, match="give output_table too"):  # refused when the DAG is parsed
+        ColocateJoinOperator(task_id="bad", query="SELECT 1", tables={"orders": None}, iceberg=True)
 
     out = tmp_path / "joined"
     op = ColocateJoinOperator(task_id="structured", conf=CONF, join_tables=["orders", "lineitem"],
