@@ -164,7 +164,11 @@ def publish_one(catalog: Catalog, pub: IcebergPublicationView, *, retries=RETRIE
             out = _publish(catalog, pub, whole, touched)
         except Exception as exc:  # noqa: BLE001 - recorded as the lag's reason, one line
             error = " ".join(f"{type(exc).__name__}: {exc}".split())[:1000]
-            if isinstance(exc, ColocateError):  # our own refusal: a retry would say it again
+            out, refused = None, isinstance(exc, ColocateError)  # our own refusal: a retry would say it again
+        if _dropped_meanwhile(catalog, pub):
+            return Outcome(pub.table, error="the table was dropped while it was published: its Iceberg table is dropped again")
+        if out is None:
+            if refused:
                 break
             continue
         catalog.iceberg.published(pub.table_id, digest=out[1], snapshot_id=out[0].snapshot_id,
@@ -177,6 +181,28 @@ def publish_one(catalog: Catalog, pub: IcebergPublicationView, *, retries=RETRIE
         log.warning("Iceberg lag of %s not recorded: %s", pub.table, exc)
     log.warning("Iceberg metadata of %s lags: %s", pub.table, error)
     return Outcome(pub.table, error=error)
+
+
+def _dropped_meanwhile(catalog: Catalog, pub: IcebergPublicationView) -> bool:
+    """A drop of the table that ran while this publication was under way dropped its Iceberg table,
+    which this publication may have created again (:func:`publisher.table_for` makes a missing
+    one): dropped once more here, so an Iceberg table never outlives its table (it would name
+    files gc deletes after the purge). True: the table is dropped (or purged)."""
+    from airflow_colocate.core.errors import NotFound
+    from airflow_colocate.iceberg.publisher import drop_table
+
+    try:
+        if catalog.tables.get(pub.table_id).dropped_at is None:
+            return False
+    except NotFound:
+        pass
+    except Exception:  # noqa: BLE001 - the catalog cannot say (it is down): the publication's own outcome stands
+        return False
+    try:
+        drop_table(iceberg_catalog(catalog), (pub.namespace, pub.table.rpartition(".")[2]), pub.table_id)
+    except Exception as exc:  # noqa: BLE001 - the next purge drops it (its publication row keeps the files)
+        log.warning("Iceberg table of dropped %s not dropped again yet: %s", pub.table, exc)
+    return True
 
 
 def desired(catalog: Catalog, table_id: int):

@@ -109,3 +109,31 @@ def test_drop_force_of_a_published_table_drops_its_iceberg_table_then_purges(tmp
     with pytest.raises(NoSuchTableError):
         iceberg_table(lake)
     cat.dispose()
+
+
+def test_a_publication_under_way_when_the_table_is_dropped_leaves_no_iceberg_table(tmp_path, monkeypatch):
+    """A drop runs while a publication is between loading our catalog and its Iceberg commit (the
+    drop drops the Iceberg table, the publication then creates it again): the publication drops it
+    once more, and records nothing as published."""
+    from airflow_colocate.jobs import iceberg as publication
+    from airflow_colocate.jobs.tables import drop_table
+
+    lake = make_lake(f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path)
+    cat = lake.catalog
+    lake.create("orders", buckets=3, replicas=2)
+    lake.write("orders", DAYS[0], range(60))
+    alter_table(cat, "orders", TableChange(iceberg=True, iceberg_warehouse=(tmp_path / "wh").as_uri()))
+    real_table_for = publisher.table_for
+    dropped = []
+
+    def table_for_after_a_drop(*args, **kwargs):  # the drop lands between our read and the Iceberg commit
+        if not dropped:
+            dropped.append(drop_table(cat, "orders"))
+        return real_table_for(*args, **kwargs)
+
+    monkeypatch.setattr(publisher, "table_for", table_for_after_a_drop)
+    pub = cat.iceberg.get("orders")
+    out = publication.publish_one(cat, pub, retries=(), whole=True)
+    assert dropped and "dropped while it was published" in (out.error or "")
+    with pytest.raises(NoSuchTableError):
+        iceberg_table(lake)
