@@ -7,6 +7,8 @@ Both ways a job reaches a cluster are used: the operators (spark-submit with the
 ``--py-files``: write, join, verify) and the CLI (a session of its own that adds the zip once with
 ``addPyFile``: import, balance). A first test proves the cluster is what it claims: without the
 zip its executors cannot import the package, with it they can, and the driver keeps its own copy.
+The join also carries a user's own jar and session extension (``tests/spark/user_jar``), which its
+query uses on the workers and on the driver: the job's session keeps what spark-submit was given.
 """
 
 from __future__ import annotations
