@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from airflow_colocate.spark.connect import is_connect, scoped_connect
 from airflow_colocate.spark import object_stores
@@ -16,14 +17,44 @@ from airflow_colocate.spark.locality import local_line, locality_conf
 from airflow_colocate.spark.shipping import ship
 
 
-def _submitted_master() -> str | None:
-    """The master spark-submit (or spark-defaults.conf) already set, if any."""
+# Comma-separated settings get_spark adds entries to. The builder's value of a setting replaces the
+# one spark-submit was given (``--jars``, ``--conf``), so get_spark joins the submitted entries in
+# front of its own: without that a user's jars would reach the driver's classpath (spark-submit
+# put them there) but never the executors, and a user's session extensions would not be loaded.
+# Both are read when a SparkContext starts; an application already running keeps its own.
+KEPT_LISTS = ("spark.jars", "spark.sql.extensions")
+
+
+def _submitted_conf():
+    """The SparkConf spark-submit (or its spark-defaults.conf) gave this process's JVM; None in a
+    plain ``python``, where no JVM runs yet and so nothing was submitted."""
     from pyspark import SparkConf, SparkContext
 
     if os.environ.get("PYSPARK_GATEWAY_PORT") is None and SparkContext._gateway is None:
-        return None  # plain ``python``: no JVM yet, so nothing was submitted
+        return None
     SparkContext._ensure_initialized()
-    return SparkConf().get("spark.master", None)
+    return SparkConf()
+
+
+def _entry_key(key: str, entry: str) -> str:
+    """What makes two entries one: a jar given as a path and as a ``file:`` URI is one jar
+    (spark-submit turns ``--jars`` paths into ``file:`` URIs)."""
+    if key != "spark.jars":
+        return entry
+    parts = urlsplit(entry)
+    if parts.scheme in ("", "file"):
+        return "file:" + os.path.abspath(parts.path if parts.scheme else entry)
+    return entry
+
+
+def join_lists(key: str, *values: str | None) -> str:
+    """The comma-separated ``values`` of setting ``key`` as one, each entry once, in order."""
+    out: dict[str, str] = {}
+    for value in values:
+        for entry in (value or "").split(","):
+            if entry.strip():
+                out.setdefault(_entry_key(key, entry.strip()), entry.strip())
+    return ",".join(out.values())
 
 
 def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | None = None):
@@ -37,11 +68,17 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     this package (:func:`airflow_colocate.spark.shipping.ship`: once per application, not for a
     ``local`` master), so executors of a cluster that never installed it import it all the same.
     When the environment names an S3 API, hadoop-aws and the store's address come too
-    (:mod:`airflow_colocate.spark.object_stores`).
+    (:mod:`airflow_colocate.spark.object_stores`). Under spark-submit, the jars and session
+    extensions it was given come first and stay (:data:`KEPT_LISTS`): the builder's value would
+    replace them. A SparkContext already running is returned with its jars and extensions as they
+    are.
     """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    master = master or os.environ.get("SPARK_MASTER") or _submitted_master() or "local[*]"
+    submitted = _submitted_conf()
+    master = (master or os.environ.get("SPARK_MASTER")
+              or (submitted.get("spark.master", None) if submitted is not None else None) or "local[*]")
     settings: dict[str, str] = {
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.sources.bucketing.enabled": "true",
@@ -68,6 +105,13 @@ def get_spark(app_name: str, master: str | None = None, conf: dict[str, str] | N
     if shipped:
         settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars"), shipped) if j)
     settings.update(locality_conf(settings.get("spark.jars"), settings.get("spark.sql.extensions")))
+    for key in KEPT_LISTS:
+        if SparkContext._active_spark_context is not None:
+            # getOrCreate hands back the running application, whose jars and extensions are fixed:
+            # the builder would only write a value Spark never applied into the caller's session
+            settings.pop(key, None)
+        elif key in settings and submitted is not None:
+            settings[key] = join_lists(key, submitted.get(key, None), settings[key])
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -7,6 +7,8 @@ Both ways a job reaches a cluster are used: the operators (spark-submit with the
 ``--py-files``: write, join, verify) and the CLI (a session of its own that adds the zip once with
 ``addPyFile``: import, balance). A first test proves the cluster is what it claims: without the
 zip its executors cannot import the package, with it they can, and the driver keeps its own copy.
+The join also carries a user's own jar and session extension (``tests/spark/user_jar``), which its
+query uses on the workers and on the driver: the job's session keeps what spark-submit was given.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from airflow_colocate.core.sqltypes import parse_columns
 from airflow_colocate.operators.join import ColocateJoinOperator
 from airflow_colocate.operators.verify import ColocateVerifyOperator
 from airflow_colocate.operators.write import ColocateWriteOperator
+from airflow_colocate.spark.locality import jar_path
 from colocate_testing import add_local_backends
 from sparkcluster import SHORT_JVM, start_cluster, worker_venv
 
@@ -118,6 +121,23 @@ def test_executors_import_the_package_only_when_it_is_shipped(bare_cluster, tmp_
     assert all(f"{zip_name}/airflow_colocate/__init__.py" in w for _, w in out["after"]), out
     # the driver keeps importing its own copy (addPyFile's sys.path entry is taken out again)
     assert out["path_kept"] and zip_name not in out["driver"]
+
+
+def user_jar(folder: Path) -> Path:
+    """A user's own jar (``tests/spark/user_jar``): a class a query calls inside its tasks, and a
+    session extension adding a SQL function; compiled against this pyspark's jars (~1 s)."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    classpath = [str(p) for name in ("spark-sql_", "spark-sql-api_", "spark-catalyst_", "scala-library-",
+                                     "scala-reflect-") for p in jars.glob(f"{name}*.jar")]
+    sources = sorted(str(p) for p in (Path(__file__).parent / "user_jar").rglob("*.java"))
+    classes = folder / "classes"
+    subprocess.run(["javac", "--release", "17", "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(classpath),
+                    *sources], check=True, capture_output=True, timeout=120)
+    jar = folder / "user-udfs.jar"
+    subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "colocatetest"], check=True, timeout=60)
+    return jar
 
 
 def orders_source(root: Path, n: int = 1200) -> Path:
@@ -233,19 +253,29 @@ def _steps(catalog, env, cluster, spark, tmp_path, took):
         want = plain_lines.where(f"dt = '{day}'").select("l_orderkey", "l_price", "l_flag").collect()
         assert [r[:3] for r in got] == sorted(tuple(r) for r in want)
 
-    # join (operator): colocated, and the same rows as Spark's own join of the sources
+    # join (operator): colocated, and the same rows as Spark's own join of the sources. The user's
+    # jar and session extension come with it (the operator's ``jars`` and ``conf``): the query calls
+    # a class of that jar inside the tasks on the workers, and a function the extension adds, so it
+    # runs only if the job's session kept what spark-submit was given beside the locality jar. The
+    # driver finds the locality jar through $COLOCATE_LOCALITY_JAR, as in the Docker image (running
+    # from the shipped zip, it finds none otherwise, and then sets no spark.jars of its own).
     out = tmp_path / "joined"
+    locality_jar = jar_path()
+    assert locality_jar is not None, "no locality jar: python build_support/locality_jar.py"
     with step("join", took):
         joined = ColocateJoinOperator(
-            task_id="join", conf=CONF, require_colocate=True, output_path=out.as_uri(),
+            task_id="join", conf={**CONF, "spark.sql.extensions": "colocatetest.Extension"}, require_colocate=True,
+            jars=str(user_jar(tmp_path / "user-jar")), env_vars={"COLOCATE_LOCALITY_JAR": str(locality_jar)},
+            output_path=out.as_uri(),
             tables={"orders": [DAY], "lineitem": [DAY]},
-            query=("SELECT o.o_orderkey, o.o_custkey, o.o_status, l.l_price, l.l_flag FROM orders o JOIN lineitem l "
-                   "ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey")).execute(context={})
+            query=("SELECT o.o_orderkey, o.o_custkey, o.o_status, l.l_price, l.l_flag, "
+                   "reflect('colocatetest.Tag', 'of', l.l_flag) AS l_tag, colocate_test_ext() AS ext "
+                   "FROM orders o JOIN lineitem l ON o.dt = l.dt AND o.o_orderkey = l.l_orderkey")).execute(context={})
     assert joined["colocate"] is True and "colocate: true" in joined["explain"]
     plain = (plain_orders.join(plain_lines.where(f"dt = '{DAY}'"), plain_orders.o_orderkey == plain_lines.l_orderkey)
              .select("o_orderkey", "o_custkey", "o_status", "l_price", "l_flag").collect())
     got = sorted(tuple(r.values()) for f in sorted(out.rglob("*.parquet")) for r in pq.read_table(f).to_pylist())
-    assert len(plain) > 2000 and got == sorted(tuple(r) for r in plain)
+    assert len(plain) > 2000 and got == sorted((*r, f"tag:{r.l_flag}", "ext") for r in plain)
     assert joined["rows"] == len(plain)
 
     # balance (CLI): a new backend gets its share through the Spark clone job on the workers
