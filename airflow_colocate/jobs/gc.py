@@ -25,7 +25,7 @@ class GcResult:
     unreachable: dict[str, str] = field(default_factory=dict)  # backend name (or scheme://host) -> reason
     failed: list[tuple[str, str]] = field(default_factory=list)  # (uri, reason): not deleted, not forgotten
     skipped: int = 0  # garbage items left on unreachable backends for the next gc
-    held: int = 0  # garbage items a retained Iceberg snapshot names: kept until it expires
+    held: int = 0  # garbage items a retained Iceberg snapshot names, or a lagging one's catch-up will: kept
 
 
 def _owner(uri: str, roots: dict[str, str]) -> str | None:
@@ -58,9 +58,10 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
     done, kept = [], set()  # kept: versions with a file left behind, whose rows must stay
     garbage = catalog.writes.garbage(grace=grace, stale_after=stale_after)
     held = catalog.iceberg.held(i.uri for i in garbage)  # named by a retained Iceberg snapshot
+    awaited = catalog.iceberg.awaited()  # versions a lagging Iceberg table's catch-up names, one snapshot a commit
     for item in garbage:
         owner = _owner(item.uri, roots)
-        if item.uri in held:
+        if item.uri in held or (item.partition_id, item.version) in awaited:
             out.held += 1
             kept.add((item.partition_id, item.version))
             continue
