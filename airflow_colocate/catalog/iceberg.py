@@ -60,6 +60,28 @@ def _warehouse(value: str) -> str:
     return text
 
 
+def _missed(s: Session, t: m.Table, after: int) -> list[MissedCommit]:
+    """:meth:`Iceberg.missed`'s commits: the events after ``after`` of kinds that change what the
+    Iceberg table shows, whose subject is the table (or one of its partitions), oldest first."""
+    label = table_view(s, t).qualified_name
+    like = label.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    q = (select(m.Event.id, m.Event.kind, m.Event.subject, m.Event.detail)
+         .where(m.Event.id > after, m.Event.kind.in_((*PARTITION_KINDS, *SCHEMA_KINDS)),
+                or_(m.Event.subject == label, m.Event.subject.like(like + "/%", escape="\\")))
+         .order_by(m.Event.id))
+    commits = []
+    for eid, kind, subject, detail in s.execute(q):
+        changes = detail.get("changes") if kind == "table.alter" else [dict(detail, kind=kind)]
+        for c in changes or ():
+            if c.get("kind") == "table.alter_schema" and c.get("id") == t.id:
+                commits.append(MissedCommit(eid, "schema", None, int(c["schema_version"]), None))
+            elif c.get("kind") in PARTITION_KINDS and subject.startswith(label + "/"):
+                previous = c.get("previous")
+                commits.append(MissedCommit(eid, c["kind"], subject[len(label) + 1:], int(c["version"]),
+                                            None if previous is None else int(previous)))
+    return commits
+
+
 class Iceberg:
     """``catalog.iceberg``."""
 
@@ -282,25 +304,10 @@ class Iceberg:
         those commits from the present, newest first, gives the state right after each."""
         def run(s: Session) -> Missed:
             t = s.get(m.Table, table_id)
-            label = table_view(s, t).qualified_name
-            like = label.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            q = (select(m.Event.id, m.Event.kind, m.Event.subject, m.Event.detail)
-                 .where(m.Event.id > after, m.Event.kind.in_((*PARTITION_KINDS, *SCHEMA_KINDS)),
-                        or_(m.Event.subject == label, m.Event.subject.like(like + "/%", escape="\\")))
-                 .order_by(m.Event.id))
-            commits = []
-            for eid, kind, subject, detail in s.execute(q):
-                changes = detail.get("changes") if kind == "table.alter" else [dict(detail, kind=kind)]
-                for c in changes or ():
-                    if c.get("kind") == "table.alter_schema" and c.get("id") == table_id:
-                        commits.append(MissedCommit(eid, "schema", None, int(c["schema_version"]), None))
-                    elif c.get("kind") in PARTITION_KINDS and subject.startswith(label + "/"):
-                        previous = c.get("previous")
-                        commits.append(MissedCommit(eid, c["kind"], subject[len(label) + 1:], int(c["version"]),
-                                                    None if previous is None else int(previous)))
             parts = {p.value: (p.id, p.visible_version) for p in
                      s.scalars(select(m.Partition).where(m.Partition.table_id == table_id))}
-            return Missed(commits, parts, t.schema_version or 1, s.scalar(select(func.max(m.Event.id))) or 0)
+            return Missed(_missed(s, t, after), parts, t.schema_version or 1,
+                          s.scalar(select(func.max(m.Event.id))) or 0)
 
         return self.db.tx(run)
 
@@ -334,18 +341,23 @@ class Iceberg:
         return self.db.tx(run)
 
     def awaited(self) -> set[tuple[int, int]]:
-        """(partition id, version) of the superseded versions a lagging publication's catch-up
-        still names: those superseded after the event its last snapshot covers (a version visible
-        only while the Iceberg table lagged). gc keeps them until the catch-up has published them
-        (its pins then keep what the snapshots name) or the publication is turned off."""
+        """(partition id, version) of the versions a lagging publication's catch-up will name: those
+        made visible by a commit after the event its last snapshot covers (a version superseded
+        while the Iceberg table lagged was never named by a snapshot, so no pin keeps it). gc
+        keeps them until the catch-up has published them (its pins keep them from then on, until
+        their snapshots expire) or the publication is turned off."""
         def run(s: Session) -> set[tuple[int, int]]:
-            pv, p, pub = m.PartitionVersion, m.Partition, m.IcebergPublication
-            q = (select(pv.partition_id, pv.version)
-                 .join(p, p.id == pv.partition_id)
-                 .join(pub, and_(pub.table_id == p.table_id, pub.enabled == True))  # noqa: E712
-                 .join(m.Event, m.Event.id == pub.event_id)
-                 .where(pv.state == "superseded", pv.finished_at >= m.Event.ts))
-            return {(a, b) for a, b in s.execute(q)}
+            out = set()
+            for p in s.scalars(select(m.IcebergPublication).where(m.IcebergPublication.enabled == True,  # noqa: E712
+                                                                  m.IcebergPublication.event_id.is_not(None))):
+                t = s.get(m.Table, p.table_id)
+                made = {(c.partition, c.version) for c in _missed(s, t, p.event_id)
+                        if c.kind in ("write.commit", "partition.recover")}
+                if made:
+                    ids = dict(s.execute(select(m.Partition.value, m.Partition.id).where(
+                        m.Partition.table_id == t.id, m.Partition.value.in_(sorted({v for v, _ in made})))).all())
+                    out |= {(ids[v], ver) for v, ver in made if v in ids}
+            return out
 
         return self.db.tx(run)
 
