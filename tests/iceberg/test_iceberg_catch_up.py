@@ -55,8 +55,8 @@ def version_dirs(cat, value: str, version: int) -> set[str]:
     return {r.path for b in got.buckets for r in b}
 
 
-def test_a_catch_up_is_one_snapshot_per_missed_commit_in_our_order(tmp_path, monkeypatch, capsys):
-    lake = make_lake(f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path)
+def test_a_catch_up_is_one_snapshot_per_missed_commit_in_our_order(catalog_url, tmp_path, monkeypatch, capsys):
+    lake = make_lake(catalog_url, tmp_path)
     cat = lake.catalog
     lake.create("orders", buckets=3, replicas=2)
     lake.write("orders", D1, range(50))
