@@ -35,6 +35,7 @@ class MissedCommit:
     partition: str | None  # the partition value (None: a schema change)
     version: int  # the partition version it made visible (a drop: hid), or the new schema version
     previous: int | None  # a write's: the version it replaced (0 or None: none)
+    batch: str | None = None  # shared by the events of one transaction of several (an import batch)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ def _missed(s: Session, t: m.Table, after: int) -> list[MissedCommit]:
             elif c.get("kind") in PARTITION_KINDS and subject.startswith(label + "/"):
                 previous = c.get("previous")
                 commits.append(MissedCommit(eid, c["kind"], subject[len(label) + 1:], int(c["version"]),
-                                            None if previous is None else int(previous)))
+                                            None if previous is None else int(previous),
+                                            None if c.get("batch") is None else str(c["batch"])))
     return commits
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from airflow_colocate.catalog import Catalog
-from airflow_colocate.catalog.iceberg import Missed
+from airflow_colocate.catalog.iceberg import Missed, MissedCommit
 from airflow_colocate.core.errors import PlacementError
 from airflow_colocate.iceberg import files as wanted
 
@@ -64,30 +64,45 @@ def covered(catalog: Catalog, table_id: int, tbl) -> int | None:
     return max(marks) if marks else None
 
 
+def transactions(commits: list[MissedCommit]) -> list[list[MissedCommit]]:
+    """The missed commits as our transactions made them: an import batch's partitions, or a
+    retention's drops of one table, are one transaction (their events share a ``batch``) and one
+    snapshot, never a state halfway through one."""
+    out: list[list[MissedCommit]] = []
+    for c in commits:
+        if out and c.batch is not None and out[-1][-1].batch == c.batch:
+            out[-1].append(c)
+        else:
+            out.append([c])
+    return out
+
+
 def states(missed: Missed) -> list[State] | str:
-    """The states right after each missed commit but the last, oldest first, or why they cannot
-    be told: each commit undone from the present must find what it made."""
+    """The states right after each missed transaction but the last, oldest first, or why they
+    cannot be told: each commit undone from the present must find what it made."""
     visible = {v: ver for v, (_, ver) in missed.partitions.items() if ver}
     schema = missed.schema_version
+    txs = transactions(missed.commits)
     out = []
-    for prev, c in zip(reversed(missed.commits[:-1]), reversed(missed.commits[1:])):
-        where = f"event {c.event_id} ({c.kind} {c.partition or ''} v{c.version})"
-        if c.kind == "schema":
-            if schema != c.version:
-                return f"{where}: the schema is at v{schema}"
-            schema -= 1
-        elif c.kind == "partition.drop":
-            if c.partition in visible:
-                return f"{where}: the partition was visible after it"
-            visible[c.partition] = c.version
-        else:  # a write or a recover made c.version visible
-            if visible.get(c.partition) != c.version:
-                return f"{where}: v{visible.get(c.partition, 0)} was visible after it"
-            if c.kind == "write.commit" and c.previous:
-                visible[c.partition] = c.previous
-            else:
-                visible.pop(c.partition)
-        out.append(State(prev.event_id, dict(visible), schema))
+    for i in range(len(txs) - 1, 0, -1):
+        for c in reversed(txs[i]):
+            where = f"event {c.event_id} ({c.kind} {c.partition or ''} v{c.version})"
+            if c.kind == "schema":
+                if schema != c.version:
+                    return f"{where}: the schema is at v{schema}"
+                schema -= 1
+            elif c.kind == "partition.drop":
+                if c.partition in visible:
+                    return f"{where}: the partition was visible after it"
+                visible[c.partition] = c.version
+            else:  # a write or a recover made c.version visible
+                if visible.get(c.partition) != c.version:
+                    return f"{where}: v{visible.get(c.partition, 0)} was visible after it"
+                if c.kind == "write.commit" and c.previous:
+                    visible[c.partition] = c.previous
+                else:
+                    visible.pop(c.partition)
+        out.append(State(txs[i - 1][-1].event_id, dict(visible), schema))
     return out[::-1]
 
 
@@ -125,7 +140,7 @@ def replay(catalog: Catalog, table_id: int, tbl, current: Callable, commit: Call
     if after is None:
         return Replay()
     missed = catalog.iceberg.missed(table_id, after)
-    if len(missed.commits) < 2:
+    if len(transactions(missed.commits)) < 2:
         return Replay()
     current = current()
     view = catalog.tables.get(table_id)
@@ -141,7 +156,8 @@ def replay(catalog: Catalog, table_id: int, tbl, current: Callable, commit: Call
                 break
             plans.append((state, files))
     if isinstance(found, str):
-        note = (f"{len(missed.commits)} missed commits published as one snapshot of the present state: {found}")
+        note = (f"{len(transactions(missed.commits))} missed commits published as one snapshot of the present state: "
+                f"{found}")
         log.warning("Iceberg catch-up of %s: %s", view.qualified_name, note)
         return Replay(note=note)
     for state, files in plans:
@@ -150,4 +166,4 @@ def replay(catalog: Catalog, table_id: int, tbl, current: Callable, commit: Call
     return Replay(snapshots=len(plans))
 
 
-__all__ = ["EVENT", "Replay", "State", "covered", "replay", "state_files", "states"]
+__all__ = ["EVENT", "Replay", "State", "covered", "replay", "state_files", "states", "transactions"]

@@ -150,3 +150,26 @@ def test_a_catch_up_whose_missed_files_are_gone_is_one_snapshot(tmp_path, monkey
     assert all(os.path.exists(fs.local_path(f)) for files in named_files(lake).values() for f in files)
     assert publication.lag(cat) == []
     cat.dispose()
+
+
+def test_a_missed_transaction_of_several_partitions_is_one_snapshot(tmp_path, monkeypatch):
+    lake = make_lake(f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path)
+    cat = lake.catalog
+    lake.create("orders", buckets=2, replicas=1)
+    for day in (D1, D2):
+        lake.write("orders", day, range(10))
+    alter_table(cat, "orders", TableChange(retention_days=2, iceberg=True,
+                                           iceberg_warehouse=(tmp_path / "wh").as_uri()))
+    unreachable(monkeypatch, tmp_path)
+    lake.write("orders", "2026-11-05", range(20, 30))
+    assert main(["--catalog", cat.url, "partition", "expire", "--today", "2026-11-05"]) == 0  # D1 and D2 at once
+    lake.write("orders", "2026-11-06", range(40, 50))
+    monkeypatch.undo()
+    assert main(["--catalog", cat.url, "iceberg", "publish"]) == 0
+
+    snaps = iceberg_table(lake).metadata.snapshots
+    got = [{str(r["dt"]) for r in iceberg_table(lake).scan(snapshot_id=s.snapshot_id).to_arrow().to_pylist()}
+           for s in snaps]
+    # never a state with one of the two expired partitions and not the other: no reader of ours saw one
+    assert got == [{D1, D2}, {D1, D2, "2026-11-05"}, {"2026-11-05"}, {"2026-11-05", "2026-11-06"}]
+    cat.dispose()
