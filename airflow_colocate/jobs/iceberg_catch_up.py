@@ -16,12 +16,14 @@ time-travels over is rows and schema, not which copy holds them. A replayed snap
 each version, the replica reads prefer now among its verified replicas (on the backend today's
 reads choose for that bucket when it holds one), and the last snapshot names today's choice.
 
-The states are found by undoing the missed commits from the present, newest first, within one
-catalog transaction; the files of versions superseded since the last published event are still
-there because gc keeps them while a publication lags (``catalog.iceberg.awaited``). When a state
-cannot be named anyway (a version gc removed before this rule, or a replica folder missing a file,
-or the history does not add up), nothing is replayed: the present is published as one snapshot, as
-before, and the outcome says why. A replayed file is never named unless it exists.
+The states are found by undoing the missed commits from the present, newest first, read in one
+catalog transaction. One transaction of ours that committed several partitions (an import batch,
+a retention's drops) is one snapshot: its events share a ``batch``, and no state halfway through it
+is published. The versions made visible since the last published event are still on disk because
+gc keeps them while a publication lags (``catalog.iceberg.awaited``); the replayed snapshots' pins
+keep them after. When a state cannot be named anyway (a version whose rows or files are gone
+all the same, a history that does not add up), nothing is replayed: the present is published as one snapshot, as before, and the outcome
+line and the log say why. A replayed file is never named unless it exists.
 """
 
 from __future__ import annotations
@@ -56,12 +58,15 @@ class Replay:
 
 def covered(catalog: Catalog, table_id: int, tbl) -> int | None:
     """The newest event the Iceberg table covers: the later of our record and its current
-    snapshot's (a snapshot committed by a process killed before recording it). None: unknown."""
+    snapshot's (a snapshot committed by a process killed before recording it). None: unknown (a
+    publication from before 0013, or turned on again: the commits made while it was off are not
+    replayed, gc did not keep their files)."""
     pub = catalog.iceberg.get(table_id)
+    if pub.event_id is None:
+        return None
     snap = tbl.current_snapshot()
     prop = snap.summary.additional_properties.get(EVENT) if snap is not None else None
-    marks = [x for x in (pub.event_id, int(prop) if prop and prop.isdigit() else None) if x is not None]
-    return max(marks) if marks else None
+    return max(pub.event_id, int(prop) if prop and prop.isdigit() else 0)
 
 
 def transactions(commits: list[MissedCommit]) -> list[list[MissedCommit]]:
@@ -106,15 +111,17 @@ def states(missed: Missed) -> list[State] | str:
     return out[::-1]
 
 
-def state_files(catalog: Catalog, table_id: int, view, state: State, choice: dict[str, list[int]],
-                alive: set[int]) -> list[wanted.WantedFile] | str:
-    """The files a state names, or why they cannot be named (a version gone, a file missing)."""
+def version_files(catalog: Catalog, table_id: int, view, keys, choice: dict[str, list[int]], alive: set[int],
+                  visible_now: dict[str, int]) -> dict[tuple[str, int], list[wanted.WantedFile]] | str:
+    """(partition value, version) -> the files a snapshot names for it, for every version some
+    missed state shows (each read once however many states show it), or why one cannot be named:
+    a version gone, a file missing. The files of a version not visible now are checked to exist
+    (reads check those of the visible ones)."""
     from airflow_colocate.planner.reads import read_table
     from airflow_colocate.storage import fs
 
-    got = catalog.iceberg.version_replicas(table_id, state.visible.items())
-    out = []
-    for (value, version), parts in sorted(got.items()):
+    out = {}
+    for (value, version), parts in sorted(catalog.iceberg.version_replicas(table_id, keys).items()):
         label = f"{view.qualified_name}/{value} v{version}"
         if parts is None:
             return f"the files of {label} are gone (gc removed the version)"
@@ -123,38 +130,43 @@ def state_files(catalog: Catalog, table_id: int, view, state: State, choice: dic
             files = wanted.wanted_files(read_table(view, [parts], available=alive, chosen=chosen))
         except (PlacementError, ValueError) as exc:
             return f"{label} cannot be read: {exc}"
-        for f in files:
-            uri = fs.join(f.replica_dir, f.path.rpartition("/")[2])
-            if not fs.exists(uri):
-                return f"the files of {label} are gone ({uri} is missing)"
-        out += files
-    return sorted(out, key=lambda f: f.path)
+        if visible_now.get(value) != version:
+            for f in files:
+                uri = fs.join(f.replica_dir, f.path.rpartition("/")[2])
+                if not fs.exists(uri):
+                    return f"the files of {label} are gone ({uri} is missing)"
+        out[(value, version)] = files
+    return out
 
 
 def replay(catalog: Catalog, table_id: int, tbl, current: Callable, commit: Callable) -> Replay:
     """Publish the missed commits of a lagging table but the last, one snapshot each, oldest first.
-    ``current()``: today's read plan of the table (read only when there is something to replay) (whose replica choice the replayed snapshots
-    follow); ``commit(state, files)`` makes one snapshot and returns its id. The progress is
-    recorded after each, so a process killed half-way resumes where it stopped."""
+    ``current()``: today's read plan of the table, whose replica choice the replayed snapshots
+    follow (read only when there is something to replay); ``commit(state, files)`` makes one
+    snapshot and returns its id. The progress is recorded after each, so a process killed
+    half-way resumes where it stopped (the snapshot's :data:`EVENT` covers the one killed between
+    the Iceberg commit and its record)."""
     after = covered(catalog, table_id, tbl)
     if after is None:
         return Replay()
     missed = catalog.iceberg.missed(table_id, after)
     if len(transactions(missed.commits)) < 2:
         return Replay()
-    current = current()
     view = catalog.tables.get(table_id)
     found = states(missed)
     plans: list[tuple[State, list]] = []
     if not isinstance(found, str):
+        current = current()
         choice = {p.value: [c[0].backend_id if c else -1 for c in p.candidates] for p in current.partitions}
         alive = {b.id for b in catalog.backends.list() if b.state == "alive"}
-        for state in found:
-            files = state_files(catalog, table_id, view, state, choice, alive)
-            if isinstance(files, str):
-                found = files
-                break
-            plans.append((state, files))
+        keys = {k for state in found for k in state.visible.items()}
+        visible_now = {v: ver for v, (_, ver) in missed.partitions.items() if ver}
+        by_version = version_files(catalog, table_id, view, keys, choice, alive, visible_now)
+        if isinstance(by_version, str):
+            found = by_version
+        else:
+            plans = [(state, sorted((f for k in state.visible.items() for f in by_version[k]), key=lambda f: f.path))
+                     for state in found]
     if isinstance(found, str):
         note = (f"{len(transactions(missed.commits))} missed commits published as one snapshot of the present state: "
                 f"{found}")
@@ -166,4 +178,4 @@ def replay(catalog: Catalog, table_id: int, tbl, current: Callable, commit: Call
     return Replay(snapshots=len(plans))
 
 
-__all__ = ["EVENT", "Replay", "State", "covered", "replay", "state_files", "states", "transactions"]
+__all__ = ["EVENT", "Replay", "State", "covered", "replay", "states", "transactions", "version_files"]
