@@ -43,7 +43,6 @@ class Missed:
     commits: list[MissedCommit]
     partitions: dict[str, tuple[int, int]]  # value -> (partition id, visible version now; 0: none)
     schema_version: int  # now
-    head: int  # the newest event id when this was read
 
 
 def _view(s: Session, p: m.IcebergPublication) -> IcebergPublicationView:
@@ -299,17 +298,22 @@ class Iceberg:
         state just before covers."""
         return self.db.tx(lambda s: s.scalar(select(func.max(m.Event.id))) or 0)
 
-    def missed(self, table_id: int, after: int) -> Missed:
-        """The table's commits after event ``after`` that change what its Iceberg table shows
-        (writes, overwrites, partition drops and recovers, schema changes), oldest first, with the
-        table's partitions and schema version as they are now: in ONE transaction, so undoing
-        those commits from the present, newest first, gives the state right after each."""
-        def run(s: Session) -> Missed:
+    def missed(self, table_id: int, covered: int = 0) -> Missed | None:
+        """The table's commits after the event its Iceberg table covers (the later of the
+        publication's record and ``covered``, its current snapshot's) that change what the Iceberg
+        table shows (writes, overwrites, partition drops and recovers, schema changes), oldest
+        first, with the table's partitions and schema version as they are now: in ONE
+        transaction, so undoing those commits from the present, newest first, gives the state
+        right after each. None when the publication covers no known event (published before 0013,
+        or turned on again: the commits made while it was off are not replayed)."""
+        def run(s: Session) -> Missed | None:
+            p = s.get(m.IcebergPublication, table_id)
+            if p is None or p.event_id is None:
+                return None
             t = s.get(m.Table, table_id)
             parts = {p.value: (p.id, p.visible_version) for p in
                      s.scalars(select(m.Partition).where(m.Partition.table_id == table_id))}
-            return Missed(_missed(s, t, after), parts, t.schema_version or 1,
-                          s.scalar(select(func.max(m.Event.id))) or 0)
+            return Missed(_missed(s, t, max(p.event_id, covered)), parts, t.schema_version or 1)
 
         return self.db.tx(run)
 

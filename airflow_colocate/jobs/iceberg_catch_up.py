@@ -56,17 +56,12 @@ class Replay:
     note: str | None = None  # why missed commits were folded into one snapshot instead
 
 
-def covered(catalog: Catalog, table_id: int, tbl) -> int | None:
-    """The newest event the Iceberg table covers: the later of our record and its current
-    snapshot's (a snapshot committed by a process killed before recording it). None: unknown (a
-    publication from before 0013, or turned on again: the commits made while it was off are not
-    replayed, gc did not keep their files)."""
-    pub = catalog.iceberg.get(table_id)
-    if pub.event_id is None:
-        return None
+def covered(tbl) -> int:
+    """The newest event the Iceberg table's current snapshot says it covers (0: none said): later
+    than our record when a process was killed between the Iceberg commit and its record."""
     snap = tbl.current_snapshot()
     prop = snap.summary.additional_properties.get(EVENT) if snap is not None else None
-    return max(pub.event_id, int(prop) if prop and prop.isdigit() else 0)
+    return int(prop) if prop and prop.isdigit() else 0
 
 
 def transactions(commits: list[MissedCommit]) -> list[list[MissedCommit]]:
@@ -146,11 +141,8 @@ def replay(catalog: Catalog, table_id: int, tbl, current: Callable, commit: Call
     snapshot and returns its id. The progress is recorded after each, so a process killed
     half-way resumes where it stopped (the snapshot's :data:`EVENT` covers the one killed between
     the Iceberg commit and its record)."""
-    after = covered(catalog, table_id, tbl)
-    if after is None:
-        return Replay()
-    missed = catalog.iceberg.missed(table_id, after)
-    if len(transactions(missed.commits)) < 2:
+    missed = catalog.iceberg.missed(table_id, covered(tbl))
+    if missed is None or len(transactions(missed.commits)) < 2:
         return Replay()
     view = catalog.tables.get(table_id)
     found = states(missed)
