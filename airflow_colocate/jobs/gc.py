@@ -25,7 +25,8 @@ class GcResult:
     unreachable: dict[str, str] = field(default_factory=dict)  # backend name (or scheme://host) -> reason
     failed: list[tuple[str, str]] = field(default_factory=list)  # (uri, reason): not deleted, not forgotten
     skipped: int = 0  # garbage items left on unreachable backends for the next gc
-    held: int = 0  # garbage items a retained Iceberg snapshot names, or a lagging one's catch-up will: kept
+    held: int = 0  # garbage items a retained Iceberg snapshot names: kept until it expires
+    awaited: int = 0  # garbage items a lagging Iceberg table's catch-up will name: kept until it has
 
 
 def _owner(uri: str, roots: dict[str, str]) -> str | None:
@@ -61,8 +62,13 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
     awaited = catalog.iceberg.awaited()  # versions a lagging Iceberg table's catch-up names, one snapshot a commit
     for item in garbage:
         owner = _owner(item.uri, roots)
-        if item.uri in held or (item.partition_id, item.version) in awaited:
-            out.held += 1
+        # a version's folders (not its write's staging) that a catch-up names
+        named = item.reason.endswith(" version") and (item.partition_id, item.version) in awaited
+        if item.uri in held or named:
+            if item.uri in held:
+                out.held += 1
+            else:
+                out.awaited += 1
             kept.add((item.partition_id, item.version))
             continue
         if owner in out.unreachable:
