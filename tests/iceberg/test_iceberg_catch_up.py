@@ -67,7 +67,7 @@ def test_a_catch_up_is_one_snapshot_per_missed_commit_in_our_order(catalog_url, 
     want.append(rows({D1: range(50), D2: range(100, 130)}))
     lake.write("orders", D1, range(200, 220))  # an overwrite: v2, visible only while Iceberg lags
     want.append(rows({D1: range(200, 220), D2: range(100, 130)}))
-    alter_table(cat, "orders", TableChange(add=[("qty", "int")]))  # a schema change
+    alter_table(cat, "orders", TableChange(add=[("qty", "int")], retention_days=400))  # a schema change (and another)
     want.append(rows({D1: range(200, 220), D2: range(100, 130)}, qty=lambda d, k: None))
     lake.extra = {"qty": (pa.int32(), lambda k: k % 5)}
     lake.write("orders", D1, range(300, 310))  # an overwrite with the new column: v3
@@ -153,6 +153,7 @@ def test_a_catch_up_whose_missed_files_are_gone_is_one_snapshot(tmp_path, monkey
 
 
 def test_a_missed_transaction_of_several_partitions_is_one_snapshot(tmp_path, monkeypatch):
+    """A retention's drops of two partitions are one transaction of ours, then a recover."""
     lake = make_lake(f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path)
     cat = lake.catalog
     lake.create("orders", buckets=2, replicas=1)
@@ -163,6 +164,7 @@ def test_a_missed_transaction_of_several_partitions_is_one_snapshot(tmp_path, mo
     unreachable(monkeypatch, tmp_path)
     lake.write("orders", "2026-11-05", range(20, 30))
     assert main(["--catalog", cat.url, "partition", "expire", "--today", "2026-11-05"]) == 0  # D1 and D2 at once
+    assert main(["--catalog", cat.url, "partition", "recover", "orders", D1]) == 0
     lake.write("orders", "2026-11-06", range(40, 50))
     monkeypatch.undo()
     assert main(["--catalog", cat.url, "iceberg", "publish"]) == 0
@@ -171,5 +173,5 @@ def test_a_missed_transaction_of_several_partitions_is_one_snapshot(tmp_path, mo
     got = [{str(r["dt"]) for r in iceberg_table(lake).scan(snapshot_id=s.snapshot_id).to_arrow().to_pylist()}
            for s in snaps]
     # never a state with one of the two expired partitions and not the other: no reader of ours saw one
-    assert got == [{D1, D2}, {D1, D2, "2026-11-05"}, {"2026-11-05"}, {"2026-11-05", "2026-11-06"}]
+    assert got == [{D1, D2}, {D1, D2, "2026-11-05"}, {"2026-11-05"}, {D1, "2026-11-05"}, {D1, "2026-11-05", "2026-11-06"}]
     cat.dispose()
