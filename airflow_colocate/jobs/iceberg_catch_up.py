@@ -22,8 +22,14 @@ a retention's drops) is one snapshot: its events share a ``batch``, and no state
 is published. The versions made visible since the last published event are still on disk because
 gc keeps them while a publication lags (``catalog.iceberg.awaited``); the replayed snapshots' pins
 keep them after. When a state cannot be named anyway (a version whose rows or files are gone
-all the same, a history that does not add up), nothing is replayed: the present is published as one snapshot, as before, and the outcome
-line and the log say why. A replayed file is never named unless it exists.
+all the same, a history that does not add up), nothing is replayed: the present is published as
+one snapshot, as before, and the outcome line and the log say why. A replayed file is never named
+unless it exists.
+
+A publication that covers no known event (published before catalog migration 0013, or turned on
+again after being off, when gc kept nothing for it) is by state, one snapshot, as it was. A commit
+that lands while a catch-up runs is folded into the catch-up's last snapshot (the present), as
+any concurrent commit is into the publication that reads it.
 """
 
 from __future__ import annotations
