@@ -9,8 +9,9 @@ ever holds up or rolls back one of our commits.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -18,13 +19,36 @@ from airflow_colocate.catalog.rows import DEFAULT_DB, group_row, group_view, tab
 from airflow_colocate.catalog.session import CatalogSession
 from airflow_colocate.core.errors import InvalidArgument, NotFound
 from airflow_colocate.core import validate
-from airflow_colocate.model.views import IcebergPublicationView
+from airflow_colocate.model.views import IcebergPublicationView, PartitionReplicas, ReplicaView
+
+
+PARTITION_KINDS = ("write.commit", "partition.drop", "partition.recover")  # subject: db.table/value
+SCHEMA_KINDS = ("table.alter_schema", "table.alter")  # subject: db.table (table.alter: several changes at once)
+
+
+@dataclass(frozen=True)
+class MissedCommit:
+    """One commit of ours that changed what a table's Iceberg table shows."""
+
+    event_id: int
+    kind: str  # write.commit | partition.drop | partition.recover | schema
+    partition: str | None  # the partition value (None: a schema change)
+    version: int  # the partition version it made visible (a drop: hid), or the new schema version
+    previous: int | None  # a write's: the version it replaced (0 or None: none)
+    batch: str | None = None  # shared by the events of one transaction of several (an import batch)
+
+
+@dataclass(frozen=True)
+class Missed:
+    commits: list[MissedCommit]
+    partitions: dict[str, tuple[int, int]]  # value -> (partition id, visible version now; 0: none)
+    schema_version: int  # now
 
 
 def _view(s: Session, p: m.IcebergPublication) -> IcebergPublicationView:
     t = s.get(m.Table, p.table_id)
     return IcebergPublicationView(p.table_id, table_view(s, t).qualified_name, p.enabled, p.warehouse, p.namespace,
-                                  p.digest, p.snapshot_id, p.published_at, p.lag_since, p.lag_reason)
+                                  p.digest, p.snapshot_id, p.published_at, p.lag_since, p.lag_reason, p.event_id)
 
 
 def _warehouse(value: str) -> str:
@@ -34,6 +58,29 @@ def _warehouse(value: str) -> str:
         raise InvalidArgument(f"invalid --iceberg-warehouse {value!r}: expected an absolute folder URI such as "
                               f"'file:///lake/iceberg' or 's3://lake/iceberg'")
     return text
+
+
+def _missed(s: Session, t: m.Table, after: int) -> list[MissedCommit]:
+    """:meth:`Iceberg.missed`'s commits: the events after ``after`` of kinds that change what the
+    Iceberg table shows, whose subject is the table (or one of its partitions), oldest first."""
+    label = table_view(s, t).qualified_name
+    like = label.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    q = (select(m.Event.id, m.Event.kind, m.Event.subject, m.Event.detail)
+         .where(m.Event.id > after, m.Event.kind.in_((*PARTITION_KINDS, *SCHEMA_KINDS)),
+                or_(m.Event.subject == label, m.Event.subject.like(like + "/%", escape="\\")))
+         .order_by(m.Event.id))
+    commits = []
+    for eid, kind, subject, detail in s.execute(q):
+        changes = detail.get("changes") if kind == "table.alter" else [dict(detail, kind=kind)]
+        for c in changes or ():
+            if c.get("kind") == "table.alter_schema" and c.get("id") == t.id:
+                commits.append(MissedCommit(eid, "schema", None, int(c["schema_version"]), None))
+            elif c.get("kind") in PARTITION_KINDS and subject.startswith(label + "/"):
+                previous = c.get("previous")
+                commits.append(MissedCommit(eid, c["kind"], subject[len(label) + 1:], int(c["version"]),
+                                            None if previous is None else int(previous),
+                                            None if c.get("batch") is None else str(c["batch"])))
+    return commits
 
 
 class Iceberg:
@@ -65,6 +112,8 @@ class Iceberg:
                                          created_at=self.db.now())
                 s.add(p)
             else:
+                if p.enabled != on:  # the commits made while off are not replayed when it is on again
+                    p.event_id = None
                 p.enabled = on
                 if warehouse and warehouse != p.warehouse:
                     if p.snapshot_id is not None:
@@ -100,6 +149,8 @@ class Iceberg:
                     s.add(m.IcebergPublication(table_id=t.id, enabled=True, warehouse=warehouse,
                                                namespace=table_view(s, t).db, created_at=self.db.now()))
                 elif p is not None:
+                    if p.enabled != on:
+                        p.event_id = None
                     p.enabled = on
                 turned.append(t.id)
             self.db.event(s, "iceberg.group_enable" if on else "iceberg.group_disable", label, warehouse=warehouse,
@@ -138,8 +189,9 @@ class Iceberg:
         return self.db.tx(run)
 
     def published(self, table_id: int, *, digest: str, snapshot_id: int | None,
-                  partition_digests: dict[str, str] | None = None) -> None:
-        """Record a publication that reached the Iceberg catalog: the lag, if any, is over."""
+                  partition_digests: dict[str, str] | None = None, event_id: int | None = None) -> None:
+        """Record a publication that reached the Iceberg catalog: the lag, if any, is over.
+        ``event_id``: the newest event it covers (what a later catch-up replays from)."""
         def run(s: Session) -> None:
             p = s.get(m.IcebergPublication, table_id)
             if p is None:
@@ -147,6 +199,18 @@ class Iceberg:
             p.digest, p.snapshot_id, p.published_at = digest, snapshot_id, self.db.now()
             p.partition_digests = partition_digests
             p.lag_since, p.lag_reason = None, None
+            if event_id is not None:
+                p.event_id = event_id
+
+        self.db.tx(run)
+
+    def replayed(self, table_id: int, *, event_id: int, snapshot_id: int | None) -> None:
+        """Record one snapshot of a catch-up (a missed commit of ours, replayed): the next attempt
+        resumes after ``event_id``. The lag stays until the catch-up reaches the present."""
+        def run(s: Session) -> None:
+            p = s.get(m.IcebergPublication, table_id)
+            if p is not None:
+                p.event_id, p.snapshot_id, p.partition_digests = event_id, snapshot_id, None
 
         self.db.tx(run)
 
@@ -223,11 +287,85 @@ class Iceberg:
             if forget:
                 s.delete(p)
             else:
-                p.digest = p.snapshot_id = p.partition_digests = p.published_at = None
+                p.digest = p.snapshot_id = p.partition_digests = p.published_at = p.event_id = None
                 p.lag_since = p.lag_reason = None
             self.db.event(s, "iceberg.withdraw", label, id=table_id, forget=forget)
 
         self.db.tx(run)
+
+    def head(self) -> int:
+        """The newest event id of the catalog (0: none): what a publication that read the table's
+        state just before covers."""
+        return self.db.tx(lambda s: s.scalar(select(func.max(m.Event.id))) or 0)
+
+    def missed(self, table_id: int, covered: int = 0) -> Missed | None:
+        """The table's commits after the event its Iceberg table covers (the later of the
+        publication's record and ``covered``, its current snapshot's) that change what the Iceberg
+        table shows (writes, overwrites, partition drops and recovers, schema changes), oldest
+        first, with the table's partitions and schema version as they are now: in ONE
+        transaction, so undoing those commits from the present, newest first, gives the state
+        right after each. None when the publication covers no known event (published before 0013,
+        or turned on again: the commits made while it was off are not replayed)."""
+        def run(s: Session) -> Missed | None:
+            p = s.get(m.IcebergPublication, table_id)
+            if p is None or p.event_id is None:
+                return None
+            t = s.get(m.Table, table_id)
+            parts = {p.value: (p.id, p.visible_version) for p in
+                     s.scalars(select(m.Partition).where(m.Partition.table_id == table_id))}
+            return Missed(_missed(s, t, max(p.event_id, covered)), parts, t.schema_version or 1)
+
+        return self.db.tx(run)
+
+    def version_replicas(self, table_id: int, versions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], PartitionReplicas | None]:
+        """(partition value, version) -> that version's verified replicas per bucket, as reads get
+        a visible version's; None when it is gone (gc removed it, or a bucket has no replica row
+        left): a catch-up cannot name it."""
+        keys = sorted(set(versions))
+
+        def run(s: Session) -> dict[tuple[str, int], PartitionReplicas | None]:
+            out: dict[tuple[str, int], PartitionReplicas | None] = {}
+            for value, version in keys:
+                p = s.scalar(select(m.Partition).where(m.Partition.table_id == table_id, m.Partition.value == value))
+                pv = None if p is None else s.get(m.PartitionVersion, (p.id, version))
+                if pv is None or pv.state not in ("committed", "superseded"):
+                    out[(value, version)] = None
+                    continue
+                n = p.bucket_num  # a split version's finer buckets live in the folders of these
+                buckets: list[list[ReplicaView]] = [[] for _ in range(n)]
+                for r in s.scalars(select(m.Replica).where(m.Replica.partition_id == p.id, m.Replica.version == version,
+                                                           m.Replica.state == "verified").order_by(m.Replica.id)):
+                    if r.bucket_seq < n:
+                        buckets[r.bucket_seq].append(ReplicaView(
+                            r.bucket_seq, r.backend_id, r.path, r.rows, r.bytes, r.checksum, r.state, r.id,
+                            None if r.files is None else tuple((f, int(b)) for f, b in r.files)))
+                out[(value, version)] = (None if not all(buckets) else
+                                         PartitionReplicas(value, version, tuple(tuple(b) for b in buckets),
+                                                           pv.layout_buckets or 0))
+            return out
+
+        return self.db.tx(run)
+
+    def awaited(self) -> set[tuple[int, int]]:
+        """(partition id, version) of the versions a lagging publication's catch-up will name: those
+        made visible by a commit after the event its last snapshot covers (a version superseded
+        while the Iceberg table lagged was never named by a snapshot, so no pin keeps it). gc
+        keeps them until the catch-up has published them (its pins keep them from then on, until
+        their snapshots expire) or the publication is turned off."""
+        def run(s: Session) -> set[tuple[int, int]]:
+            out = set()
+            for p in s.scalars(select(m.IcebergPublication).where(m.IcebergPublication.enabled == True,  # noqa: E712
+                                                                  m.IcebergPublication.event_id.is_not(None))):
+                t = s.get(m.Table, p.table_id)
+                made = {(c.partition, c.version) for c in _missed(s, t, p.event_id)
+                        if c.kind in ("write.commit", "partition.recover")}
+                if made:
+                    ids = dict(s.execute(select(m.Partition.value, m.Partition.id).where(
+                        m.Partition.table_id == t.id, m.Partition.value.in_(sorted({v for v, _ in made})))).all())
+                    out |= {(ids[v], ver) for v, ver in made if v in ids}
+            return out
+
+        return self.db.tx(run)
 
     def held(self, uris: Iterable[str]) -> set[str]:
         """Which of these folders gc must keep: a pinned directory, or one holding a pinned one
@@ -249,4 +387,4 @@ class Iceberg:
         return self.db.tx(run) if uris else set()
 
 
-__all__ = ["Iceberg"]
+__all__ = ["Iceberg", "Missed", "MissedCommit"]

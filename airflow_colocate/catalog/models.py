@@ -335,6 +335,9 @@ class IcebergPublication(Base):
     partition_digests: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The newest event (events.id) the last snapshot covers: a catch-up replays the table's events
+    # after it, one snapshot each. None: not known (published before 0013, or publication was off).
+    event_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # Since when, and why, the last attempt failed (None: the last attempt succeeded).
     lag_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     lag_reason: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -11,6 +11,7 @@ usual grace, so a read that listed its replicas before the drop still finds its 
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -171,6 +172,8 @@ class Partitions:
         with tracking(s, partitions=[p.id for p in parts]):  # their buckets leave the summaries with their versions
             for p in parts:
                 p.dropped_version, p.visible_version, p.dropped_at = p.visible_version, 0, self.db.now()
+        if len(parts) > 1:  # one transaction: its events share a batch, which one Iceberg snapshot replays
+            detail["batch"] = f"drop-{uuid.uuid4().hex[:16]}"
         for p in parts:
             self.db.event(s, "partition.drop", f"{label}/{p.value}", version=p.dropped_version, reason=reason, **detail)
 

@@ -220,13 +220,16 @@ class Writes:
         problems: dict[int, list[str]] = {}
         refused: dict[int, ColocateError] = {}
 
+        # the events of one transaction of several commits share it: one Iceberg snapshot replays them
+        batch = f"write-{items[0][0]}" if len(items) > 1 else None
+
         def run(s: Session) -> dict[int, PartitionView]:
             problems.clear()
             refused.clear()
             done = {}
             for job_id, report in items:
                 try:  # an unknown or finished job is refused before anything changes
-                    view = self._commit_in(s, job_id, report, problems.setdefault(job_id, []))
+                    view = self._commit_in(s, job_id, report, problems.setdefault(job_id, []), batch)
                 except (NotFound, Conflict) as exc:
                     refused[job_id] = exc
                     continue
@@ -244,7 +247,8 @@ class Writes:
                                             f"{reason}")
         return out
 
-    def _commit_in(self, s: Session, job_id: int, report: WriteReport, problems: list[str]) -> PartitionView | None:
+    def _commit_in(self, s: Session, job_id: int, report: WriteReport, problems: list[str],
+                   batch: str | None = None) -> PartitionView | None:
         """Check one report (problems go to ``problems``, nothing changes) and, when it holds, make its
         version visible in the session's transaction."""
         job, p, pv, t = _write_job(s, job_id)
@@ -297,7 +301,7 @@ class Writes:
             g.unstable_reason = f"{label} v{pv.version} is missing replicas: " + "; ".join(job.plan["missing"][:5])
             g.version += 1
         self.db.event(s, "write.commit", label, job_id=job_id, version=pv.version, previous=old, rows=rows,
-                    mode=pv.mode)
+                      mode=pv.mode, **({"batch": batch} if batch else {}))
         return partition_view(p)
 
     def abort(self, job_id: int, reason: str) -> None:

@@ -82,6 +82,9 @@ def gc(env: Env, grace_minutes: float, stale_hours: float, deep: bool, dry_run: 
     if done.held:
         rows.append([f"{done.held} item(s) kept: a retained Iceberg snapshot names them ('colocate iceberg expire')",
                      "", False])
+    if done.awaited:
+        rows.append([f"{done.awaited} item(s) kept: a lagging Iceberg table's catch-up names them "
+                     f"('colocate iceberg publish')", "", False])
     table = Table(["Reason", "Uri", "Removed"], rows, title="dry run: nothing is removed" if dry_run else None)
     problems = [f"backend {name} unreachable ({reason}): skipped; gc cleaned the others" + (
         f", {done.skipped} item(s) left for the next gc" if done.skipped else "")

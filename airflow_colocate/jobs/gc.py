@@ -26,6 +26,7 @@ class GcResult:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (uri, reason): not deleted, not forgotten
     skipped: int = 0  # garbage items left on unreachable backends for the next gc
     held: int = 0  # garbage items a retained Iceberg snapshot names: kept until it expires
+    awaited: int = 0  # garbage items a lagging Iceberg table's catch-up will name: kept until it has
 
 
 def _owner(uri: str, roots: dict[str, str]) -> str | None:
@@ -58,10 +59,16 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
     done, kept = [], set()  # kept: versions with a file left behind, whose rows must stay
     garbage = catalog.writes.garbage(grace=grace, stale_after=stale_after)
     held = catalog.iceberg.held(i.uri for i in garbage)  # named by a retained Iceberg snapshot
+    awaited = catalog.iceberg.awaited()  # versions a lagging Iceberg table's catch-up names, one snapshot a commit
     for item in garbage:
         owner = _owner(item.uri, roots)
-        if item.uri in held:
-            out.held += 1
+        # a version's folders (not its write's staging) that a catch-up names
+        named = item.reason.endswith(" version") and (item.partition_id, item.version) in awaited
+        if item.uri in held or named:
+            if item.uri in held:
+                out.held += 1
+            else:
+                out.awaited += 1
             kept.add((item.partition_id, item.version))
             continue
         if owner in out.unreachable:

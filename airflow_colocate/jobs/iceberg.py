@@ -5,9 +5,11 @@ The order is fixed: our commit first (it never waits for Iceberg), then the pins
 directories the new snapshot will name, then the Iceberg commit, then its record here. A process
 killed anywhere in between leaves our data committed and readable, at worst an Iceberg table one
 commit behind (doctor shows it; the next commit of the table or ``colocate iceberg publish``
-finishes it) and pins that keep a few folders longer. Publication is by state, not by replaying
-events: it names what the catalog holds now, so a catch-up after a lag is one snapshot and a
-repeated publish is none.
+finishes it) and pins that keep a few folders longer. A publication names what the catalog holds
+now, and records the newest event of ours it covers; a catch-up after a lag first replays the
+commits it missed but the last, one snapshot each in our order, each naming the state right after
+its commit (``jobs/iceberg_catch_up.py``), so N missed commits are N snapshots. A repeated publish
+is none.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from airflow_colocate.catalog import Catalog
 from airflow_colocate.catalog.partitions import DEFAULT_RECYCLE_BIN
 from airflow_colocate.core.errors import ColocateError, InvalidArgument
 from airflow_colocate.iceberg import files as wanted
+from airflow_colocate.jobs.iceberg_catch_up import EVENT, replay
 from airflow_colocate.model.views import IcebergPublicationView
 
 log = logging.getLogger("airflow_colocate.iceberg")
@@ -42,14 +45,18 @@ class Outcome:
     removed: int = 0
     schema_steps: int = 0
     error: str | None = None
+    replayed: int = 0  # missed commits of ours published first, one snapshot each (a catch-up)
+    note: str | None = None  # why a catch-up published missed commits as one snapshot instead
 
     def line(self) -> str:
         if self.error:
             return f"{self.table}: Iceberg metadata lags: {self.error}"
+        caught = f"; {self.replayed} missed commit(s) published before it, one snapshot each" if self.replayed else ""
+        caught += f"; {self.note}" if self.note else ""
         if not (self.added or self.removed or self.schema_steps):
-            return f"{self.table}: Iceberg table up to date (snapshot {self.snapshot_id})"
+            return f"{self.table}: Iceberg table up to date (snapshot {self.snapshot_id}){caught}"
         return (f"{self.table}: Iceberg snapshot {self.snapshot_id}: {self.added} file(s) added, {self.removed} "
-                f"removed, {self.schema_steps} schema change(s)")
+                f"removed, {self.schema_steps} schema change(s){caught}")
 
 
 def iceberg_catalog(catalog: Catalog):
@@ -172,9 +179,10 @@ def publish_one(catalog: Catalog, pub: IcebergPublicationView, *, retries=RETRIE
                 break
             continue
         catalog.iceberg.published(pub.table_id, digest=out[1], snapshot_id=out[0].snapshot_id,
-                                  partition_digests=out[2])
-        p = out[0]
-        return Outcome(pub.table, p.snapshot_id, p.added, p.removed, p.schema_steps)
+                                  partition_digests=out[2], event_id=out[3])
+        p, caught = out[0], out[4]
+        return Outcome(pub.table, p.snapshot_id, p.added, p.removed, p.schema_steps, replayed=caught.snapshots,
+                       note=caught.note)
     try:
         catalog.iceberg.lagging(pub.table_id, error)
     except Exception as exc:  # noqa: BLE001
@@ -219,14 +227,27 @@ def _publish(catalog: Catalog, pub: IcebergPublicationView, whole: bool = False,
              touched: Sequence[str] | None = None):
     """One attempt. The Iceberg table is loaded BEFORE our catalog is read, and its commit asserts
     the snapshot it loaded: a concurrent publication that commits in between fails this one (to be
-    retried on fresher facts), so the last snapshot to land always names the newest state."""
+    retried on fresher facts), so the last snapshot to land always names the newest state. The
+    commits a lag missed are replayed first, one snapshot each (:func:`replay`)."""
     from airflow_colocate.iceberg.publisher import AT, publish, table_for
 
-    first = catalog.schemas.history(pub.table_id)[0]
+    history = catalog.schemas.history(pub.table_id)
     view = catalog.tables.get(pub.table_id)
-    part = _partition_col(view, first.columns)
+    part = _partition_col(view, history[0].columns)
     tbl = table_for(iceberg_catalog(catalog), (pub.namespace, view.name), wanted.iceberg_uri(pub.location), view.id,
-                    first.columns, part)
+                    history[0].columns, part)
+
+    def changes_after(version: int, upto: int | None = None):
+        return [h.change for h in history if h.version > version and (upto is None or h.version <= upto)]
+
+    def commit(state, files) -> int | None:
+        catalog.iceberg.pin(view.id, wanted.replica_dirs(files))  # before the Iceberg commit names them
+        return publish(tbl, schema_version=state.schema_version,
+                       changes_after=lambda v: changes_after(v, state.schema_version), partition_col=part,
+                       files=files, digest=wanted.digest(files, state.schema_version),
+                       snapshot_properties={AT: catalog.now().isoformat(), EVENT: str(state.event_id)}).snapshot_id
+
+    caught = replay(catalog, pub.table_id, tbl, lambda: _current_read(catalog, view), commit)
     before = None if whole else catalog.iceberg.partition_digests(pub.table_id)
     if touched is not None and before is not None and len(touched) <= MAX_TOUCHED:
         view, files = desired_in(catalog, pub.table_id, touched)
@@ -238,14 +259,19 @@ def _publish(catalog: Catalog, pub: IcebergPublicationView, whole: bool = False,
         only = None if whole else wanted.changed_partitions(parts, before)
     digest = wanted.digest_of(parts, view.schema_version)
     history = catalog.schemas.history(view.id)
+    head = catalog.iceberg.head()  # after the state was read: what this snapshot covers
     catalog.iceberg.pin(view.id, wanted.replica_dirs(files))  # before the Iceberg commit names them
-
-    def changes_after(version: int):
-        return [h.change for h in history if h.version > version]
-
     out = publish(tbl, schema_version=view.schema_version, changes_after=changes_after, partition_col=part,
-                  files=files, digest=digest, snapshot_properties={AT: catalog.now().isoformat()}, only=only)
-    return out, digest, parts
+                  files=files, digest=digest, snapshot_properties={AT: catalog.now().isoformat(), EVENT: str(head)},
+                  only=only)
+    return out, digest, parts, head, caught
+
+
+def _current_read(catalog: Catalog, view):
+    """Today's read plan of the whole table: the replica choice a catch-up's snapshots follow."""
+    from airflow_colocate.jobs.read import read_plans
+
+    return read_plans(catalog, {view.qualified_name: None}).tables[0]
 
 
 def desired_in(catalog: Catalog, table_id: int, partitions: Sequence[str]):

@@ -480,6 +480,7 @@ class IcebergPublicationView:
     published_at: datetime | None
     lag_since: datetime | None
     lag_reason: str | None
+    event_id: int | None = None  # the newest event of ours the last snapshot covers
 
     @property
     def location(self) -> str:
