@@ -221,6 +221,7 @@ def test_a_repair_copies_against_the_recorded_etags_and_refuses_a_source_overwri
     source overwritten after its ETag was recorded is refused (the store answers 412, the copy made
     without the condition fails the SHA-256 check), marked bad, and both its bucket's new replica
     and the bad one are cloned from the other good replica: its wrong rows are never spread."""
+    import base64
     import hashlib
 
     lake, client = s3_lake, s3_server.client()
@@ -278,3 +279,12 @@ def test_a_repair_copies_against_the_recorded_etags_and_refuses_a_source_overwri
     copied = sum(len(e or {}) for p, e in _recorded_etags(lake.catalog).items() if p not in recorded) \
         + len(recorded[source.path])
     assert calls == {"CopyObject": copied + 2, "HeadObject": 1}, (calls, copied, made)
+    # a copy made under the ETag condition did not ask for a checksum, and keeps its source's SHA-256
+    # (what proves the next copy made from it when its ETag no longer matches)
+    new = [(p, n) for p, e in _recorded_etags(lake.catalog).items() if p not in recorded for n in (e or {})]
+    assert new
+    for path, n in new:
+        b, k = s3.bucket_key(f"{path}/{n}")
+        head = client.head_object(Bucket=b, Key=k, ChecksumMode="ENABLED")
+        body = client.get_object(Bucket=b, Key=k)["Body"].read()
+        assert base64.b64decode(head["ChecksumSHA256"]) == hashlib.sha256(body).digest(), (path, n)
