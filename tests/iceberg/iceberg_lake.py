@@ -8,6 +8,7 @@ next files carry, as a source with a column added after the table was created do
 from __future__ import annotations
 
 import sys
+from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
@@ -47,6 +48,18 @@ def make_lake(url: str, root: Path) -> IcebergLake:
 
 def normal(rows) -> list[tuple]:
     return sorted(tuple(sorted(r.items())) for r in rows)
+
+
+def rows(days: dict[str, range], qty=None) -> list[tuple]:
+    """The rows the lake's writes hold, normalised: ``days`` partition -> keys; ``qty``: the added column's value of a key (None: no column)."""
+    out = []
+    for d, keys in days.items():
+        for k in keys:
+            row = {"id": k, "v": f"orders-{d}-{k}", "dt": date.fromisoformat(d)}
+            if qty is not None:
+                row["qty"] = qty(d, k)
+            out.append(row)
+    return normal(out)
 
 
 def ours(spark, lake: Lake, table: str = "orders") -> list[tuple]:

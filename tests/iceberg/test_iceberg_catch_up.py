@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from datetime import date, timedelta
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
-from iceberg_lake import iceberg_table, make_lake, named_files, normal, theirs
+from iceberg_lake import iceberg_table, make_lake, named_files, normal, rows, theirs
 
 from airflow_colocate.catalog.iceberg import Iceberg
 from airflow_colocate.cli import main
@@ -28,18 +28,6 @@ D1, D2 = "2026-11-01", "2026-11-02"
 
 class Killed(BaseException):
     """The process ends here, as a SIGKILL would (no handler of ours runs)."""
-
-
-def rows(days: dict[str, range], qty=None) -> list[tuple]:
-    """Our rows: ``days`` partition -> keys; ``qty``: the added column's value of a key (None: no column)."""
-    out = []
-    for d, keys in days.items():
-        for k in keys:
-            row = {"id": k, "v": f"orders-{d}-{k}", "dt": date.fromisoformat(d)}
-            if qty is not None:
-                row["qty"] = qty(d, k)
-            out.append(row)
-    return normal(out)
 
 
 def unreachable(monkeypatch, tmp_path) -> None:

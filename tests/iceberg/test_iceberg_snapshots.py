@@ -5,25 +5,12 @@ right after that commit. pyiceberg reads, no Spark."""
 
 from __future__ import annotations
 
-from datetime import date
 
 import pyarrow as pa
-from iceberg_lake import iceberg_table, make_lake, normal, theirs
+from iceberg_lake import iceberg_table, make_lake, normal, rows, theirs
 
 from airflow_colocate.cli import main
 from airflow_colocate.jobs.tables import TableChange, alter_table
-
-
-def rows(days: dict[str, range], qty=None) -> list[tuple]:
-    """Our rows: ``days`` partition -> keys; ``qty``: the added column's value of a key (None: no column)."""
-    out = []
-    for d, keys in days.items():
-        for k in keys:
-            row = {"id": k, "v": f"orders-{d}-{k}", "dt": date.fromisoformat(d)}
-            if qty is not None:
-                row["qty"] = qty(d, k)
-            out.append(row)
-    return normal(out)
 
 
 def test_each_commit_is_one_snapshot_in_our_order(tmp_path):
