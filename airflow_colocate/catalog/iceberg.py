@@ -311,7 +311,7 @@ class Iceberg:
             if p is None or p.event_id is None:
                 return None
             t = s.get(m.Table, table_id)
-            parts = {p.value: (p.id, p.visible_version) for p in
+            parts = {part.value: (part.id, part.visible_version) for part in
                      s.scalars(select(m.Partition).where(m.Partition.table_id == table_id))}
             return Missed(_missed(s, t, max(p.event_id, covered)), parts, t.schema_version or 1)
 

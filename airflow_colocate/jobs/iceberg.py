@@ -215,11 +215,8 @@ def _dropped_meanwhile(catalog: Catalog, pub: IcebergPublicationView) -> bool:
 
 def desired(catalog: Catalog, table_id: int):
     """(table view, the files its Iceberg table must name, their digest): what reads prefer now."""
-    from airflow_colocate.jobs.read import read_plans
-
     view = catalog.tables.get(table_id)
-    reads = read_plans(catalog, {view.qualified_name: None})
-    files = wanted.wanted_files(reads.tables[0])
+    files = wanted.wanted_files(_current_read(catalog, view))
     return view, files, wanted.digest(files, view.schema_version)
 
 

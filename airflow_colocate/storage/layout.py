@@ -86,7 +86,7 @@ def replica_root(path: str) -> str | None:
 
 
 def copied_by_the_store(dst: str, sources) -> bool:
-    """True when a clone to ``dst`` from any of ``sources`` (replica dirs) is a copy the store makes
-    itself (S3 API to S3 API): no byte passes through the clone job, so what bounds a batch of
-    them is the requests, not the bytes."""
+    """True when a clone to ``dst`` is a copy the store makes itself (S3 API to S3 API) whichever of
+    ``sources`` (replica dirs) the clone plan picks: no byte passes through the clone job, so what
+    bounds a batch of them is the requests, not the bytes."""
     return urlsplit(str(dst)).scheme in S3_SCHEMES and all(urlsplit(str(s)).scheme in S3_SCHEMES for s in sources)
