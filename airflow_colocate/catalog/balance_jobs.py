@@ -10,7 +10,7 @@ from datetime import timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from airflow_colocate.catalog import clones
+from airflow_colocate.catalog import clone_targets, clones
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.buckets import (lacking_rows, lacking_with_sources, load_buckets,
                                               mark_redundant)
@@ -234,6 +234,7 @@ class BalanceJobs:
                               first.checksum, first.rows, first.bytes, tuple((x.backend_id, x.path) for x in good),
                               "bad" if r.state == "bad" else "missing", first.files, roots[be], r.state is None,
                               [(x.backend_id, x.etags) for x in good if x.etags is not None]))
+            needs = _recorded(s, job.id, needs, blocked, self.db.now())
             # every copied source's file list decoded in one call (JSON text on SQLite), not one per need
             texts = [n[13] for n in needs if isinstance(n[13], str)]
             decoded = iter(json.loads(f"[{','.join(texts)}]") if texts else ())
@@ -475,6 +476,14 @@ class BalanceJobs:
             return n
 
         return self.db.tx(run)
+
+
+def _recorded(s: Session, job_id: int, needs: list[tuple], blocked: list[Blocked], now) -> list[tuple]:
+    """Record the new replicas' directories before the copy (gc removes an abandoned clone's
+    files); the needs whose directory gc is removing wait (added to ``blocked``)."""
+    gc_has = clone_targets.note(s, job_id, [(n[2], n[4], n[5], n[6], n[7]) for n in needs if n[15]], now)
+    blocked += [Blocked(n[0], n[3], n[5], n[6], clone_targets.HELD_BACK) for n in needs if n[7] in gc_has]
+    return [n for n in needs if n[7] not in gc_has]
 
 
 def _files_view(files: list | None) -> tuple[tuple[str, int], ...] | None:

@@ -352,3 +352,23 @@ class IcebergPin(Base):
     __tablename__ = "iceberg_pins"
     path: Mapped[str] = mapped_column(String(2048), primary_key=True)
     table_id: Mapped[int] = mapped_column(ForeignKey("tables.id", ondelete="CASCADE"), primary_key=True)
+
+
+class CloneTarget(Base):
+    """A new replica's directory a balance job is about to clone into, recorded before the copy
+    starts. A clone killed before its registration, whose move a later plan no longer needs (the
+    partition dropped, the map revised, the job cancelled), leaves files no replica row names;
+    ``writes.garbage`` returns them once the job has ended, as Doris drops a clone task's replica
+    when the task fails. ``removing``: gc is deleting it, and no balance clones there meanwhile."""
+
+    __tablename__ = "clone_targets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(Integer)  # no foreign key: a job's row gone must not hide its files
+    partition_id: Mapped[int] = mapped_column(Integer)
+    version: Mapped[int] = mapped_column(Integer)
+    bucket_seq: Mapped[int] = mapped_column(Integer)
+    backend_id: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(String(2048))
+    state: Mapped[str] = mapped_column(String(16))  # planned | removing
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (Index("ix_clone_targets_job", "job_id"),)

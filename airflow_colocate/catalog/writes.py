@@ -9,6 +9,7 @@ from datetime import timedelta
 from sqlalchemy import bindparam, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from airflow_colocate.catalog import clone_targets
 from airflow_colocate.catalog import models as m
 from airflow_colocate.catalog.clones import etags_of
 from airflow_colocate.catalog.checks import (
@@ -326,10 +327,13 @@ class Writes:
 
         self.db.tx(run)
 
-    def garbage(self, *, grace: timedelta = timedelta(hours=1), stale_after: timedelta = timedelta(hours=24)) -> list[GarbageItem]:
-        """Files no reader needs: aborted and superseded versions older than ``grace``, and writes
-        still in staging after ``stale_after`` (their job died). Also marks those stale writes
-        aborted, so that a late report can no longer commit them."""
+    def garbage(self, *, grace: timedelta = timedelta(hours=1), stale_after: timedelta = timedelta(hours=24),
+                claim: bool = True) -> list[GarbageItem]:
+        """Files no reader needs: aborted and superseded versions older than ``grace``, writes
+        still in staging after ``stale_after`` (their job died), and the directories of clones
+        their ended balance job abandoned (:mod:`catalog.clone_targets`). Also marks those stale
+        writes aborted, so that a late report can no longer commit them, and (``claim``; not in a
+        dry run) those clone directories ``removing``, so that no balance clones there meanwhile."""
         check_duration("grace period", grace, "1 hour, the default")
         check_duration("stale period", stale_after, "24 hours, the default")
         def run(s: Session) -> list[GarbageItem]:
@@ -369,6 +373,8 @@ class Writes:
                     items += [GarbageItem(f"{state} version", d, pid, version) for d in _version_trees(s, pid, version, [])]
             for job in s.scalars(select(m.Job).where(m.Job.kind == "gc", m.Job.state == "pending")):
                 items += [GarbageItem(f"purged table {job.plan.get('table')}", path, job_id=job.id) for path in job.plan["paths"]]
+            items += [GarbageItem("abandoned clone", path, target_id=i)
+                      for i, _, path in clone_targets.garbage(s, now, grace, claim=claim)]
             return items
 
         return self.db.tx(run)
@@ -390,6 +396,7 @@ class Writes:
                                                  # no IN (…): an expanding parameter cannot run executemany
                                                  or_(versions.c.state == "aborted", versions.c.state == "superseded"))
                           .values(state="removed"), keys)
+            clone_targets.forget(s, [i.target_id for i in items if i.target_id is not None])
             for job_id in sorted({i.job_id for i in items if i.job_id is not None}):
                 job = s.get(m.Job, job_id)
                 if job is None:

@@ -57,7 +57,7 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
         except Exception as exc:  # noqa: BLE001 - opened a moment ago, gone now: report it, go on
             out.unreachable[b.name] = one_line_reason(exc)
     done, kept = [], set()  # kept: versions with a file left behind, whose rows must stay
-    garbage = catalog.writes.garbage(grace=grace, stale_after=stale_after)
+    garbage = catalog.writes.garbage(grace=grace, stale_after=stale_after, claim=not dry_run)
     held = catalog.iceberg.held(i.uri for i in garbage)  # named by a retained Iceberg snapshot
     awaited = catalog.iceberg.awaited()  # versions a lagging Iceberg table's catch-up names, one snapshot a commit
     for item in garbage:

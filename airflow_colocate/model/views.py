@@ -227,6 +227,7 @@ class GarbageItem:
     partition_id: int | None = None
     version: int | None = None
     job_id: int | None = None
+    target_id: int | None = None  # an abandoned clone's row in clone_targets
 
 
 # ---------------------------------------------------------------------- health and balance jobs
