@@ -85,4 +85,12 @@ def forget(s: Session, ids: list[int]) -> None:
         s.execute(delete(T).where(T.id.in_(chunk)).execution_options(synchronize_session=False))
 
 
-__all__ = ["HELD_BACK", "Target", "forget", "garbage", "note"]
+def release(s: Session, ids: list[int]) -> None:
+    """Undo the claim on folders gc did not delete (their backend unreachable, a delete failed): a
+    balance may clone there again now rather than wait for the next gc."""
+    for chunk in chunks(sorted(ids)):
+        s.execute(update(T).where(T.id.in_(chunk), T.state == "removing").values(state="planned")
+                  .execution_options(synchronize_session=False))
+
+
+__all__ = ["HELD_BACK", "Target", "forget", "garbage", "note", "release"]

@@ -379,6 +379,12 @@ class Writes:
 
         return self.db.tx(run)
 
+    def release_garbage(self, items: Iterable[GarbageItem]) -> None:
+        """The abandoned clones among ``items`` gc left (unreachable, not deleted): unclaimed."""
+        ids = [i.target_id for i in items if i.target_id is not None]
+        if ids:
+            self.db.tx(lambda s: clone_targets.release(s, ids))
+
     def forget_garbage(self, items: Iterable[GarbageItem]) -> None:
         """After the files are gone: drop the rows of the removed versions."""
         items = list(items)

@@ -90,6 +90,8 @@ def collect_garbage(catalog, *, grace: timedelta, stale_after: timedelta, deep: 
     if not dry_run:
         # a version is forgotten only once every file of it is gone (its rows list them all)
         catalog.writes.forget_garbage([i for i in done if i.partition_id is None or (i.partition_id, i.version) not in kept])
+        gone = set(done)
+        catalog.writes.release_garbage([i for i in garbage if i.target_id is not None and i not in gone])
         for uri in list(out.temps):
             try:
                 fs.delete_file(uri)

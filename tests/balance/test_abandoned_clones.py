@@ -6,6 +6,7 @@ cloned there again and no replica row named the files. gc left them on the backe
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from balance_lake import Killed, assert_whole, fingerprint, replica_dirs, rows
 
 from airflow_colocate.catalog import clone_targets
 from airflow_colocate.catalog import models as m
+from airflow_colocate.jobs.backends import add_backend
 from airflow_colocate.jobs.gc import collect_garbage
 from airflow_colocate.storage import fs
 
@@ -42,7 +44,7 @@ def killed(lake_on):
         for d, day in enumerate(("2026-11-01", "2026-11-02")):
             lake.write(table, day, range(d * 5000 + i, d * 5000 + i + 300))
     before = ({t: rows(lake.catalog, t) for t in TABLES}, fingerprint(lake.catalog))
-    lake.add_backend("be4")
+    lake.names["be4"] = add_backend(lake.catalog, lake.backend_root("be4"), name="be4").id  # with its identity marker
     balancer = lake.balancer()
     runner = balancer.runner
 
@@ -135,3 +137,25 @@ def test_a_dry_run_claims_nothing(killed):
     assert {fs.local_path(i.uri) for i in out.items if i.reason == "abandoned clone"} == left
     assert {s for _, s, _ in targets(cat)} == {"planned"}
     assert replica_dirs(lake.root) - catalog_dirs(cat) == left
+
+
+@pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)
+def test_a_folder_gc_could_not_reach_is_unclaimed_for_the_next(killed):
+    lake, _, left = killed
+    cat = lake.catalog
+    [job] = cat.jobs.list(kinds=["balance"])
+    cat.balance.cancel(job.id, "cancelled by the test")
+    root = fs.local_path(lake.backend_root("be4"))
+    os.rename(root, root + "-away")
+    os.mkdir(root)  # its disk unmounted, the empty mount point left: gc skips the backend
+    try:
+        out = gc(cat)
+        assert "be4" in out.unreachable and out.skipped >= len(left)
+        assert {s for _, s, _ in targets(cat)} == {"planned"}  # a balance need not wait for the next gc
+    finally:
+        os.rmdir(root)
+        os.rename(root + "-away", root)
+    out = gc(cat)
+    assert {fs.local_path(i.uri) for i in out.items if i.reason == "abandoned clone"} == left
+    assert targets(cat) == []
+    assert replica_dirs(lake.root) == catalog_dirs(cat)
