@@ -126,6 +126,19 @@ class Killed(Exception):
     """A balance run killed at a step (``kill_at``): the process ends there, as a SIGKILL would."""
 
 
+def dies_after_copying(balancer: Balancer) -> Balancer:
+    """``balancer`` with a clone job that copies every file, then dies before the control plane
+    hears of it."""
+    runner = balancer.runner
+
+    def dying(plan):
+        runner(plan)
+        raise Killed("clone job lost after copying")
+
+    balancer.runner = dying
+    return balancer
+
+
 def kill_at(step_name):
     """An ``on_step`` hook that kills the run the first time it reaches ``step_name``."""
     fired = []

@@ -10,7 +10,7 @@ import os
 from datetime import timedelta
 
 import pytest
-from balance_lake import Killed, assert_whole, fingerprint, replica_dirs, rows
+from balance_lake import Killed, assert_whole, dies_after_copying, fingerprint, replica_dirs, rows
 
 from airflow_colocate.catalog import clone_targets
 from airflow_colocate.catalog import models as m
@@ -34,6 +34,11 @@ def targets(cat) -> list[tuple[int, str, str]]:
     return cat.tx(lambda s: [(t.job_id, t.state, t.path) for t in s.query(m.CloneTarget).order_by(m.CloneTarget.id)])
 
 
+def cancel_the_job(cat) -> None:
+    [job] = cat.jobs.list(kinds=["balance"])
+    cat.balance.cancel(job.id, "cancelled by the test: the move is abandoned")
+
+
 @pytest.fixture
 def killed(lake_on):
     """Two tables of two days, a new empty backend, and a balance run whose clone job copied every
@@ -45,16 +50,8 @@ def killed(lake_on):
             lake.write(table, day, range(d * 5000 + i, d * 5000 + i + 300))
     before = ({t: rows(lake.catalog, t) for t in TABLES}, fingerprint(lake.catalog))
     lake.names["be4"] = add_backend(lake.catalog, lake.backend_root("be4"), name="be4").id  # with its identity marker
-    balancer = lake.balancer()
-    runner = balancer.runner
-
-    def dying(plan):
-        runner(plan)
-        raise Killed("clone job lost after copying")
-
-    balancer.runner = dying
     with pytest.raises(Killed):
-        balancer.run()
+        dies_after_copying(lake.balancer()).run()
     left = replica_dirs(lake.root) - catalog_dirs(lake.catalog)
     assert left, "the killed clone job left directories no replica row names"
     return lake, before, left
@@ -104,8 +101,7 @@ def test_gc_removes_the_clones_of_an_ended_job_and_keeps_a_running_ones(killed):
 def test_a_balance_holds_back_a_clone_into_a_directory_gc_is_removing(killed):
     lake, (before_rows, _), left = killed
     cat = lake.catalog
-    [job] = cat.jobs.list(kinds=["balance"])
-    cat.balance.cancel(job.id, "cancelled by the test")
+    cancel_the_job(cat)
     # gc has claimed the abandoned directories (its transaction) and not deleted them yet
     claimed = cat.writes.garbage(grace=timedelta(0))
     assert {fs.local_path(i.uri) for i in claimed if i.reason == "abandoned clone"} == left
@@ -131,8 +127,7 @@ def test_a_balance_holds_back_a_clone_into_a_directory_gc_is_removing(killed):
 def test_a_dry_run_claims_nothing(killed):
     lake, _, left = killed
     cat = lake.catalog
-    [job] = cat.jobs.list(kinds=["balance"])
-    cat.balance.cancel(job.id, "cancelled by the test")
+    cancel_the_job(cat)
     out = collect_garbage(cat, grace=timedelta(0), stale_after=timedelta(hours=24), dry_run=True)
     assert {fs.local_path(i.uri) for i in out.items if i.reason == "abandoned clone"} == left
     assert {s for _, s, _ in targets(cat)} == {"planned"}
@@ -143,8 +138,7 @@ def test_a_dry_run_claims_nothing(killed):
 def test_a_folder_gc_could_not_reach_is_unclaimed_for_the_next(killed):
     lake, _, left = killed
     cat = lake.catalog
-    [job] = cat.jobs.list(kinds=["balance"])
-    cat.balance.cancel(job.id, "cancelled by the test")
+    cancel_the_job(cat)
     root = fs.local_path(lake.backend_root("be4"))
     os.rename(root, root + "-away")
     os.mkdir(root)  # its disk unmounted, the empty mount point left: gc skips the backend

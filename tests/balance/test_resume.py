@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from balance_lake import Killed, assert_whole, fingerprint, kill_at, replica_dirs, rows
+from balance_lake import Killed, assert_whole, dies_after_copying, fingerprint, kill_at, replica_dirs, rows
 
 from airflow_colocate.storage import copy as copy_mod
 from airflow_colocate.storage import replica_dir
@@ -38,17 +38,8 @@ def test_killed_after_each_step_then_resumed(loaded, step):
     lake, (before_rows, before_sums) = loaded
     cat = lake.catalog
     if step == "mid-clone":
-        # The clone job copies every file, then dies before the control plane hears of it.
-        balancer = lake.balancer()
-        runner = balancer.runner
-
-        def dying(plan):
-            runner(plan)
-            raise Killed("clone job lost after copying")
-
-        balancer.runner = dying
         with pytest.raises(Killed):
-            balancer.run()
+            dies_after_copying(lake.balancer()).run()
     else:
         with pytest.raises(Killed):
             lake.run(on_step=kill_at(step))
