@@ -253,11 +253,15 @@ class BalanceJobs:
         catalog, or its directory holding files the catalog does not list, marks that source
         ``bad`` (repaired by the next round from a good copy).
         Returns (replicas registered, directories to delete: clones of versions that were
-        garbage-collected while the clone ran)."""
+        garbage-collected while the clone ran). A job that ended while its batch ran (cancelled)
+        registers nothing: gc may have removed those folders already (``clone_targets``), and
+        what it has not is its to remove."""
         results = list(results)
 
         def run(s: Session) -> tuple[int, list[str]]:
             job, g = _balance_job(s, job_id)
+            if job.state != ACTIVE:
+                return 0, []
             now = self.db.now()
             ok = [r for r in results if r.ok]
             quick = None if any(r.source_bad for r in results if not r.ok) else clones.register_new(s, ok, now)

@@ -18,9 +18,10 @@ transactions (PostgreSQL) or one writer (SQLite):
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from airflow_colocate.catalog import models as m
@@ -48,35 +49,39 @@ def note(s: Session, job_id: int, targets: list[Target], now: datetime) -> set[s
     return {t[4] for t in targets} & removing
 
 
-def garbage(s: Session, now: datetime, grace: timedelta, *, claim: bool) -> list[tuple[int, int, str]]:
+def garbage(s: Session, now: datetime, grace: timedelta, *, claim: str | None) -> list[tuple[int, int, str]]:
     """(target id, backend id, directory) of every abandoned clone: a target whose job has ended
     (over ``grace`` ago: a cluster may still run a killed driver's tasks) and that no replica row
     and no running job's target names. Targets a replica row names (registered clones) and those a
-    running job has taken over are forgotten here; the abandoned ones are marked ``removing``
-    (``claim``; a dry run claims nothing) until :func:`forget`."""
-    rows = list(fetch(s, select(T.id, T.job_id, T.partition_id, T.version, T.bucket_seq, T.backend_id, T.path, T.state,
-                                m.Job.state, m.Job.updated_at).outerjoin(m.Job, m.Job.id == T.job_id)))
-    if not rows:
+    running job has taken over are forgotten here; the abandoned ones are marked ``removing`` by
+    the gc run whose token is ``claim`` (None: a dry run, which claims nothing) until
+    :func:`forget`. A running job's targets are not read: a repair's thousands wait for its end."""
+    J = m.Job
+    ended = list(fetch(s, select(T.id, T.partition_id, T.version, T.bucket_seq, T.backend_id, T.path, T.state,
+                                 J.updated_at).outerjoin(J, J.id == T.job_id)
+                       .where(or_(J.id.is_(None), J.state != ACTIVE))))
+    if not ended:
         return []
-    running = {r.path for r in rows if r[8] == ACTIVE}
-    ended = [r for r in rows if r[8] != ACTIVE]
     named: dict[tuple[int, int, int, int], str] = {}
-    keys = sorted({(r.partition_id, r.version, r.bucket_seq, r.backend_id) for r in ended})
+    running: set[str] = set()
     R = m.Replica
-    for chunk in chunks(keys):
+    for chunk in chunks(sorted({(r.partition_id, r.version, r.bucket_seq, r.backend_id) for r in ended})):
         named.update(((p, v, seq, be), path) for p, v, seq, be, path in fetch(
             s, select(R.partition_id, R.version, R.bucket_seq, R.backend_id, R.path)
             .where(replica_keys(s, ("partition_id", "version", "bucket_seq", "backend_id"), chunk))))
+    for chunk in chunks(sorted({r.path for r in ended})):
+        running.update(s.scalars(select(T.path).join(J, J.id == T.job_id).where(J.state == ACTIVE, T.path.in_(chunk))))
     done, out = [], []
     for r in ended:
         if named.get((r.partition_id, r.version, r.bucket_seq, r.backend_id)) == r.path or r.path in running:
             done.append(r.id)  # a replica row, or a running job's own target, owns the directory now
-        elif r.state == "removing" or r[9] is None or utc(r[9]) <= now - grace:
+        elif r.state == "removing" or r.updated_at is None or utc(r.updated_at) <= now - grace:
             out.append((r.id, r.backend_id, r.path))
     forget(s, done)
-    if claim:
+    if claim is not None:
         for chunk in chunks([i for i, _, _ in out]):
-            s.execute(update(T).where(T.id.in_(chunk)).values(state="removing").execution_options(synchronize_session=False))
+            s.execute(update(T).where(T.id.in_(chunk)).values(state="removing", claimed_by=claim)
+                      .execution_options(synchronize_session=False))
     return out
 
 
@@ -85,12 +90,17 @@ def forget(s: Session, ids: list[int]) -> None:
         s.execute(delete(T).where(T.id.in_(chunk)).execution_options(synchronize_session=False))
 
 
-def release(s: Session, ids: list[int]) -> None:
-    """Undo the claim on folders gc did not delete (their backend unreachable, a delete failed): a
-    balance may clone there again now rather than wait for the next gc."""
+def release(s: Session, ids: list[int], claim: str) -> None:
+    """Undo this gc run's claim on folders it did not delete (their backend unreachable, a delete
+    failed): a balance may clone there again now rather than wait for the next gc. A folder another
+    gc run has claimed since stays claimed: that run may be deleting it."""
     for chunk in chunks(sorted(ids)):
-        s.execute(update(T).where(T.id.in_(chunk), T.state == "removing").values(state="planned")
-                  .execution_options(synchronize_session=False))
+        s.execute(update(T).where(T.id.in_(chunk), T.state == "removing", T.claimed_by == claim)
+                  .values(state="planned", claimed_by=None).execution_options(synchronize_session=False))
 
 
-__all__ = ["HELD_BACK", "Target", "forget", "garbage", "note", "release"]
+def new_claim() -> str:
+    return uuid.uuid4().hex
+
+
+__all__ = ["HELD_BACK", "Target", "forget", "garbage", "new_claim", "note", "release"]

@@ -370,5 +370,11 @@ class CloneTarget(Base):
     backend_id: Mapped[int] = mapped_column(Integer)
     path: Mapped[str] = mapped_column(String(2048))
     state: Mapped[str] = mapped_column(String(16))  # planned | removing
+    claimed_by: Mapped[str | None] = mapped_column(String(32), nullable=True)  # the gc run removing it
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    __table_args__ = (Index("ix_clone_targets_job", "job_id"),)
+    __table_args__ = (
+        Index("ix_clone_targets_job", "job_id"),
+        Index("ix_clone_targets_path", "path"),
+        Index("ix_clone_targets_removing", "state", postgresql_where=text("state = 'removing'"),
+              sqlite_where=text("state = 'removing'")),
+    )

@@ -328,12 +328,13 @@ class Writes:
         self.db.tx(run)
 
     def garbage(self, *, grace: timedelta = timedelta(hours=1), stale_after: timedelta = timedelta(hours=24),
-                claim: bool = True) -> list[GarbageItem]:
+                claim: bool = False) -> list[GarbageItem]:
         """Files no reader needs: aborted and superseded versions older than ``grace``, writes
         still in staging after ``stale_after`` (their job died), and the directories of clones
         their ended balance job abandoned (:mod:`catalog.clone_targets`). Also marks those stale
-        writes aborted, so that a late report can no longer commit them, and (``claim``; not in a
-        dry run) those clone directories ``removing``, so that no balance clones there meanwhile."""
+        writes aborted, so that a late report can no longer commit them, and (``claim``: gc, before
+        it deletes; not a dry run or a listing) those clone directories ``removing``, so that no
+        balance clones there meanwhile."""
         check_duration("grace period", grace, "1 hour, the default")
         check_duration("stale period", stale_after, "24 hours, the default")
         def run(s: Session) -> list[GarbageItem]:
@@ -373,17 +374,21 @@ class Writes:
                     items += [GarbageItem(f"{state} version", d, pid, version) for d in _version_trees(s, pid, version, [])]
             for job in s.scalars(select(m.Job).where(m.Job.kind == "gc", m.Job.state == "pending")):
                 items += [GarbageItem(f"purged table {job.plan.get('table')}", path, job_id=job.id) for path in job.plan["paths"]]
-            items += [GarbageItem("abandoned clone", path, target_id=i)
-                      for i, _, path in clone_targets.garbage(s, now, grace, claim=claim)]
+            token = clone_targets.new_claim() if claim else None
+            items += [GarbageItem("abandoned clone", path, target_id=i, claim=token)
+                      for i, _, path in clone_targets.garbage(s, now, grace, claim=token)]
             return items
 
         return self.db.tx(run)
 
     def release_garbage(self, items: Iterable[GarbageItem]) -> None:
         """The abandoned clones among ``items`` gc left (unreachable, not deleted): unclaimed."""
-        ids = [i.target_id for i in items if i.target_id is not None]
-        if ids:
-            self.db.tx(lambda s: clone_targets.release(s, ids))
+        by_claim: dict[str, list[int]] = {}
+        for i in items:
+            if i.target_id is not None and i.claim is not None:
+                by_claim.setdefault(i.claim, []).append(i.target_id)
+        if by_claim:
+            self.db.tx(lambda s: [clone_targets.release(s, ids, claim) for claim, ids in by_claim.items()])
 
     def forget_garbage(self, items: Iterable[GarbageItem]) -> None:
         """After the files are gone: drop the rows of the removed versions."""

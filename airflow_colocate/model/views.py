@@ -228,6 +228,7 @@ class GarbageItem:
     version: int | None = None
     job_id: int | None = None
     target_id: int | None = None  # an abandoned clone's row in clone_targets
+    claim: str | None = None  # and the gc run's token that marked it removing (none in a dry run)
 
 
 # ---------------------------------------------------------------------- health and balance jobs

@@ -103,7 +103,7 @@ def test_a_balance_holds_back_a_clone_into_a_directory_gc_is_removing(killed):
     cat = lake.catalog
     cancel_the_job(cat)
     # gc has claimed the abandoned directories (its transaction) and not deleted them yet
-    claimed = cat.writes.garbage(grace=timedelta(0))
+    claimed = cat.writes.garbage(grace=timedelta(0), claim=True)
     assert {fs.local_path(i.uri) for i in claimed if i.reason == "abandoned clone"} == left
     assert {s for _, s, _ in targets(cat)} == {"removing"}
 
@@ -153,3 +153,38 @@ def test_a_folder_gc_could_not_reach_is_unclaimed_for_the_next(killed):
     assert {fs.local_path(i.uri) for i in out.items if i.reason == "abandoned clone"} == left
     assert targets(cat) == []
     assert replica_dirs(lake.root) == catalog_dirs(cat)
+
+
+@pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)
+def test_a_job_cancelled_while_its_batch_copies_registers_nothing(lake_on):
+    """An operator cancels the job while a long clone batch runs, and gc, past the grace period,
+    removes the batch's folders before the batch ends: the batch must not register replicas there."""
+    lake = lake_on
+    cat = lake.catalog
+    for i, table in enumerate(TABLES):
+        lake.create(table, buckets=6)
+        lake.write(table, "2026-11-01", range(i, i + 300))
+    before = {t: rows(cat, t) for t in TABLES}
+    lake.add_backend("be4")
+    balancer = lake.balancer()
+    runner = balancer.runner
+    removed = []
+
+    def slow_batch(plan):
+        report = runner(plan)  # the copies are written; the report is not registered yet
+        cancel_the_job(cat)
+        lake.clock.advance(hours=2)
+        removed.extend(i.uri for i in gc(cat, grace=timedelta(hours=1)).items if i.reason == "abandoned clone")
+        return report
+
+    balancer.runner = slow_batch
+    balancer.run()
+    assert removed, "gc removed the cancelled job's folders"
+    assert {j.state for j in cat.jobs.list(kinds=["balance"])} == {"cancelled"}
+    for t in cat.tables.list():  # no replica row names a folder gc removed
+        for p in cat.reads.replicas(t.qualified_name)[1]:
+            for bucket in p.buckets:
+                for r in bucket:
+                    assert r.path not in removed and os.path.isdir(fs.local_path(r.path)), r.path
+    assert replica_dirs(lake.root) == catalog_dirs(cat)
+    assert {t: rows(cat, t) for t in TABLES} == before

@@ -28,12 +28,18 @@ def upgrade() -> None:
         sa.Column('backend_id', sa.Integer(), nullable=False),
         sa.Column('path', sa.String(length=2048), nullable=False),
         sa.Column('state', sa.String(length=16), nullable=False),
+        sa.Column('claimed_by', sa.String(length=32), nullable=True),
         sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint('id'),
     )
     op.create_index('ix_clone_targets_job', 'clone_targets', ['job_id'])
+    op.create_index('ix_clone_targets_path', 'clone_targets', ['path'])
+    op.create_index('ix_clone_targets_removing', 'clone_targets', ['state'],
+                    postgresql_where=sa.text("state = 'removing'"), sqlite_where=sa.text("state = 'removing'"))
 
 
 def downgrade() -> None:
+    op.drop_index('ix_clone_targets_removing', table_name='clone_targets')
+    op.drop_index('ix_clone_targets_path', table_name='clone_targets')
     op.drop_index('ix_clone_targets_job', table_name='clone_targets')
     op.drop_table('clone_targets')
